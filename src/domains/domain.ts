@@ -1,0 +1,264 @@
+import { ConfigError } from '../errors.js'
+import { DomainDesc, type StorageOrder } from './desc.js'
+import { arrayOver, DTYPES, plainAllocator, type BufferAllocator, type DType, type NumericArray } from './dtype.js'
+
+/** Element types a domain may use (BigInt arrays cannot hold numbers). */
+export type NumericDType = Exclude<DType, 'bigint64' | 'biguint64'>
+
+export interface DomainOptions {
+  /** Element type of the backing array; `float64` by default. */
+  dtype?: NumericDType
+  /** `C` (last index fastest, the default) or `F` (first index fastest). */
+  order?: StorageOrder
+  /**
+   * Keep the values of cells that stay inside the box when the box changes
+   * (default true). Turn off for domains whose every needed cell is rewritten
+   * each superstep, so a resize never copies.
+   */
+  preserveOnResize?: boolean
+}
+
+/**
+ * The data one rank holds of a distributed N-dimensional array: a typed array
+ * covering the box this rank *needs*, addressed in global coordinates.
+ *
+ * Users subclass it and provide the two *partition methods*. They must be pure
+ * functions of (rank, size, step) so that any rank can evaluate any other
+ * rank's partition — that is how routing plans are computed without messages.
+ *
+ * ```ts
+ * class Strip extends Domain<1> {
+ *   constructor(readonly n: number) { super(1) }
+ *   possessed(rank: number, size: number) { return DomainDesc.of([split(this.n, size, rank)], [split(this.n, size, rank + 1)]) }
+ *   needed(rank: number, size: number, step: number) { return this.possessed(rank, size, step).expand(1).intersect(DomainDesc.of([0], [this.n])) }
+ * }
+ * ```
+ *
+ * The skeleton allocates the domain (`resize`) before the first superstep and
+ * whenever the partition changes; hot loops read `data`, `strides` and
+ * `offset` once per call and index the array directly.
+ */
+export abstract class Domain<N extends number = number, A extends NumericArray = Float64Array<ArrayBufferLike>> {
+  readonly dims: N
+  readonly dtype: NumericDType
+  readonly order: StorageOrder
+  readonly preserveOnResize: boolean
+  /** Memory source; the threads runtime installs a SharedArrayBuffer allocator. */
+  allocator: BufferAllocator = plainAllocator
+
+  private _box: DomainDesc<N>
+  private _data: A
+  private _strides: number[]
+  private _offset = 0
+
+  constructor(dims: N, options: DomainOptions = {}) {
+    if (!Number.isInteger(dims) || dims < 1) throw new ConfigError(`a domain needs at least one dimension (got ${dims})`)
+    const dtype = options.dtype ?? 'float64'
+    if (!(dtype in DTYPES) || dtype.startsWith('big')) throw new ConfigError(`unsupported domain dtype "${dtype}"`)
+    const order = options.order ?? 'C'
+    if (order !== 'C' && order !== 'F') throw new ConfigError(`storage order must be "C" or "F" (got "${String(order)}")`)
+    this.dims = dims
+    this.dtype = dtype
+    this.order = order
+    this.preserveOnResize = options.preserveOnResize ?? true
+    this._box = DomainDesc.empty(dims)
+    this._data = new DTYPES[dtype](0) as A
+    this._strides = new Array<number>(dims).fill(0)
+  }
+
+  /** The cells this rank computes (owns) at superstep `step`. Boxes of all ranks must not overlap. */
+  abstract possessed(rank: number, size: number, step: number): DomainDesc<N>
+  /** The cells this rank must hold at superstep `step`: its possessed box plus halos. */
+  abstract needed(rank: number, size: number, step: number): DomainDesc<N>
+
+  /** The box currently allocated. */
+  get box(): DomainDesc<N> {
+    return this._box
+  }
+  /** Backing array; element `index(x)` holds global cell x. Replaced by `resize`. */
+  get data(): A {
+    return this._data
+  }
+  /** Flat-index step per dimension. */
+  get strides(): readonly number[] {
+    return this._strides
+  }
+  /** Flat index of the global origin: `index(x) = offset + Σ x[d]·strides[d]`. */
+  get offset(): number {
+    return this._offset
+  }
+
+  /**
+   * Make the domain cover `box`. Cells in both the old and the new box keep
+   * their values when `preserveOnResize` is on; other cells start at 0 when
+   * memory is new and are undefined when memory is reused.
+   */
+  resize(box: DomainDesc<N>): void {
+    if (box.dims !== this.dims) throw new ConfigError(`resize: box has ${box.dims} dimensions, domain has ${this.dims}`)
+    if (box.equals(this._box) && this._data.length === box.volume) return
+    const old = { box: this._box, data: this._data, strides: this._strides, offset: this._offset }
+    const volume = box.volume
+    const keep = this.preserveOnResize && !old.box.isEmpty && old.box.overlaps(box)
+    const bytes = volume * DTYPES[this.dtype].BYTES_PER_ELEMENT
+    if (keep || this._data.buffer.byteLength < bytes) {
+      this._data = arrayOver(this.dtype, this.allocator(bytes), 0, volume) as A
+    } else {
+      this._data = arrayOver(this.dtype, this._data.buffer, 0, volume) as A
+    }
+    this._box = box.isEmpty ? DomainDesc.empty(this.dims) : box
+    this.computeLayout()
+    if (keep) {
+      const common = old.box.intersect(box)
+      copyBox(old.data, old, this._data, { strides: this._strides, offset: this._offset }, common, this.order)
+    }
+  }
+
+  /** Flat index of a global cell (no bounds check; use `box.containsPoint` when unsure). */
+  index(x: readonly number[]): number {
+    let k = this._offset
+    for (let d = 0; d < this.dims; d++) k += x[d] * this._strides[d]
+    return k
+  }
+
+  /** Value at a global cell; throws outside the allocated box. */
+  get(x: readonly number[]): number {
+    this.check(x)
+    return this._data[this.index(x)] as number
+  }
+
+  set(x: readonly number[], value: number): void {
+    this.check(x)
+    this._data[this.index(x)] = value
+  }
+
+  /** Value at a local cell (0-based from the box's lower corner). */
+  getLocal(l: readonly number[]): number {
+    return this.get(l.map((v, d) => v + this._box.lower[d]))
+  }
+
+  setLocal(l: readonly number[], value: number): void {
+    this.set(l.map((v, d) => v + this._box.lower[d]), value)
+  }
+
+  /** Fill every cell of `box ∩ this.box` with `value`. */
+  fill(value: number, box: DomainDesc<N> = this._box): void {
+    const b = box.intersect(this._box)
+    if (b.isEmpty) return
+    forEachRun(this._strides, this._offset, b, this.order, (start, len) => this._data.fill(value, start, start + len))
+  }
+
+  /** True when the cells of `sub` (inside the allocated box) are one run of the backing array. */
+  isContiguous(sub: DomainDesc<N>): boolean {
+    return isContiguousIn(this._box, sub, this.order)
+  }
+
+  /** The cells of a contiguous `sub` as a view on the backing array (no copy). */
+  view(sub: DomainDesc<N>): A {
+    if (!this._box.contains(sub)) throw new ConfigError(`view: ${sub} is outside the allocated box ${this._box}`)
+    if (!this.isContiguous(sub)) throw new ConfigError(`view: ${sub} is not contiguous in ${this._box} (${this.order} order)`)
+    const start = sub.isEmpty ? 0 : this.index(sub.lower)
+    return this._data.subarray(start, start + sub.volume) as A
+  }
+
+  private computeLayout(): void {
+    const n = this.dims
+    const strides = new Array<number>(n).fill(0)
+    let s = 1
+    const dims = this.order === 'C' ? [...Array(n).keys()].reverse() : [...Array(n).keys()]
+    for (const d of dims) {
+      strides[d] = s
+      s *= this._box.extent(d)
+    }
+    this._strides = strides
+    let off = 0
+    for (let d = 0; d < n; d++) off -= this._box.lower[d] * strides[d]
+    this._offset = off
+  }
+
+  private check(x: readonly number[]): void {
+    if (x.length !== this.dims || !this._box.containsPoint(x)) {
+      throw new RangeError(`cell (${x.join(', ')}) is outside the allocated box ${this._box}`)
+    }
+  }
+}
+
+/** Whether `sub` (inside `outer`) is one contiguous run of an array laid out over `outer`. */
+export function isContiguousIn(outer: DomainDesc, sub: DomainDesc, order: StorageOrder): boolean {
+  if (sub.isEmpty) return true
+  const n = outer.dims
+  const dims = order === 'C' ? [...Array(n).keys()] : [...Array(n).keys()].reverse() // slowest first
+  // Skip leading (slow) dims of extent 1; the first dim of extent > 1 may be partial;
+  // every faster dim must span the outer box fully.
+  let k = 0
+  while (k < n && sub.extent(dims[k]) === 1) k++
+  for (let m = k + 1; m < n; m++) {
+    const d = dims[m]
+    if (sub.lower[d] !== outer.lower[d] || sub.upper[d] !== outer.upper[d]) return false
+  }
+  return true
+}
+
+/**
+ * Call `run(start, length)` for each maximal run of consecutive flat indices
+ * covering `box` in an array with the given layout, in storage order.
+ */
+export function forEachRun(
+  strides: readonly number[],
+  offset: number,
+  box: DomainDesc,
+  order: StorageOrder,
+  run: (start: number, length: number) => void,
+): void {
+  const layout = { strides, offset }
+  forEachRunPair(layout, layout, box, order, (s, _t, len) => run(s, len))
+}
+
+/**
+ * Call `run(start, length)` for each maximal run of consecutive flat indices
+ * covering `box` in an array with the given layout, in storage order, passing
+ * also the run's start in a second layout (same storage order, other box).
+ */
+export function forEachRunPair(
+  a: { strides: readonly number[]; offset: number },
+  b: { strides: readonly number[]; offset: number },
+  box: DomainDesc,
+  order: StorageOrder,
+  run: (startA: number, startB: number, length: number) => void,
+): void {
+  if (box.isEmpty) return
+  const n = box.dims
+  const fast = order === 'C' ? n - 1 : 0
+  const len = box.extent(fast)
+  const p = [...box.lower]
+  const outerDims = order === 'C' ? [...Array(n - 1).keys()].reverse() : [...Array(n).keys()].slice(1)
+  for (;;) {
+    let sa = a.offset
+    let sb = b.offset
+    for (let d = 0; d < n; d++) {
+      sa += p[d] * a.strides[d]
+      sb += p[d] * b.strides[d]
+    }
+    run(sa, sb, len)
+    let k = 0
+    for (; k < outerDims.length; k++) {
+      const d = outerDims[k]
+      if (++p[d] < box.upper[d]) break
+      p[d] = box.lower[d]
+    }
+    if (k === outerDims.length) return
+  }
+}
+
+/** Copy the cells of `box` between two arrays with their own layouts (same storage order). */
+export function copyBox(
+  src: NumericArray,
+  srcLayout: { strides: readonly number[]; offset: number },
+  dst: NumericArray,
+  dstLayout: { strides: readonly number[]; offset: number },
+  box: DomainDesc,
+  order: StorageOrder,
+): void {
+  forEachRunPair(srcLayout, dstLayout, box, order, (s, t, len) => {
+    dst.set(src.subarray(s, s + len) as never, t)
+  })
+}

@@ -1,0 +1,37 @@
+import type { DomainDesc } from './desc.js'
+import { Domain, type DomainOptions } from './domain.js'
+import type { NumericArray } from './dtype.js'
+
+/**
+ * A three-dimensional domain with fast accessors: cell (i, j, k) is at
+ * `offset + i*s0 + j*s1 + k*s2`.
+ *
+ * ```ts
+ * class Cube extends Domain3D {
+ *   possessed(rank: number, size: number) { return DomainDesc.of([lo(rank), 0, 0], [lo(rank + 1), n, n]) }
+ *   needed(rank: number, size: number, step: number) { return this.possessed(rank, size, step).expand([1, 0, 0]) }
+ * }
+ * ```
+ */
+export abstract class Domain3D<A extends NumericArray = Float64Array<ArrayBufferLike>> extends Domain<3, A> {
+  constructor(options: DomainOptions = {}) {
+    super(3, options)
+  }
+  get s0(): number {
+    return this.strides[0]
+  }
+  get s1(): number {
+    return this.strides[1]
+  }
+  get s2(): number {
+    return this.strides[2]
+  }
+  at(i: number, j: number, k: number): number {
+    return this.data[this.offset + i * this.strides[0] + j * this.strides[1] + k * this.strides[2]] as number
+  }
+  put(i: number, j: number, k: number, v: number): void {
+    this.data[this.offset + i * this.strides[0] + j * this.strides[1] + k * this.strides[2]] = v
+  }
+  abstract override possessed(rank: number, size: number, step: number): DomainDesc<3>
+  abstract override needed(rank: number, size: number, step: number): DomainDesc<3>
+}
