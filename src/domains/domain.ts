@@ -47,6 +47,7 @@ export abstract class Domain<N extends number = number, A extends NumericArray =
   allocator: BufferAllocator = plainAllocator
 
   private _box: DomainDesc<N>
+  private _possessed: DomainDesc<N>
   private _data: A
   private _strides: number[]
   private _offset = 0
@@ -62,6 +63,7 @@ export abstract class Domain<N extends number = number, A extends NumericArray =
     this.order = order
     this.preserveOnResize = options.preserveOnResize ?? true
     this._box = DomainDesc.empty(dims)
+    this._possessed = this._box
     this._data = new DTYPES[dtype](0) as A
     this._strides = new Array<number>(dims).fill(0)
   }
@@ -70,6 +72,19 @@ export abstract class Domain<N extends number = number, A extends NumericArray =
   abstract possessed(rank: number, size: number, step: number): DomainDesc<N>
   /** The cells this rank must hold at superstep `step`: its possessed box plus halos. */
   abstract needed(rank: number, size: number, step: number): DomainDesc<N>
+
+  /**
+   * The cells this rank computes in the current superstep (set by the
+   * skeleton before each `calculate`): the loop bounds of a kernel.
+   */
+  get possessedBox(): DomainDesc<N> {
+    return this._possessed
+  }
+
+  /** @internal Called by the skeleton once per superstep. */
+  setPossessedBox(box: DomainDesc<N>): void {
+    this._possessed = box
+  }
 
   /** The box currently allocated. */
   get box(): DomainDesc<N> {

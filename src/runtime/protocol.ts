@@ -1,0 +1,22 @@
+/** Messages from a rank to the launcher (plain data, so any framework copy can speak it). */
+export type RankToLauncher =
+  | { type: 'describe'; name: string; description: string; optionsHelp: string }
+  | { type: 'config-error'; rank: number; message: string }
+  | { type: 'load-error'; rank: number; message: string }
+  | { type: 'log'; rank: number; text: string }
+  | { type: 'result'; rank: number; value: unknown; text: string | undefined }
+  | {
+      type: 'error'
+      rank: number
+      skeleton: number
+      step: number
+      phase: string
+      name: string
+      code: string | undefined
+      message: string
+      stack: string | undefined
+    }
+
+export interface ControlPort {
+  postMessage(m: RankToLauncher): void
+}

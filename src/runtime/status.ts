@@ -1,0 +1,49 @@
+/**
+ * Where each rank is, in shared memory the launcher can read even while the
+ * rank is busy computing or has died: skeleton, step, phase and a beat counter.
+ */
+export const PHASES = ['start', 'light', 'init', 'calculate', 'route', 'checkpoint', 'swap', 'replay', 'restore', 'done'] as const
+export type Phase = (typeof PHASES)[number]
+
+const FIELDS = 4
+
+export function createStatusBuffer(size: number): Int32Array {
+  const s = new Int32Array(new SharedArrayBuffer(size * FIELDS * 4))
+  for (let r = 0; r < size; r++) {
+    s[r * FIELDS] = -1
+    s[r * FIELDS + 1] = -1
+  }
+  return s
+}
+
+/** One rank's view of its own status slot. */
+export class RankStatus {
+  constructor(
+    private readonly shared: Int32Array,
+    private readonly rank: number,
+  ) {}
+
+  set(skeleton: number, step: number, phase: Phase): void {
+    const b = this.rank * FIELDS
+    this.shared[b] = skeleton
+    this.shared[b + 1] = step
+    this.shared[b + 2] = PHASES.indexOf(phase)
+    Atomics.add(this.shared, b + 3, 1)
+  }
+
+  phase(phase: Phase): void {
+    const b = this.rank * FIELDS
+    this.shared[b + 2] = PHASES.indexOf(phase)
+    Atomics.add(this.shared, b + 3, 1)
+  }
+}
+
+export function readStatus(shared: Int32Array, rank: number): { skeleton: number; step: number; phase: Phase; beats: number } {
+  const b = rank * FIELDS
+  return {
+    skeleton: shared[b],
+    step: shared[b + 1],
+    phase: PHASES[shared[b + 2]] ?? 'start',
+    beats: Atomics.load(shared, b + 3),
+  }
+}

@@ -1,0 +1,87 @@
+import type { Domain } from '../domains/domain.js'
+import type { Communicator, ReduceOp } from '../runtime/communicator.js'
+import type { CalcKernel } from './kernel.js'
+import type { RankRuntime } from './runtime.js'
+import { Skeleton, type SkeletonOptions } from './skeleton.js'
+
+/**
+ * What a program's `main` sees on each rank: who it is, its parsed options,
+ * skeleton construction, and a few collectives for light results.
+ *
+ * ```ts
+ * async main(ctx) {
+ *   const grid = await ctx.skeleton(new Relax(ctx.options.iterations), [new Plate(n), new Plate(n)]).run()
+ *   const sum = await ctx.foldInRankOrder(0, (acc) => addMyRows(acc, grid))
+ *   ctx.log(`sum ${sum}`)
+ *   return { sum }
+ * }
+ * ```
+ */
+export class RankContext<O> {
+  private skeletons = 0
+
+  constructor(
+    private readonly rt: RankRuntime,
+    readonly options: O,
+    /** True when this run resumes from a checkpoint (light code runs as usual). */
+    readonly recovering: boolean,
+    private readonly logSink: (text: string) => void,
+  ) {}
+
+  get rank(): number {
+    return this.rt.comm.rank
+  }
+  get size(): number {
+    return this.rt.comm.size
+  }
+  /** The communicator, for programs that need more than the helpers below. */
+  get comm(): Communicator {
+    return this.rt.comm
+  }
+
+  /** A new skeleton; skeletons are numbered in creation order, which every rank must follow. */
+  skeleton<It, D extends Domain>(kernel: CalcKernel<It, D>, domains: readonly [D, D], options?: SkeletonOptions): Skeleton<It, D> {
+    return new Skeleton(this.rt, this.skeletons++, kernel, domains, options)
+  }
+
+  /** Print a line once (from rank 0). */
+  log(...parts: unknown[]): void {
+    if (this.rank === 0) this.logSink(parts.map(String).join(' '))
+  }
+
+  /** Print a line from this rank, prefixed with its number. */
+  logAll(...parts: unknown[]): void {
+    this.logSink(`[rank ${this.rank}] ${parts.map(String).join(' ')}`)
+  }
+
+  allreduce(value: number, op: ReduceOp): Promise<number> {
+    return this.rt.comm.allreduce(value, op)
+  }
+
+  allgather<T>(value: T): Promise<T[]> {
+    return this.rt.comm.allgather(value)
+  }
+
+  barrier(): Promise<void> {
+    return this.rt.comm.barrier()
+  }
+
+  /**
+   * Thread an accumulator through the ranks in order (rank 0 first) and give
+   * every rank the final value. Unlike a tree reduction, a floating-point sum
+   * built this way is bit-identical to a serial loop over the same cells.
+   */
+  async foldInRankOrder(initial: number, step: (acc: number) => number): Promise<number> {
+    const { rank, size } = this
+    const tag = -0x7fff0000
+    let acc = initial
+    if (rank > 0) {
+      const m = await this.comm.recv(rank - 1, tag)
+      acc = new Float64Array(m.bytes.slice().buffer)[0]
+      m.release()
+    }
+    acc = step(acc)
+    if (rank < size - 1) await this.comm.send(rank + 1, tag, new Uint8Array(Float64Array.of(acc).buffer))
+    return this.comm.allreduce(rank === size - 1 ? acc : -Infinity, 'max')
+  }
+}

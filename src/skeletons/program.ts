@@ -1,0 +1,52 @@
+import { ConfigError } from '../errors.js'
+import { runRank, type RankInit } from '../runtime/rank-main.js'
+import type { RankContext } from './context.js'
+import type { OptionSpecs, OptionValues } from './options.js'
+
+/** The key under which a program carries its per-rank entry (shared across module copies). */
+export const RANK_ENTRY = Symbol.for('molotof.rank-entry')
+
+export interface ProgramDefinition<O extends OptionSpecs, R> {
+  /** Identifies the program in checkpoints (a checkpoint of another program is refused). */
+  name: string
+  description?: string
+  /** Command-line options; their values are the run's settings. */
+  options: O
+  /** The code every rank runs (SPMD). Light code here is replayed on recovery. */
+  main(ctx: RankContext<OptionValues<O>>): Promise<R> | R
+  /** How the launcher prints rank 0's result (JSON by default). */
+  format?(result: R, options: OptionValues<O>): string
+}
+
+export interface Program<O extends OptionSpecs = OptionSpecs, R = unknown> extends Readonly<ProgramDefinition<O, R>> {
+  readonly [RANK_ENTRY]: (init: RankInit) => Promise<void>
+}
+
+/**
+ * Declare the program every rank runs. Export it as the module's default.
+ *
+ * ```ts
+ * export default defineProgram({
+ *   name: 'jacobi',
+ *   options: { n: option.int(256, 'interior size') },
+ *   async main(ctx) { ... return { residual } },
+ * })
+ * ```
+ * Run it with `molotof run jacobi.ts --ranks 4 --n 1024`.
+ */
+export function defineProgram<O extends OptionSpecs, R>(def: ProgramDefinition<O, R>): Program<O, R> {
+  if (!def || typeof def.name !== 'string' || !/^[\w.-]+$/.test(def.name)) {
+    throw new ConfigError('defineProgram: `name` must be a non-empty word (letters, digits, _ . -)')
+  }
+  if (typeof def.main !== 'function') throw new ConfigError(`defineProgram(${def.name}): \`main\` must be a function`)
+  const program: Program<O, R> = {
+    ...def,
+    options: def.options ?? ({} as O),
+    [RANK_ENTRY]: (init: RankInit) => runRank(program as unknown as Program, init),
+  }
+  return Object.freeze(program)
+}
+
+export function isProgram(v: unknown): v is Program {
+  return typeof v === 'object' && v !== null && typeof (v as Record<symbol, unknown>)[RANK_ENTRY] === 'function'
+}

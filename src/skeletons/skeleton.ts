@@ -1,0 +1,206 @@
+import type { DomainDesc } from '../domains/desc.js'
+import type { Domain } from '../domains/domain.js'
+import { ConfigError } from '../errors.js'
+import { partitionAt, validatePartition, type Partition } from '../routing/partition.js'
+import type { RoutingMode } from '../routing/plan.js'
+import { Router, validateSchedule, type Schedule } from '../routing/router.js'
+import type { RankRuntime } from './runtime.js'
+import { CalcKernel } from './kernel.js'
+
+export interface SkeletonOptions {
+  /** `border` (halo exchange, the default) or `circulation` (blocks move between ranks). */
+  routing?: RoutingMode
+  /** Message schedule; all at once by default. */
+  schedule?: Schedule
+  /** A name for messages and checkpoints; `skeleton<index>` by default. */
+  name?: string
+}
+
+/** What a skeleton exposes to checkpoint hooks at a checkpoint point. */
+export interface SkeletonState<It = unknown, D extends Domain = Domain> {
+  readonly index: number
+  readonly name: string
+  readonly step: number
+  readonly it: It
+  /** The domain read in this superstep (written by the next one). */
+  readonly read: D
+  /** The domain written in this superstep (read by the next one). */
+  readonly write: D
+  readonly mode: RoutingMode
+  readonly partition: Partition
+}
+
+/**
+ * The GReLoSSS main loop of one skeleton. Each superstep: calculate → route
+ * (when the kernel says so, agreed by all ranks) → checkpoint point → swap
+ * (a pointer swap). The skeleton owns the loop; the kernel owns the numbers.
+ *
+ * ```ts
+ * const sk = ctx.skeleton(new Relax(iterations), [new Plate(n), new Plate(n)])
+ * const result = await sk.run()   // the domain holding the last values
+ * ```
+ *
+ * In recovery mode a skeleton before the recovery line is skipped whole; the
+ * skeleton of the line walks its iterator (no calculate, no routing) to the
+ * recovery step, restores its registered data and continues normally.
+ */
+export class Skeleton<It, D extends Domain> {
+  readonly name: string
+  readonly mode: RoutingMode
+  private readonly router: Router
+  private readonly customRoute: boolean
+  private finished = false
+
+  constructor(
+    private readonly rt: RankRuntime,
+    readonly index: number,
+    readonly kernel: CalcKernel<It, D>,
+    private readonly domains: readonly [D, D],
+    options: SkeletonOptions = {},
+  ) {
+    if (!(kernel instanceof CalcKernel)) throw new ConfigError('a skeleton needs a CalcKernel subclass instance')
+    if (domains.length !== 2 || domains[0] === domains[1]) {
+      throw new ConfigError('a skeleton needs two distinct domains (read and write are swapped after each superstep)')
+    }
+    if (domains[0].dims !== domains[1].dims || domains[0].dtype !== domains[1].dtype || domains[0].order !== domains[1].order) {
+      throw new ConfigError('both domains of a skeleton must have the same dimensions, dtype and storage order')
+    }
+    this.name = options.name ?? `skeleton${index}`
+    this.mode = options.routing ?? 'border'
+    if (this.mode !== 'border' && this.mode !== 'circulation') {
+      throw new ConfigError(`unknown routing mode "${String(this.mode)}" (border or circulation)`)
+    }
+    this.router = new Router(rt.comm, this.mode, validateSchedule(options.schedule ?? { kind: 'all' }), this.name)
+    this.customRoute = kernel.shouldRoute !== CalcKernel.prototype.shouldRoute
+  }
+
+  /** Number of routing plans built so far (a plan is reused while the partition is unchanged). */
+  get plansBuilt(): number {
+    return this.router.plansBuilt
+  }
+
+  /** Run the loop to the end; resolves with the domain that holds the final values. */
+  async run(): Promise<D> {
+    if (this.finished) throw new ConfigError(`${this.name} has already run`)
+    this.finished = true
+    const { rt, kernel: k } = this
+    const { rank, size } = rt.comm
+    const owner = this.domains[0]
+    let [read, write] = this.domains
+    read.allocator = write.allocator = rt.comm.allocator
+
+    const recovery = rt.hooks.recoveryFor(this.index)
+    if (recovery.kind === 'skip') {
+      rt.status.set(this.index, -1, 'replay')
+      return read
+    }
+
+    let step = 0
+    let it = k.begin()
+    if (k.end(it)) return read
+    let nextIt = k.next(it)
+    let last = k.end(nextIt)
+    let part = this.partition(owner, size, 0)
+    let partNext = last ? undefined : this.partition(owner, size, 1)
+
+    rt.status.set(this.index, 0, 'init')
+    read.resize(part.needed[rank])
+    write.resize(writeBox(part, partNext, rank))
+    read.setPossessedBox(part.possessed[rank])
+    write.setPossessedBox(part.possessed[rank])
+    k.initialize(read, write)
+
+    if (recovery.kind === 'resume') {
+      // Fast-forward: replay the iterator only, up to the recovery step.
+      rt.status.set(this.index, 0, 'replay')
+      while (step < recovery.step) {
+        if (last) throw new ConfigError(`${this.name}: the recovery step ${recovery.step} is past the end of the loop (${step})`)
+        it = nextIt
+        step++
+        nextIt = k.next(it)
+        last = k.end(nextIt)
+      }
+      part = this.partition(owner, size, step)
+      partNext = last ? undefined : this.partition(owner, size, step + 1)
+      // The step's read box is the write box of the step before it.
+      const before = step === 0 ? undefined : this.partition(owner, size, step - 1)
+      read.resize(before ? writeBox(before, part, rank) : part.needed[rank])
+      write.resize(writeBox(part, partNext, rank))
+      rt.status.set(this.index, step, 'restore')
+      const state = this.state(step, it, read, write, part)
+      const restored = await rt.hooks.restore(state)
+      if (partNext && restored.reroute && (await this.agreeRoute(it, step))) {
+        rt.status.phase('route')
+        await this.router.route(this.router.plan(part, partNext), this.mode === 'border' ? write : read, write, this.tag(step))
+      }
+      ;[read, write] = [write, read]
+      if (last) return this.finish(read)
+      it = nextIt
+      step++
+      part = partNext!
+      nextIt = k.next(it)
+      last = k.end(nextIt)
+      partNext = last ? undefined : this.partition(owner, size, step + 1)
+    }
+
+    for (;;) {
+      rt.status.set(this.index, step, 'calculate')
+      await this.router.settle(write)
+      write.resize(writeBox(part, partNext, rank))
+      read.setPossessedBox(part.possessed[rank])
+      write.setPossessedBox(part.possessed[rank])
+      k.calculate(read, write, it, step)
+
+      if (partNext && (await this.agreeRoute(it, step))) {
+        rt.status.phase('route')
+        const plan = this.router.plan(part, partNext)
+        await this.router.route(plan, this.mode === 'border' ? write : read, write, this.tag(step))
+      }
+
+      rt.status.phase('checkpoint')
+      await rt.hooks.checkpointPoint(this.state(step, it, read, write, part), last)
+
+      rt.status.phase('swap')
+      ;[read, write] = [write, read]
+      if (last) break
+      it = nextIt
+      step++
+      part = partNext!
+      nextIt = k.next(it)
+      last = k.end(nextIt)
+      partNext = last ? undefined : this.partition(owner, size, step + 1)
+    }
+    return this.finish(read)
+  }
+
+  private async finish(read: D): Promise<D> {
+    await this.router.settleAll()
+    this.rt.status.phase('light')
+    return read
+  }
+
+  private state(step: number, it: It, read: D, write: D, partition: Partition): SkeletonState<It, D> {
+    return { index: this.index, name: this.name, step, it, read, write, mode: this.mode, partition }
+  }
+
+  private partition(owner: D, size: number, step: number): Partition {
+    const p = partitionAt(owner, size, step)
+    if (step === 0) validatePartition(p, this.name)
+    return p
+  }
+
+  private async agreeRoute(it: It, step: number): Promise<boolean> {
+    if (!this.customRoute) return true
+    const mine = this.kernel.shouldRoute(it, step) ? 1 : 0
+    return (await this.rt.comm.allreduce(mine, 'max')) === 1
+  }
+
+  private tag(step: number): number {
+    return this.index * 2 ** 32 + step
+  }
+}
+
+/** The write domain must hold what it computes and what the next superstep needs of it. */
+function writeBox(part: Partition, next: Partition | undefined, rank: number): DomainDesc {
+  return part.possessed[rank].hull((next ?? part).needed[rank])
+}
