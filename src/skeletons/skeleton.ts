@@ -95,6 +95,7 @@ export class Skeleton<It, D extends Domain> {
       return read
     }
 
+    rt.status.set(this.index, 0, 'init')
     let step = 0
     let it = k.begin()
     if (k.end(it)) return read
@@ -103,7 +104,6 @@ export class Skeleton<It, D extends Domain> {
     let part = this.partition(owner, size, 0)
     let partNext = last ? undefined : this.partition(owner, size, 1)
 
-    rt.status.set(this.index, 0, 'init')
     read.resize(part.needed[rank])
     write.resize(writeBox(part, partNext, rank))
     read.setPossessedBox(part.possessed[rank])

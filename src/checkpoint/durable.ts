@@ -1,0 +1,86 @@
+import { randomBytes } from 'node:crypto'
+import { open, rename, unlink, type FileHandle } from 'node:fs/promises'
+import { basename, dirname, join } from 'node:path'
+import { errorCode } from './fs-errors.js'
+
+/** Marker inside the names of temporary files, so leftovers of a crash can be recognised. */
+export const TMP_INFIX = '.tmp-'
+
+/** True for names writeDurably uses while a file is being written. */
+export function isTemporaryName(name: string): boolean {
+  return name.includes(TMP_INFIX)
+}
+
+// Linux limits one writev to IOV_MAX (1024) buffers.
+const MAX_IOV = 1024
+
+/**
+ * Writes `parts` (in order) to `path` so that, after it resolves, the file is
+ * on stable storage under its final name, and a crash at any moment leaves
+ * either no file or the whole file — never a torn one: write to a temporary
+ * name in the same directory, fsync it, rename it over `path`, fsync the
+ * directory. On failure the temporary file is removed and the error rethrown
+ * (callers map it to a CheckpointError); an existing file at `path` is untouched.
+ *
+ * ```ts
+ * const bytes = await writeDurably('/ckpt/ckpt-00000007/rank-3.mlf', parts)
+ * ```
+ */
+export async function writeDurably(path: string, parts: readonly Uint8Array[]): Promise<number> {
+  const tmp = join(dirname(path), `${basename(path)}${TMP_INFIX}${process.pid}-${randomBytes(4).toString('hex')}`)
+  let fh: FileHandle | undefined
+  try {
+    fh = await open(tmp, 'wx', 0o644)
+    const bytes = await writeAll(fh, parts)
+    await fh.sync()
+    await fh.close()
+    fh = undefined
+    await rename(tmp, path)
+    await syncDirectory(dirname(path))
+    return bytes
+  } catch (err) {
+    if (fh) await fh.close().catch(() => undefined)
+    await unlink(tmp).catch(() => undefined)
+    throw err
+  }
+}
+
+/**
+ * fsyncs a directory, making the names created or renamed in it durable.
+ * Platforms that cannot fsync a directory (EINVAL/EISDIR/EPERM, e.g. Windows)
+ * are tolerated: there is nothing more to do there.
+ */
+export async function syncDirectory(dir: string): Promise<void> {
+  const dh = await open(dir, 'r')
+  try {
+    await dh.sync()
+  } catch (err) {
+    const code = errorCode(err)
+    if (code !== 'EINVAL' && code !== 'EISDIR' && code !== 'EPERM' && code !== 'EBADF') throw err
+  } finally {
+    await dh.close()
+  }
+}
+
+/** One writev per batch of buffers, resuming after short writes without copying. */
+async function writeAll(fh: FileHandle, parts: readonly Uint8Array[]): Promise<number> {
+  let pending = parts.filter((p) => p.byteLength > 0)
+  let position = 0
+  while (pending.length > 0) {
+    const batch = pending.slice(0, MAX_IOV)
+    const want = batch.reduce((n, p) => n + p.byteLength, 0)
+    const { bytesWritten } = await fh.writev(batch, position)
+    if (bytesWritten <= 0) throw Object.assign(new Error('write made no progress'), { code: 'EIO' })
+    position += bytesWritten
+    if (bytesWritten === want) {
+      pending = pending.slice(batch.length)
+      continue
+    }
+    // Short write: drop what was written, keep the rest of a partly written buffer as a view.
+    let skip = bytesWritten
+    let i = 0
+    while (skip >= pending[i].byteLength) skip -= pending[i++].byteLength
+    pending = [pending[i].subarray(skip), ...pending.slice(i + 1)]
+  }
+  return position
+}

@@ -1,0 +1,94 @@
+import { plainAllocator, sharedAllocator } from '../domains/dtype.js'
+import { Collectives } from './collectives.js'
+import type { Communicator, Message, ReduceOp } from './communicator.js'
+import { Mailbox } from './mailbox.js'
+import { ConfigError, RankFailedError } from '../errors.js'
+import { RankContext } from '../skeletons/context.js'
+import { parseOptions, type OptionSpecs } from '../skeletons/options.js'
+import type { Program } from '../skeletons/program.js'
+import { noHooks, type RankRuntime } from '../skeletons/runtime.js'
+import { createStatusBuffer, RankStatus, readStatus } from './status.js'
+
+/**
+ * All ranks of a group in one thread: for unit tests of kernels, partitions and
+ * routing without starting threads. Each rank runs as an async task; sends copy.
+ *
+ * ```ts
+ * const comms = localGroup(3)
+ * await Promise.all(comms.map(async (comm) => { ... same code on every rank ... }))
+ * ```
+ */
+export function localGroup(size: number, opts: { shared?: boolean } = {}): Communicator[] {
+  const boxes = Array.from({ length: size }, () => new Mailbox())
+  return boxes.map((_, rank) => new LocalCommunicator(rank, size, boxes, opts.shared ? sharedAllocator : plainAllocator))
+}
+
+class LocalCommunicator implements Communicator {
+  private readonly collectives = new Collectives(this)
+  constructor(
+    readonly rank: number,
+    readonly size: number,
+    private readonly boxes: Mailbox[],
+    readonly allocator: typeof plainAllocator,
+  ) {}
+
+  send(dest: number, tag: number, bytes: Uint8Array): Promise<void> {
+    if (dest < 0 || dest >= this.size) throw new RangeError(`rank ${this.rank}: no rank ${dest} (size ${this.size})`)
+    const copy = new Uint8Array(bytes.byteLength)
+    copy.set(bytes)
+    // Deliver on a later tick, as a real transport would.
+    setImmediate(() => this.boxes[dest].deliver(this.rank, tag, { bytes: copy, release: () => {} }))
+    return Promise.resolve()
+  }
+  recv(src: number, tag: number): Promise<Message> {
+    return this.boxes[this.rank].take(src, tag)
+  }
+  allreduce(value: number, op: ReduceOp): Promise<number> {
+    return this.collectives.allreduce(value, op)
+  }
+  allgather<T>(value: T): Promise<T[]> {
+    return this.collectives.allgather(value)
+  }
+  barrier(): Promise<void> {
+    return this.collectives.barrier()
+  }
+  close(): void {
+    this.boxes[this.rank].fail(new Error('communicator closed'))
+  }
+}
+
+/**
+ * Run a program on `ranks` async ranks in this thread (no workers): the fast
+ * path for tests. Options are given as command-line words.
+ *
+ * ```ts
+ * const values = await runLocal(program, { ranks: 3, argv: ['--n', '64'] })
+ * ```
+ */
+export async function runLocal<R>(
+  program: Program<OptionSpecs, R>,
+  opts: { ranks: number; argv?: readonly string[]; onLog?: (rank: number, text: string) => void },
+): Promise<R[]> {
+  if (!Number.isInteger(opts.ranks) || opts.ranks < 1) throw new ConfigError(`the rank count must be a positive integer (got ${opts.ranks})`)
+  const options = parseOptions(program.options, opts.argv ?? [])
+  const comms = localGroup(opts.ranks)
+  const status = createStatusBuffer(opts.ranks)
+  try {
+    return await Promise.all(
+      comms.map(async (comm, rank) => {
+        const rt: RankRuntime = { comm, status: new RankStatus(status, rank), hooks: noHooks }
+        const ctx = new RankContext(rt, options, false, (t) => opts.onLog?.(rank, t))
+        try {
+          return await program.main(ctx)
+        } catch (e) {
+          // One failed rank would leave the others waiting: fail them all.
+          for (const c of comms) c.close()
+          const s = readStatus(status, rank)
+          throw new RankFailedError({ rank, skeleton: s.skeleton, step: s.step, phase: s.phase }, String((e as Error)?.message ?? e))
+        }
+      }),
+    )
+  } finally {
+    for (const c of comms) c.close()
+  }
+}
