@@ -1,0 +1,64 @@
+/**
+ * Jacobi throughput: molotof on 1 and 2 ranks next to a plain hand-written
+ * serial loop of the same kernel, measured side by side in one run with the
+ * configurations interleaved so machine noise hits them alike.
+ *
+ *   npm run bench:jacobi -- [--n 2048] [--iterations 200] [--repeats 5]
+ */
+import { parseArgs } from 'node:util'
+import { launch } from '../src/index.js'
+import type { JacobiResult } from '../examples/jacobi/jacobi.js'
+import { jacobiSerial } from '../examples/jacobi/serial.js'
+import { summary, table } from './stats.js'
+
+const { values } = parseArgs({
+  options: {
+    n: { type: 'string', default: '2048' },
+    iterations: { type: 'string', default: '200' },
+    repeats: { type: 'string', default: '5' },
+  },
+})
+const n = Number(values.n)
+const iterations = Number(values.iterations)
+const repeats = Number(values.repeats)
+const updates = n * n * iterations
+
+const configs: Array<{ name: string; run: () => Promise<number> }> = [
+  {
+    name: 'plain serial loop',
+    run: async () => {
+      const t0 = performance.now()
+      jacobiSerial(n, iterations)
+      return (performance.now() - t0) / 1000
+    },
+  },
+  ...[1, 2].map((ranks) => ({
+    name: `molotof, ${ranks} rank${ranks > 1 ? 's' : ''}`,
+    run: async () => {
+      const r = await launch<JacobiResult>('examples/jacobi/jacobi.ts', {
+        ranks,
+        argv: ['--n', String(n), '--iterations', String(iterations)],
+        onLog: () => {},
+      })
+      return r.value.seconds
+    },
+  })),
+]
+
+console.log(`Jacobi n=${n}, ${iterations} iterations, ${repeats} repeats (+1 warm-up), configurations interleaved`)
+const times = configs.map(() => [] as number[])
+for (let rep = -1; rep < repeats; rep++) {
+  for (let c = 0; c < configs.length; c++) {
+    const s = await configs[c].run()
+    if (rep >= 0) times[c].push(s)
+  }
+  process.stderr.write(rep < 0 ? 'warm-up done\n' : `repeat ${rep + 1}/${repeats}\n`)
+}
+const med = times.map((t) => summary(t).median)
+const rows = configs.map((c, i) => {
+  const mlups = times[i].map((t) => updates / t / 1e6)
+  const s = summary(mlups)
+  return [c.name, s.min.toFixed(0), s.median.toFixed(0), s.max.toFixed(0), (med[0] / med[i]).toFixed(3)]
+})
+console.log(table(['configuration', 'MLUPS min', 'median', 'max', '× serial (median)'], rows))
+console.log('(time measured around the skeleton loop on rank 0 for molotof, around the loop for the serial code)')

@@ -1,0 +1,167 @@
+import { ConfigError, SettingsMismatchError, type SettingDifference } from '../errors.js'
+import { childPath, isPlainObject } from './json.js'
+import type { CheckpointStore } from './store.js'
+
+/** Why one checkpoint cannot be used, as seen by one rank. */
+export interface SkipReason {
+  seq: number
+  rank: number
+  /** The unusable file; empty when the rank did not see the checkpoint at all. */
+  file: string
+  reason: string
+}
+
+/**
+ * What one rank finds usable in the checkpoint directory. Plain data, so the
+ * lead can exchange views over the communicator before choosing the line.
+ */
+export interface RankView {
+  rank: number
+  /** Checkpoints complete and valid for this rank, newest first. */
+  valid: number[]
+  /** Checkpoints this rank cannot use, and why. */
+  problems: SkipReason[]
+}
+
+/** The chosen recovery line and what was passed over to reach it. */
+export interface RecoveryLine {
+  /** The newest checkpoint valid on every rank, or undefined: start afresh. */
+  seq: number | undefined
+  /** Checkpoints newer than `seq` that were skipped, newest first, with every rank's reasons. */
+  skipped: { seq: number; problems: SkipReason[] }[]
+}
+
+/**
+ * Chooses the recovery line from every rank's view: the newest checkpoint that
+ * all ranks find valid. Newer checkpoints are returned in `skipped` with the
+ * reasons (file and why) so the caller can warn; duplicate reports (every rank
+ * seeing the same missing marker) are merged.
+ *
+ * ```ts
+ * const views = await comm.allGather(await localView(store, rank, size))
+ * const line = chooseRecoveryLine(views)
+ * for (const s of line.skipped) log.warn(`checkpoint ${s.seq} skipped: ${s.problems.map((p) => `${p.file}: ${p.reason}`).join('; ')}`)
+ * ```
+ */
+export function chooseRecoveryLine(views: readonly RankView[]): RecoveryLine {
+  if (views.length === 0) throw new ConfigError('chooseRecoveryLine needs the view of at least one rank')
+  let common: Set<number> = new Set(views[0].valid)
+  for (const v of views.slice(1)) common = new Set(v.valid.filter((s) => common.has(s)))
+  const seq = common.size === 0 ? undefined : Math.max(...common)
+  const floor = seq ?? -1
+
+  const newer = new Set<number>()
+  for (const v of views) {
+    for (const s of v.valid) if (s > floor) newer.add(s)
+    for (const p of v.problems) if (p.seq > floor) newer.add(p.seq)
+  }
+  const skipped = [...newer]
+    .sort((a, b) => b - a)
+    .map((s) => {
+      const problems: SkipReason[] = []
+      const seen = new Set<string>()
+      for (const v of views) {
+        const mine = v.problems.filter((p) => p.seq === s)
+        if (mine.length === 0 && !v.valid.includes(s)) {
+          mine.push({ seq: s, rank: v.rank, file: '', reason: `rank ${v.rank} did not find this checkpoint` })
+        }
+        for (const p of mine) {
+          // The same file and reason reported by several ranks (a shared COMMIT) is said once.
+          const key = `${p.file}\0${p.reason}`
+          if (seen.has(key)) continue
+          seen.add(key)
+          problems.push(p)
+        }
+      }
+      return { seq: s, problems }
+    })
+  return { seq, skipped }
+}
+
+export interface LocalViewOptions {
+  /**
+   * Verify every payload checksum (default true): a corrupt payload found only
+   * after the ranks agreed on a line would cost another restart.
+   */
+  checksums?: boolean
+}
+
+/**
+ * This rank's view of the store: every checkpoint, newest first, sorted into
+ * valid for this rank (marker intact, own file present, right size, header and,
+ * by default, payload checksums correct) and not (with the reason).
+ *
+ * ```ts
+ * const view = await localView(store, rank, size)
+ * ```
+ */
+export async function localView(store: CheckpointStore, rank: number, size: number, options: LocalViewOptions = {}): Promise<RankView> {
+  const view: RankView = { rank, valid: [], problems: [] }
+  const all = await store.list()
+  for (const s of all.reverse()) {
+    if (!s.complete) {
+      view.problems.push({ seq: s.seq, rank, file: store.markerOf(s.seq), reason: s.problem ?? 'no usable commit marker' })
+      continue
+    }
+    const report = await store.validate(s.seq, size, { ranks: [rank], checksums: options.checksums ?? true })
+    if (report.ok) view.valid.push(s.seq)
+    else for (const p of report.problems) view.problems.push({ seq: s.seq, rank, file: p.file, reason: p.reason })
+  }
+  return view
+}
+
+/** The settings of a run, or of the run that wrote a checkpoint (commit markers and rank headers fit). */
+export interface SettingsSnapshot {
+  settings: Readonly<Record<string, unknown>>
+  /** Rank count. */
+  size: number
+}
+
+/**
+ * Every difference between the settings a checkpoint was taken with and the
+ * current ones, the rank count first (as `ranks`), then each differing
+ * setting by its path (`grid.n`, `tiles[2]`). A key that is missing on one side
+ * and `undefined` on the other is no difference.
+ *
+ * ```ts
+ * compareSettings(marker, { settings, size })
+ * // [{ name: 'ranks', old: 4, new: 8 }, { name: 'grid.n', old: 512, new: 1024 }]
+ * ```
+ */
+export function compareSettings(stored: SettingsSnapshot, current: SettingsSnapshot): SettingDifference[] {
+  const out: SettingDifference[] = []
+  if (stored.size !== current.size) out.push({ name: 'ranks', old: stored.size, new: current.size })
+  diffInto(stored.settings, current.settings, '', out)
+  return out
+}
+
+/**
+ * Throws SettingsMismatchError listing every difference, when there is any.
+ *
+ * ```ts
+ * assertSameSettings(await store.readMarker(line.seq), { settings, size })
+ * ```
+ */
+export function assertSameSettings(stored: SettingsSnapshot, current: SettingsSnapshot): void {
+  const differences = compareSettings(stored, current)
+  if (differences.length > 0) throw new SettingsMismatchError(differences)
+}
+
+function diffInto(a: unknown, b: unknown, path: string, out: SettingDifference[]): void {
+  if (isPlainObject(a) && isPlainObject(b)) {
+    const keys = [...Object.keys(a), ...Object.keys(b).filter((k) => !Object.prototype.hasOwnProperty.call(a, k))]
+    for (const k of keys) diffInto(a[k], b[k], path === '' ? k : childPath(path, k), out)
+    return
+  }
+  if (Array.isArray(a) && Array.isArray(b) && a.length === b.length) {
+    for (let i = 0; i < a.length; i++) diffInto(a[i], b[i], `${path}[${i}]`, out)
+    return
+  }
+  if (!sameLeaf(a, b)) out.push({ name: path === '' ? 'settings' : path, old: a, new: b })
+}
+
+function sameLeaf(a: unknown, b: unknown): boolean {
+  if (Object.is(a, b)) return true
+  // Arrays of different lengths, or an object against a leaf: compare as JSON for a stable answer.
+  return JSON.stringify(a) === JSON.stringify(b) && typeof a === typeof b && a !== undefined
+}

@@ -1,0 +1,417 @@
+import { mkdir, open, readdir, readFile, rm, stat, unlink } from 'node:fs/promises'
+import { join, resolve } from 'node:path'
+import { performance } from 'node:perf_hooks'
+import { CheckpointCorruptError, CheckpointError, ConfigError } from '../errors.js'
+import { isTemporaryName, syncDirectory, writeDurably } from './durable.js'
+import { decodeRankFile, headerChecksumOf, readHeaderOnly, type DecodedRankFile, type RankFileHeader } from './format.js'
+import { checkpointFsError, errorCode, explainFsError } from './fs-errors.js'
+import { encodeMarker, parseMarker, type CommitMarker, type RankFileRecord } from './marker.js'
+
+/** What writeRankFile reports: the marker record for this rank plus where and how long. */
+export interface RankFileWritten extends RankFileRecord {
+  /** Absolute path of the file. */
+  path: string
+  durationMs: number
+}
+
+/** One checkpoint directory as found on disk (no file content is checked). */
+export interface CheckpointSummary {
+  seq: number
+  path: string
+  /** A readable commit marker is present. */
+  complete: boolean
+  marker?: CommitMarker
+  /** Why the checkpoint is not complete (missing or unreadable marker). */
+  problem?: string
+  /** Rank files present, with their sizes, in rank order. */
+  files: { rank: number; file: string; bytes: number }[]
+}
+
+/** A file of a checkpoint that cannot be used, and why. */
+export interface ValidationProblem {
+  file: string
+  reason: string
+}
+
+export interface ValidationReport {
+  ok: boolean
+  problems: ValidationProblem[]
+}
+
+export interface ValidateOptions {
+  /** Only check these ranks' files (a rank checks its own); all `size` ranks by default. */
+  ranks?: readonly number[]
+  /** Also read every payload and verify its checksum (default false: headers and sizes only). */
+  checksums?: boolean
+}
+
+export interface PruneResult {
+  /** Sequence numbers of the checkpoints deleted. */
+  removed: number[]
+  /** Number of temporary files (leftovers of interrupted writes) deleted. */
+  temporaryFiles: number
+}
+
+const CKPT_DIR = /^ckpt-(\d{8,})$/
+const RANK_FILE = /^rank-(\d+)\.mlf$/
+const MARKER = 'COMMIT'
+
+/**
+ * Checkpoints in a directory: `<dir>/ckpt-<seq, 8 digits>/rank-<r>.mlf` plus a
+ * `COMMIT` marker written last. Every file is written durably (temporary name,
+ * fsync, rename, directory fsync), so a crash or a full disk never damages an
+ * earlier checkpoint; every failure is a CheckpointError naming the path.
+ *
+ * ```ts
+ * const store = new CheckpointStore('/scratch/ckpt')
+ * await store.assertFingerprint(fingerprint)
+ * const w = await store.writeRankFile(seq, rank, encodeRankFile(meta, entries))  // each rank
+ * await store.commit(seq, { seq, skeleton, step, size, fingerprint, settings, ranks: allW, createdAt })  // one rank, after all wrote
+ * await store.prune(2)
+ * ```
+ *
+ * Several ranks (threads or processes) may use stores on the same directory at
+ * once: each writes only its own rank file, one rank commits and prunes.
+ */
+export class CheckpointStore {
+  readonly dir: string
+
+  constructor(dir: string) {
+    if (typeof dir !== 'string' || dir === '') throw new ConfigError('the checkpoint directory must be a non-empty path')
+    this.dir = resolve(dir)
+  }
+
+  /** Directory of checkpoint `seq`. */
+  pathOf(seq: number): string {
+    if (!Number.isSafeInteger(seq) || seq < 0) throw new ConfigError(`checkpoint sequence numbers are non-negative integers (got ${seq})`)
+    return join(this.dir, `ckpt-${String(seq).padStart(8, '0')}`)
+  }
+
+  /** Path of rank `rank`'s file in checkpoint `seq`. */
+  fileOf(seq: number, rank: number): string {
+    return join(this.pathOf(seq), `rank-${rank}.mlf`)
+  }
+
+  /** Path of the commit marker of checkpoint `seq`. */
+  markerOf(seq: number): string {
+    return join(this.pathOf(seq), MARKER)
+  }
+
+  /**
+   * Writes this rank's file of checkpoint `seq` durably with one writev of
+   * `parts` (from encodeRankFile; payloads are written from the caller's
+   * memory, not copied). Refuses to touch an already committed checkpoint.
+   */
+  async writeRankFile(seq: number, rank: number, parts: readonly Uint8Array[]): Promise<RankFileWritten> {
+    const t0 = performance.now()
+    const dir = this.pathOf(seq)
+    const path = this.fileOf(seq, rank)
+    const headerChecksum = headerChecksumOf(parts[0] ?? new Uint8Array(0))
+    try {
+      await mkdir(dir, { recursive: true })
+    } catch (e) {
+      throw checkpointFsError('cannot create checkpoint directory', dir, e)
+    }
+    if (await exists(this.markerOf(seq))) {
+      throw new CheckpointError(`checkpoint ${seq} in ${this.dir} is already committed; a new checkpoint needs a new sequence number (see nextSeq())`)
+    }
+    let bytes: number
+    try {
+      bytes = await writeDurably(path, parts)
+    } catch (e) {
+      throw checkpointFsError('cannot write checkpoint file', path, e)
+    }
+    return { rank, file: `rank-${rank}.mlf`, path, bytes, headerChecksum, durationMs: performance.now() - t0 }
+  }
+
+  /**
+   * Makes checkpoint `seq` complete by writing its commit marker, after making
+   * the checkpoint directory's own entry durable. Call once, after every rank's
+   * writeRankFile has resolved; `marker.ranks` are their results in rank order.
+   */
+  async commit(seq: number, marker: CommitMarker): Promise<void> {
+    if (marker.seq !== seq) throw new ConfigError(`commit marker for checkpoint ${marker.seq} passed to commit(${seq})`)
+    const bytes = encodeMarker(marker)
+    const path = this.markerOf(seq)
+    try {
+      await syncDirectory(this.dir)
+      await writeDurably(path, [bytes])
+    } catch (e) {
+      throw checkpointFsError('cannot write commit marker', path, e)
+    }
+  }
+
+  /** Reads and checks the commit marker of `seq`; CheckpointCorruptError when missing or damaged. */
+  async readMarker(seq: number): Promise<CommitMarker> {
+    const path = this.markerOf(seq)
+    let bytes: Uint8Array
+    try {
+      bytes = await readFile(path)
+    } catch (e) {
+      if (errorCode(e) === 'ENOENT') throw new CheckpointCorruptError(path, 'the commit marker is missing: the checkpoint was not completed')
+      throw checkpointFsError('cannot read commit marker', path, e)
+    }
+    return parseMarker(bytes, path)
+  }
+
+  /** Every checkpoint directory, oldest first; an absent directory lists as empty. */
+  async list(): Promise<CheckpointSummary[]> {
+    const seqs = await this.sequenceNumbers(true)
+    const out: CheckpointSummary[] = []
+    for (const seq of seqs) {
+      const path = this.pathOf(seq)
+      let names: string[]
+      try {
+        names = await readdir(path)
+      } catch (e) {
+        // Pruned by another process between the two readdirs: it no longer exists.
+        if (errorCode(e) === 'ENOENT') continue
+        throw checkpointFsError('cannot list checkpoint directory', path, e)
+      }
+      const files: CheckpointSummary['files'] = []
+      for (const name of names) {
+        const m = RANK_FILE.exec(name)
+        if (!m) continue
+        const st = await stat(join(path, name)).catch(() => undefined)
+        if (st?.isFile()) files.push({ rank: Number(m[1]), file: name, bytes: st.size })
+      }
+      files.sort((a, b) => a.rank - b.rank)
+      const summary: CheckpointSummary = { seq, path, complete: false, files }
+      if (!names.includes(MARKER)) {
+        summary.problem = 'no commit marker: the checkpoint was not completed'
+      } else {
+        try {
+          summary.marker = await this.readMarker(seq)
+          summary.complete = true
+        } catch (e) {
+          summary.problem = e instanceof CheckpointCorruptError ? e.reason : (e as Error).message
+        }
+      }
+      out.push(summary)
+    }
+    return out
+  }
+
+  /**
+   * Checks that checkpoint `seq` can be restored by a run of `size` ranks:
+   * the marker is present and intact, and each rank file (all, or
+   * `options.ranks`) is present, has the size the marker records, a valid
+   * header matching the marker, and (with `checksums`) intact payloads.
+   * Never throws for bad data: every problem is reported with its file.
+   */
+  async validate(seq: number, size: number, options: ValidateOptions = {}): Promise<ValidationReport> {
+    const problems: ValidationProblem[] = []
+    let marker: CommitMarker
+    try {
+      marker = await this.readMarker(seq)
+    } catch (e) {
+      problems.push({ file: this.markerOf(seq), reason: reasonOf(e) })
+      return { ok: false, problems }
+    }
+    if (marker.seq !== seq) problems.push({ file: this.markerOf(seq), reason: `the marker belongs to checkpoint ${marker.seq}` })
+    if (marker.size !== size) {
+      problems.push({ file: this.markerOf(seq), reason: `the checkpoint was taken with ${marker.size} ranks, this run has ${size}` })
+      return { ok: false, problems }
+    }
+    const ranks = options.ranks ?? Array.from({ length: size }, (_, r) => r)
+    for (const rank of ranks) {
+      const reason = await this.checkRankFile(seq, rank, marker, options.checksums ?? false)
+      if (reason !== undefined) problems.push({ file: this.fileOf(seq, rank), reason })
+    }
+    return { ok: problems.length === 0, problems }
+  }
+
+  /** Reads and fully validates one rank file (every checksum); throws CheckpointCorruptError or CheckpointError. */
+  async loadRankFile(seq: number, rank: number): Promise<DecodedRankFile> {
+    const path = this.fileOf(seq, rank)
+    let bytes: Uint8Array
+    try {
+      bytes = await readWhole(path)
+    } catch (e) {
+      if (errorCode(e) === 'ENOENT') throw new CheckpointCorruptError(path, 'the file is missing')
+      throw checkpointFsError('cannot read checkpoint file', path, e)
+    }
+    return decodeRankFile(bytes, path)
+  }
+
+  /**
+   * Deletes all but the newest `keep` complete checkpoints, and incomplete
+   * ones older than the newest complete checkpoint; nothing newer than the
+   * newest complete checkpoint is touched, since it may be being written right
+   * now. Temporary files left by interrupted writes in the remaining (finished)
+   * checkpoints are deleted too.
+   */
+  async prune(keep: number): Promise<PruneResult> {
+    if (!Number.isSafeInteger(keep) || keep < 1) throw new ConfigError(`prune needs to keep at least 1 checkpoint (got ${keep})`)
+    const all = await this.list()
+    const complete = all.filter((s) => s.complete).map((s) => s.seq)
+    if (complete.length === 0) return { removed: [], temporaryFiles: 0 }
+    const newest = complete[complete.length - 1]
+    const kept = new Set(complete.slice(-keep))
+    const removed: number[] = []
+    for (const s of all) {
+      if (s.seq < newest && !kept.has(s.seq)) {
+        await this.remove(s.seq)
+        removed.push(s.seq)
+      }
+    }
+    const temporaryFiles = await this.removeTemporaryFiles({ upTo: newest })
+    return { removed, temporaryFiles }
+  }
+
+  /**
+   * Deletes the temporary files of interrupted writes: in every checkpoint, or
+   * only up to `upTo`. Call without `upTo` only when no rank is writing (e.g.
+   * at the start of a recovery, before the first checkpoint point).
+   */
+  async removeTemporaryFiles(options: { upTo?: number } = {}): Promise<number> {
+    let count = 0
+    for (const seq of await this.sequenceNumbers(false)) {
+      if (options.upTo !== undefined && seq > options.upTo) continue
+      const dir = this.pathOf(seq)
+      const names = await readdir(dir).catch(() => [] as string[])
+      for (const name of names) {
+        if (!isTemporaryName(name)) continue
+        try {
+          await unlink(join(dir, name))
+          count++
+        } catch (e) {
+          if (errorCode(e) !== 'ENOENT') throw checkpointFsError('cannot delete temporary file', join(dir, name), e)
+        }
+      }
+    }
+    return count
+  }
+
+  /** Deletes checkpoint `seq`, marker first, so an interrupted delete leaves an incomplete checkpoint, never a "complete" one with missing files. */
+  async remove(seq: number): Promise<void> {
+    const dir = this.pathOf(seq)
+    try {
+      await rm(this.markerOf(seq), { force: true })
+      await rm(dir, { recursive: true, force: true })
+    } catch (e) {
+      throw checkpointFsError('cannot delete checkpoint', dir, e)
+    }
+  }
+
+  /** The sequence number for a new checkpoint: one more than any present (complete or not), 0 in an empty directory. */
+  async nextSeq(): Promise<number> {
+    const seqs = await this.sequenceNumbers(false)
+    return seqs.length === 0 ? 0 : seqs[seqs.length - 1] + 1
+  }
+
+  /**
+   * Throws CheckpointError if the directory holds checkpoints written by
+   * another program (another fingerprint): resuming from them would restore
+   * foreign data, and pruning would delete someone else's checkpoints.
+   * Checks every commit marker, or, when there is none yet, any readable rank file header.
+   */
+  async assertFingerprint(fingerprint: string): Promise<void> {
+    const all = await this.list()
+    const foreign = (seq: number, found: string): CheckpointError =>
+      new CheckpointError(
+        `the checkpoint directory ${this.dir} holds checkpoints of another program ` +
+          `(checkpoint ${seq} has fingerprint ${JSON.stringify(found)}, this program's is ${JSON.stringify(fingerprint)}); ` +
+          'use another checkpoint directory, or delete these checkpoints to start afresh',
+      )
+    const markers = all.filter((s) => s.marker !== undefined)
+    for (const s of markers) if (s.marker!.fingerprint !== fingerprint) throw foreign(s.seq, s.marker!.fingerprint)
+    if (markers.length > 0) return
+    for (const s of all) {
+      for (const f of s.files) {
+        const info = await readHeaderOnly(join(s.path, f.file)).catch(() => undefined)
+        if (info && info.header.fingerprint !== fingerprint) throw foreign(s.seq, info.header.fingerprint)
+      }
+    }
+  }
+
+  /** Sequence numbers present in the directory, ascending (`dirsOnly`: skip entries that are not directories). */
+  private async sequenceNumbers(dirsOnly: boolean): Promise<number[]> {
+    let entries: import('node:fs').Dirent[]
+    try {
+      entries = await readdir(this.dir, { withFileTypes: true })
+    } catch (e) {
+      if (errorCode(e) === 'ENOENT') return []
+      throw checkpointFsError('cannot list checkpoint directory', this.dir, e)
+    }
+    const seqs: number[] = []
+    for (const d of entries) {
+      const m = CKPT_DIR.exec(d.name)
+      if (m && (!dirsOnly || d.isDirectory())) seqs.push(Number(m[1]))
+    }
+    return seqs.sort((a, b) => a - b)
+  }
+
+  /** Why rank `rank`'s file of `seq` is unusable, or undefined when it is fine. */
+  private async checkRankFile(seq: number, rank: number, marker: CommitMarker, checksums: boolean): Promise<string | undefined> {
+    const path = this.fileOf(seq, rank)
+    const rec = marker.ranks[rank]
+    if (rec === undefined) return `the commit marker has no record of rank ${rank}`
+    try {
+      const st = await stat(path)
+      if (st.size !== rec.bytes) return `the file is ${st.size} bytes, the commit marker records ${rec.bytes} (truncated or overwritten)`
+      let header: RankFileHeader
+      let headerChecksum: number
+      if (checksums) {
+        ;({ header, headerChecksum } = decodeRankFile(await readWhole(path), path))
+      } else {
+        ;({ header, headerChecksum } = await readHeaderOnly(path))
+      }
+      if (headerChecksum !== rec.headerChecksum) return 'the header differs from the one the commit marker records (overwritten?)'
+      const mismatch = headerMismatch(header, marker, rank)
+      if (mismatch !== undefined) return mismatch
+      return undefined
+    } catch (e) {
+      if (errorCode(e) === 'ENOENT') return 'the file is missing'
+      return reasonOf(e)
+    }
+  }
+}
+
+/** A field of a rank header that disagrees with the commit marker. */
+function headerMismatch(h: RankFileHeader, m: CommitMarker, rank: number): string | undefined {
+  if (h.rank !== rank) return `the file holds rank ${h.rank}'s data`
+  if (h.size !== m.size) return `the file was written by a run of ${h.size} ranks, the marker says ${m.size}`
+  if (h.skeleton !== m.skeleton || h.step !== m.step) {
+    return `the file is from skeleton ${h.skeleton} step ${h.step}, the marker says skeleton ${m.skeleton} step ${m.step}`
+  }
+  if (h.fingerprint !== m.fingerprint) return `the file was written by another program (fingerprint ${JSON.stringify(h.fingerprint)})`
+  return undefined
+}
+
+function reasonOf(e: unknown): string {
+  if (e instanceof CheckpointCorruptError) return e.reason
+  if (e instanceof CheckpointError) return e.message
+  return explainFsError(e)
+}
+
+async function exists(path: string): Promise<boolean> {
+  try {
+    await stat(path)
+    return true
+  } catch {
+    return false
+  }
+}
+
+/**
+ * Reads a whole file into a fresh ArrayBuffer (offset 0), so 8-byte-aligned
+ * payloads become typed-array views without a copy (readFile may hand out a
+ * slice of a shared pool at an arbitrary offset for small files).
+ */
+async function readWhole(path: string): Promise<Uint8Array> {
+  const fh = await open(path, 'r')
+  try {
+    const size = (await fh.stat()).size
+    const buf = new Uint8Array(size)
+    let done = 0
+    while (done < size) {
+      const { bytesRead } = await fh.read(buf, done, size - done, done)
+      if (bytesRead === 0) break
+      done += bytesRead
+    }
+    return buf.subarray(0, done)
+  } finally {
+    await fh.close()
+  }
+}

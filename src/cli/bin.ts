@@ -1,0 +1,4 @@
+// Entry of the `molotof` command.
+import { main } from './main.js'
+
+process.exitCode = await main(process.argv.slice(2))

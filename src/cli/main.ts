@@ -1,0 +1,63 @@
+import { readFileSync } from 'node:fs'
+import { match } from 'ts-pattern'
+import { MolotofError, RankFailedError } from '../errors.js'
+import { runCommand } from './run.js'
+
+const HELP = `molotof — fault-tolerant iterative SPMD programs
+
+Usage: molotof <command> [options]
+
+Commands:
+  run <program>     run a program on N ranks            (molotof run --help)
+  help [command]    show help
+
+Options:
+  --help, -h        help for molotof or for a command
+  --version         print the version`
+
+/** Exit codes: 0 success, 1 a run failed, 2 bad usage or input. */
+export async function main(argv: readonly string[], out = (s: string) => console.log(s), err = (s: string) => console.error(s)): Promise<number> {
+  const [cmd, ...rest] = argv
+  try {
+    return await match(cmd)
+      .with('run', () => runCommand(rest, out))
+      .with('--version', '-v', () => {
+        out(version())
+        return 0
+      })
+      .with(undefined, '--help', '-h', 'help', () => {
+        const sub = rest[0]
+        if (sub === 'run') return runCommand(['--help'], out)
+        out(HELP)
+        return 0
+      })
+      .otherwise((c) => {
+        err(`molotof: unknown command "${c}"\n\n${HELP}`)
+        return 2
+      })
+  } catch (e) {
+    if (e instanceof RankFailedError) {
+      err(`molotof: ${e.message}`)
+      return 1
+    }
+    if (e instanceof MolotofError) {
+      err(`molotof: ${e.message}`)
+      return 2
+    }
+    err(`molotof: unexpected error: ${(e as Error)?.stack ?? String(e)}`)
+    return 1
+  }
+}
+
+/** The version in molotof's package.json (searched upwards: the CLI runs from src/ or dist/). */
+function version(): string {
+  for (let url = new URL('./', import.meta.url); url.pathname !== '/'; url = new URL('../', url)) {
+    try {
+      const pkg = JSON.parse(readFileSync(new URL('package.json', url), 'utf8')) as { name?: string; version?: string }
+      if (pkg.name === 'molotof' && pkg.version) return pkg.version
+    } catch {
+      // not here; keep looking
+    }
+  }
+  return 'unknown'
+}
