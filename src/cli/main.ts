@@ -19,13 +19,13 @@ Options:
 export async function main(argv: readonly string[], out = (s: string) => console.log(s), err = (s: string) => console.error(s)): Promise<number> {
   const [cmd, ...rest] = argv
   try {
-    return await match(cmd)
+    return await match(cmd ?? '--help')
       .with('run', () => runCommand(rest, out))
       .with('--version', '-v', () => {
         out(version())
         return 0
       })
-      .with(undefined, '--help', '-h', 'help', () => {
+      .with('--help', '-h', 'help', () => {
         const sub = rest[0]
         if (sub === 'run') return runCommand(['--help'], out)
         out(HELP)

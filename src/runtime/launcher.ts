@@ -3,6 +3,7 @@ import { dirname, join, resolve } from 'node:path'
 import { MessageChannel, Worker, type MessagePort } from 'node:worker_threads'
 import { ConfigError, MolotofError, ProgramLoadError, RankFailedError } from '../errors.js'
 import type { RankToLauncher } from './protocol.js'
+import type { CheckpointEvent, FaultToleranceConfig } from '../checkpoint/service.js'
 import { createStatusBuffer, readStatus } from './status.js'
 
 export interface LaunchOptions {
@@ -12,6 +13,10 @@ export interface LaunchOptions {
   argv?: readonly string[]
   /** Receives every line a rank logs (default: print to stdout). */
   onLog?: (rank: number, text: string) => void
+  /** Checkpointing and recovery (off when absent). */
+  checkpoint?: FaultToleranceConfig
+  /** Called on rank 0's report of each committed checkpoint. */
+  onCheckpoint?: (e: CheckpointEvent) => void
 }
 
 export interface RunResult<R = unknown> {
@@ -68,7 +73,7 @@ export async function launch<R = unknown>(programFile: string, opts: LaunchOptio
       return { rank, skeleton: s.skeleton, step: s.step, phase: s.phase }
     }
     for (let rank = 0; rank < ranks; rank++) {
-      const init = { mode: 'run', rank, size: ranks, argv: [...(opts.argv ?? [])], ports: ports[rank], status }
+      const init = { mode: 'run', rank, size: ranks, argv: [...(opts.argv ?? [])], ports: ports[rank], status, ft: opts.checkpoint }
       const w = new Worker(BOOT, {
         workerData: { programFile: file, tsconfig: findTsconfig(file), init },
         transferList: ports[rank].filter((p): p is MessagePort => p !== undefined),
@@ -78,6 +83,9 @@ export async function launch<R = unknown>(programFile: string, opts: LaunchOptio
         switch (m.type) {
           case 'log':
             onLog(m.rank, m.text)
+            return
+          case 'checkpoint':
+            if (m.rank === 0) opts.onCheckpoint?.(m)
             return
           case 'result':
             values[m.rank] = m.value

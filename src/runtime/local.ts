@@ -2,11 +2,11 @@ import { plainAllocator, sharedAllocator } from '../domains/dtype.js'
 import { Collectives } from './collectives.js'
 import type { Communicator, Message, ReduceOp } from './communicator.js'
 import { Mailbox } from './mailbox.js'
-import { ConfigError, RankFailedError } from '../errors.js'
-import { RankContext } from '../skeletons/context.js'
+import { ConfigError, MolotofError, RankFailedError } from '../errors.js'
 import { parseOptions, type OptionSpecs } from '../skeletons/options.js'
 import type { Program } from '../skeletons/program.js'
-import { noHooks, type RankRuntime } from '../skeletons/runtime.js'
+import type { FaultToleranceConfig } from '../checkpoint/service.js'
+import { runSession } from './rank-session.js'
 import { createStatusBuffer, RankStatus, readStatus } from './status.js'
 
 /**
@@ -67,7 +67,13 @@ class LocalCommunicator implements Communicator {
  */
 export async function runLocal<R>(
   program: Program<OptionSpecs, R>,
-  opts: { ranks: number; argv?: readonly string[]; onLog?: (rank: number, text: string) => void },
+  opts: {
+    ranks: number
+    argv?: readonly string[]
+    onLog?: (rank: number, text: string) => void
+    /** Checkpointing and recovery (off when absent). */
+    checkpoint?: FaultToleranceConfig
+  },
 ): Promise<R[]> {
   if (!Number.isInteger(opts.ranks) || opts.ranks < 1) throw new ConfigError(`the rank count must be a positive integer (got ${opts.ranks})`)
   const options = parseOptions(program.options, opts.argv ?? [])
@@ -76,13 +82,19 @@ export async function runLocal<R>(
   try {
     return await Promise.all(
       comms.map(async (comm, rank) => {
-        const rt: RankRuntime = { comm, status: new RankStatus(status, rank), hooks: noHooks }
-        const ctx = new RankContext(rt, options, false, (t) => opts.onLog?.(rank, t))
         try {
-          return await program.main(ctx)
+          return (await runSession({
+            program: program as Program,
+            comm,
+            status: new RankStatus(status, rank),
+            options,
+            ft: opts.checkpoint,
+            log: (t) => opts.onLog?.(rank, t),
+          })) as R
         } catch (e) {
           // One failed rank would leave the others waiting: fail them all.
           for (const c of comms) c.close()
+          if (e instanceof MolotofError) throw e
           const s = readStatus(status, rank)
           throw new RankFailedError({ rank, skeleton: s.skeleton, step: s.step, phase: s.phase }, String((e as Error)?.message ?? e))
         }

@@ -4,6 +4,7 @@ export type RankToLauncher =
   | { type: 'config-error'; rank: number; message: string }
   | { type: 'load-error'; rank: number; message: string }
   | { type: 'log'; rank: number; text: string }
+  | { type: 'checkpoint'; rank: number; seq: number; skeleton: number; step: number; bytes: number; totalBytes: number; ms: number }
   | { type: 'result'; rank: number; value: unknown; text: string | undefined }
   | {
       type: 'error'

@@ -1,9 +1,9 @@
 import type { MessagePort } from 'node:worker_threads'
 import { MolotofError } from '../errors.js'
-import { RankContext } from '../skeletons/context.js'
 import { formatOptions, parseOptions, type OptionSpecs, type OptionValues } from '../skeletons/options.js'
 import type { Program } from '../skeletons/program.js'
-import { noHooks, type RankRuntime } from '../skeletons/runtime.js'
+import type { FaultToleranceConfig } from '../checkpoint/service.js'
+import { runSession } from './rank-session.js'
 import type { ControlPort } from './protocol.js'
 import { PHASES, RankStatus, readStatus } from './status.js'
 import { ThreadCommunicator } from './threads.js'
@@ -17,6 +17,7 @@ export interface RankInit {
   ports: Array<MessagePort | undefined>
   status: Int32Array
   control: ControlPort
+  ft: FaultToleranceConfig | undefined
 }
 
 /** Run `program` as one rank; every outcome is reported on the control port. */
@@ -40,11 +41,16 @@ export async function runRank(program: Program, init: RankInit): Promise<void> {
   }
   const comm = new ThreadCommunicator(rank, init.size, init.ports)
   const status = new RankStatus(init.status, rank)
-  const rt: RankRuntime = { comm, status, hooks: noHooks }
-  const ctx = new RankContext(rt, options, false, (text) => control.postMessage({ type: 'log', rank, text }))
   try {
-    status.set(-1, -1, 'light')
-    const value = await program.main(ctx)
+    const value = await runSession({
+      program,
+      comm,
+      status,
+      options,
+      ft: init.ft,
+      log: (text) => control.postMessage({ type: 'log', rank, text }),
+      onCheckpoint: (e) => control.postMessage({ type: 'checkpoint', rank, ...e }),
+    })
     status.phase('done')
     const text = rank === 0 && program.format ? program.format(value, options) : undefined
     control.postMessage({ type: 'result', rank, value, text })

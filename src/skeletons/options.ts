@@ -12,12 +12,21 @@ import { ConfigError } from '../errors.js'
  * }
  * ```
  */
-export type OptionSpec =
+export type OptionSpec = (
   | { type: 'int'; default: number; help: string; min?: number; max?: number }
   | { type: 'number'; default: number; help: string; min?: number; max?: number }
   | { type: 'string'; default: string; help: string }
   | { type: 'boolean'; default: boolean; help: string }
   | { type: 'choice'; default: string; help: string; choices: readonly string[] }
+) & {
+  /**
+   * Whether the option is a *setting* of the computation (default true):
+   * settings are stored in checkpoints and a resume with other values is
+   * refused. Options that do not change results (output, checkpoint policy)
+   * say `setting: false`.
+   */
+  setting?: boolean
+}
 
 export type OptionSpecs = Record<string, OptionSpec>
 
@@ -31,6 +40,18 @@ type ValueOf<S extends OptionSpec> = S extends { type: 'int' | 'number' }
 
 /** The parsed values of a set of option specs. */
 export type OptionValues<O extends OptionSpecs> = { readonly [K in keyof O]: ValueOf<O[K]> }
+
+/** The subset of option values that are settings (see `OptionSpec.setting`), as plain JSON. */
+export function settingsOf(specs: OptionSpecs, values: Record<string, unknown>): Record<string, string | number | boolean> {
+  const out: Record<string, string | number | boolean> = {}
+  for (const [k, s] of Object.entries(specs)) if (s.setting !== false) out[k] = values[k] as string | number | boolean
+  return out
+}
+
+/** Mark an option as not a setting: it may change between a run and its resume. */
+export function notSetting<S extends OptionSpec>(spec: S): S {
+  return { ...spec, setting: false }
+}
 
 export const option = {
   int: (def: number, help: string, range: { min?: number; max?: number } = {}) =>

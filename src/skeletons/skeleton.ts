@@ -5,6 +5,8 @@ import { partitionAt, validatePartition, type Partition } from '../routing/parti
 import type { RoutingMode } from '../routing/plan.js'
 import { Router, validateSchedule, type Schedule } from '../routing/router.js'
 import type { RankRuntime } from './runtime.js'
+import { CheckpointRegistry } from '../checkpoint/registry.js'
+import { parsePolicy, type CheckpointPolicy } from '../checkpoint/policy.js'
 import { CalcKernel } from './kernel.js'
 
 export interface SkeletonOptions {
@@ -14,6 +16,8 @@ export interface SkeletonOptions {
   schedule?: Schedule
   /** A name for messages and checkpoints; `skeleton<index>` by default. */
   name?: string
+  /** When this skeleton checkpoints, overriding the run's policy (`{ every: 50 }`, `'30s'`, `{ mtbf: '6h' }`…). */
+  checkpoint?: CheckpointPolicy | string
 }
 
 /** What a skeleton exposes to checkpoint hooks at a checkpoint point. */
@@ -28,6 +32,11 @@ export interface SkeletonState<It = unknown, D extends Domain = Domain> {
   readonly write: D
   readonly mode: RoutingMode
   readonly partition: Partition
+  /** The partition of the next superstep (undefined after the last one). */
+  readonly next: Partition | undefined
+  readonly registry: CheckpointRegistry
+  /** The skeleton's own checkpoint policy, if it has one. */
+  readonly policy: CheckpointPolicy | undefined
 }
 
 /**
@@ -47,6 +56,9 @@ export interface SkeletonState<It = unknown, D extends Domain = Domain> {
 export class Skeleton<It, D extends Domain> {
   readonly name: string
   readonly mode: RoutingMode
+  /** What this skeleton's checkpoints contain (see CheckpointRegistry). */
+  readonly checkpoint: CheckpointRegistry
+  private readonly policy: CheckpointPolicy | undefined
   private readonly router: Router
   private readonly customRoute: boolean
   private finished = false
@@ -72,6 +84,8 @@ export class Skeleton<It, D extends Domain> {
     }
     this.router = new Router(rt.comm, this.mode, validateSchedule(options.schedule ?? { kind: 'all' }), this.name)
     this.customRoute = kernel.shouldRoute !== CalcKernel.prototype.shouldRoute
+    this.checkpoint = new CheckpointRegistry(this.name)
+    this.policy = options.checkpoint === undefined ? undefined : parsePolicy(options.checkpoint)
   }
 
   /** Number of routing plans built so far (a plan is reused while the partition is unchanged). */
@@ -127,7 +141,7 @@ export class Skeleton<It, D extends Domain> {
       read.resize(before ? writeBox(before, part, rank) : part.needed[rank])
       write.resize(writeBox(part, partNext, rank))
       rt.status.set(this.index, step, 'restore')
-      const state = this.state(step, it, read, write, part)
+      const state = this.state(step, it, read, write, part, partNext)
       const restored = await rt.hooks.restore(state)
       if (partNext && restored.reroute && (await this.agreeRoute(it, step))) {
         rt.status.phase('route')
@@ -158,7 +172,7 @@ export class Skeleton<It, D extends Domain> {
       }
 
       rt.status.phase('checkpoint')
-      await rt.hooks.checkpointPoint(this.state(step, it, read, write, part), last)
+      await rt.hooks.checkpointPoint(this.state(step, it, read, write, part, partNext), last)
 
       rt.status.phase('swap')
       ;[read, write] = [write, read]
@@ -179,8 +193,9 @@ export class Skeleton<It, D extends Domain> {
     return read
   }
 
-  private state(step: number, it: It, read: D, write: D, partition: Partition): SkeletonState<It, D> {
-    return { index: this.index, name: this.name, step, it, read, write, mode: this.mode, partition }
+  private state(step: number, it: It, read: D, write: D, partition: Partition, next: Partition | undefined): SkeletonState<It, D> {
+    const { index, name, mode, checkpoint: registry, policy } = this
+    return { index, name, step, it, read, write, mode, partition, next, registry, policy }
   }
 
   private partition(owner: D, size: number, step: number): Partition {

@@ -1,0 +1,126 @@
+import { freeze } from 'immer'
+import { dtypeOf, type AnyTypedArray } from '../domains/dtype.js'
+import { ConfigError } from '../errors.js'
+import { checkSerializable, type Serializer } from './light.js'
+
+/**
+ * The framework's default checkpoint entries, named by their role in the
+ * superstep that *follows* the checkpoint: `read` is the domain just written
+ * (the next superstep reads it), `write` the domain the next superstep
+ * overwrites. Unregistering `write` halves a checkpoint at no cost: replay
+ * never needs it.
+ */
+export type DefaultEntry = 'read' | 'write' | 'iterator'
+const DEFAULTS: readonly DefaultEntry[] = ['read', 'write', 'iterator']
+const RESERVED = new Set<string>([...DEFAULTS, 'step'])
+
+/** A light value saved in checkpoints and put back on restore: read and write `.value`. */
+export class Cell<T> {
+  constructor(public value: T) {}
+}
+
+export interface HeavyRegistration {
+  readonly name: string
+  readonly array: AnyTypedArray
+}
+export interface LightRegistration {
+  readonly name: string
+  readonly cell: Cell<unknown>
+  readonly serializer: Serializer<unknown> | undefined
+}
+export interface WatchRegistration {
+  readonly name: string
+  readonly get: () => unknown
+  readonly serializer: Serializer<unknown> | undefined
+}
+
+/**
+ * What a skeleton's checkpoints contain. By default: both domains (their
+ * possessed cells), the iterator and the step. Programs unregister what
+ * replay can rebuild and register what it cannot.
+ *
+ * ```ts
+ * sk.checkpoint.unregister('write')                          // minimal: only the domain just written
+ * const hist = sk.checkpoint.register('history', new Float64Array(64))   // heavy, restored in place
+ * const best = sk.checkpoint.value('best', { x: 0, at: new Date(0) })  // light, Cell<{ x: number; at: Date }>
+ * sk.checkpoint.watch('lattice', () => lattice.digestSource)  // rebuilt by replay: only checked, never saved
+ * ```
+ */
+export class CheckpointRegistry {
+  private readonly defaults = new Set<DefaultEntry>(DEFAULTS)
+  private readonly heavyEntries = new Map<string, HeavyRegistration>()
+  private readonly lightEntries = new Map<string, LightRegistration>()
+  private readonly watchEntries = new Map<string, WatchRegistration>()
+
+  constructor(private readonly owner: string) {}
+
+  /** Leave a default entry out of this skeleton's checkpoints. */
+  unregister(name: DefaultEntry): void {
+    if (!DEFAULTS.includes(name)) {
+      throw new ConfigError(`${this.owner}: cannot unregister "${String(name)}": the defaults are ${DEFAULTS.join(', ')}`)
+    }
+    this.defaults.delete(name)
+  }
+
+  /** Whether a default entry is saved. */
+  includes(name: DefaultEntry): boolean {
+    return this.defaults.has(name)
+  }
+
+  /** Save a typed array as raw bytes; on restore its contents are put back in place. */
+  register<T extends AnyTypedArray>(name: string, array: T): T {
+    this.checkName(name)
+    if (!ArrayBuffer.isView(array)) throw new ConfigError(`${this.owner}: register("${name}") needs a typed array; use value() for light values`)
+    dtypeOf(array) // throws for DataView and other views
+    this.heavyEntries.set(name, { name, array })
+    return array
+  }
+
+  /**
+   * Save a light value (numbers, strings, objects, Map, Set, Date, BigInt, NaN,
+   * -0…, or a user class with a `serializer`). It is checked now, so a value
+   * that cannot be saved fails at registration, not at the first checkpoint.
+   */
+  value<T>(name: string, initial: T, serializer?: Serializer<T>): Cell<T> {
+    this.checkName(name)
+    checkSerializable(name, initial, serializer)
+    const cell = new Cell(initial)
+    this.lightEntries.set(name, { name, cell: cell as Cell<unknown>, serializer: serializer as Serializer<unknown> | undefined })
+    return cell
+  }
+
+  /**
+   * A light value replay must rebuild identically. Only its digest goes into
+   * checkpoints; after replay the digest is compared and a difference is a
+   * ReplayDivergenceError naming `name`. The value is deep-frozen (immer), so
+   * a heavy phase cannot change it behind the framework's back.
+   */
+  watch<T>(name: string, value: T, serializer?: Serializer<T>): T {
+    this.checkName(name)
+    checkSerializable(name, value, serializer)
+    const frozen = freeze(value, true)
+    this.watchEntries.set(name, { name, get: () => frozen, serializer: serializer as Serializer<unknown> | undefined })
+    return frozen
+  }
+
+  /** @internal */
+  get heavy(): ReadonlyMap<string, HeavyRegistration> {
+    return this.heavyEntries
+  }
+  /** @internal */
+  get light(): ReadonlyMap<string, LightRegistration> {
+    return this.lightEntries
+  }
+  /** @internal */
+  get watched(): ReadonlyMap<string, WatchRegistration> {
+    return this.watchEntries
+  }
+
+  private checkName(name: string): void {
+    if (typeof name !== 'string' || name === '') throw new ConfigError(`${this.owner}: a checkpoint entry needs a non-empty name`)
+    if (RESERVED.has(name)) throw new ConfigError(`${this.owner}: "${name}" is reserved for the framework's own entries`)
+    if (this.heavyEntries.has(name) || this.lightEntries.has(name) || this.watchEntries.has(name)) {
+      throw new ConfigError(`${this.owner}: "${name}" is already registered`)
+    }
+  }
+}

@@ -1,0 +1,356 @@
+import { performance } from 'node:perf_hooks'
+import { DomainDesc } from '../domains/desc.js'
+import { forEachRun, type Domain } from '../domains/domain.js'
+import { arrayOver, bytesOf, dtypeOf, DTYPES } from '../domains/dtype.js'
+import { CheckpointError, ConfigError, ReplayDivergenceError } from '../errors.js'
+import type { Communicator } from '../runtime/communicator.js'
+import type { RecoveryDecision, SkeletonHooks } from '../skeletons/runtime.js'
+import type { SkeletonState } from '../skeletons/skeleton.js'
+import { encodeRankFile, type DecodedEntry, type DecodedRankFile, type EntryInput } from './format.js'
+import type { JsonObject } from './json.js'
+import { decodeLight, diffLight, digestOf, encodeLight } from './light.js'
+import type { RankFileRecord } from './marker.js'
+import { entryArray } from './payload.js'
+import { describePolicy, parsePolicy, type CheckpointPolicy } from './policy.js'
+import { PolicyClock } from './policy-clock.js'
+import { assertSameSettings, chooseRecoveryLine, localView } from './recovery-line.js'
+import { CheckpointStore } from './store.js'
+
+/** How a run checkpoints and whether it resumes. Plain data: it crosses to every rank. */
+export interface FaultToleranceConfig {
+  /** Checkpoint directory (created on first use). */
+  dir: string
+  /** The run's default policy; a skeleton may override it. */
+  policy: CheckpointPolicy
+  /** Complete checkpoints kept (older ones are deleted once a newer one is complete). */
+  keep: number
+  /** Start from the recovery line when there is one. */
+  resume: boolean
+  /** Stop every rank right after this checkpoint point (tests and demonstrations). */
+  interrupt?: { skeleton: number; step: number }
+}
+
+/** Who is checkpointing: the program and the settings its checkpoints must match. */
+export interface ProgramIdentity {
+  fingerprint: string
+  settings: JsonObject
+}
+
+/** Figures of one committed checkpoint, for progress lines, events and benchmarks. */
+export interface CheckpointEvent {
+  seq: number
+  skeleton: number
+  step: number
+  /** Bytes of this rank's file. */
+  bytes: number
+  /** Bytes over all ranks. */
+  totalBytes: number
+  /** Wall time from the checkpoint point to the commit, slowest rank. */
+  ms: number
+}
+
+/** What recovery found, for logs and events. */
+export interface RecoveryInfo {
+  seq: number | undefined
+  skeleton: number
+  step: number
+  /** Time to agree on the line (ms). */
+  negotiateMs: number
+  warnings: string[]
+}
+
+/** Thrown on every rank by `interrupt`: the run stopped on purpose after a checkpoint point. */
+export class RunInterrupted extends Error {
+  constructor(
+    readonly skeleton: number,
+    readonly step: number,
+  ) {
+    super(`run interrupted after skeleton ${skeleton}, step ${step}`)
+  }
+}
+
+interface ClockState {
+  clock: PolicyClock
+  lastAt: number
+  costs: number[]
+}
+
+/**
+ * The checkpoint side of a rank: it decides at each checkpoint point whether
+ * to save (policy), writes this rank's file and commits collectively, and on a
+ * resumed run negotiates the recovery line and restores registered data.
+ *
+ * ```ts
+ * const ft = await CheckpointService.open(comm, config, { fingerprint, settings }, log)
+ * rt.hooks = ft     // skeletons call recoveryFor / restore / checkpointPoint
+ * ```
+ */
+export class CheckpointService implements SkeletonHooks {
+  private readonly clocks = new Map<number, ClockState>()
+  private restoredFile: DecodedRankFile | undefined
+  /** Every checkpoint committed by this run, in order. */
+  readonly committed: CheckpointEvent[] = []
+
+  private constructor(
+    private readonly comm: Communicator,
+    private readonly cfg: FaultToleranceConfig,
+    private readonly id: ProgramIdentity,
+    private readonly store: CheckpointStore,
+    private seq: number,
+    readonly recovery: RecoveryInfo | undefined,
+    private readonly onCheckpoint: (e: CheckpointEvent) => void,
+  ) {}
+
+  /** True when this run resumes from a checkpoint. */
+  get recovering(): boolean {
+    return this.recovery?.seq !== undefined
+  }
+
+  static async open(
+    comm: Communicator,
+    cfg: FaultToleranceConfig,
+    id: ProgramIdentity,
+    log: (text: string) => void,
+    onCheckpoint: (e: CheckpointEvent) => void = () => {},
+  ): Promise<CheckpointService> {
+    if (!Number.isSafeInteger(cfg.keep) || cfg.keep < 1) throw new ConfigError(`keep must be a positive integer (got ${cfg.keep})`)
+    parsePolicy(cfg.policy)
+    const store = new CheckpointStore(cfg.dir)
+    const { rank, size } = comm
+    // Every rank checks; any refusal is reported by all of them alike.
+    const check = await settle(() => store.assertFingerprint(id.fingerprint))
+    const checks = await comm.allgather(check)
+    const refused = checks.find((c) => c !== undefined)
+    if (refused) throw new CheckpointError(refused)
+
+    const listed = await store.list().catch(() => [])
+    const nextSeq = listed.reduce((m, s) => Math.max(m, s.seq + 1), 0)
+    const seq = await comm.allreduce(nextSeq, 'max')
+    if (!cfg.resume) return new CheckpointService(comm, cfg, id, store, seq, undefined, onCheckpoint)
+
+    const t0 = performance.now()
+    // Settings and rank count first: checkpoints of another configuration are
+    // refused outright, not passed over as "invalid" for a silent fresh start.
+    const newest = listed.filter((c) => c.complete && c.marker).pop()
+    if (newest?.marker) {
+      assertSameSettings({ settings: newest.marker.settings, size: newest.marker.size }, { settings: id.settings, size })
+    }
+    const view = await localView(store, rank, size)
+    const views = await comm.allgather(view)
+    const line = chooseRecoveryLine(views)
+    const negotiateMs = performance.now() - t0
+    const warnings = line.skipped.map(
+      (s) => `checkpoint ${s.seq} skipped: ${s.problems.map((p) => (p.file ? `${p.file}: ${p.reason}` : p.reason)).join('; ')}`,
+    )
+    if (line.seq === undefined) {
+      warnings.push(`no valid checkpoint in ${store.dir}: starting from the beginning`)
+      warnings.forEach((w) => rank === 0 && log(`warning: ${w}`))
+      return new CheckpointService(comm, cfg, id, store, seq, { seq: undefined, skeleton: -1, step: -1, negotiateMs, warnings }, onCheckpoint)
+    }
+    const marker = await store.readMarker(line.seq)
+    assertSameSettings({ settings: marker.settings, size: marker.size }, { settings: id.settings, size })
+    warnings.forEach((w) => rank === 0 && log(`warning: ${w}`))
+    const info: RecoveryInfo = { seq: line.seq, skeleton: marker.skeleton, step: marker.step, negotiateMs, warnings }
+    return new CheckpointService(comm, cfg, id, store, seq, info, onCheckpoint)
+  }
+
+  recoveryFor(index: number): RecoveryDecision {
+    const r = this.recovery
+    if (!r || r.seq === undefined || index > r.skeleton) return { kind: 'normal' }
+    if (index < r.skeleton) return { kind: 'skip' }
+    return { kind: 'resume', step: r.step }
+  }
+
+  async restore(state: SkeletonState): Promise<{ reroute: boolean }> {
+    const r = this.recovery
+    if (!r || r.seq === undefined) throw new CheckpointError('restore called without a recovery line')
+    const file = await this.store.loadRankFile(r.seq, this.comm.rank)
+    this.restoredFile = file
+    const h = file.header
+    if (h.skeleton !== state.index || h.step !== state.step) {
+      throw new CheckpointError(`checkpoint ${r.seq} holds skeleton ${h.skeleton} step ${h.step}, but replay reached skeleton ${state.index} step ${state.step}`)
+    }
+    this.checkReplay(state, file)
+
+    const domainEntry = (name: 'read' | 'write') => file.entries.get(name)
+    const read = domainEntry('read')
+    if (!read) throw new CheckpointError(`checkpoint ${r.seq}, rank ${this.comm.rank}: no "read" entry (the domain just written); nothing to resume from`)
+    restoreDomain(state.write, read)
+    const write = domainEntry('write')
+    if (write) restoreDomain(state.read, write)
+
+    for (const reg of state.registry.heavy.values()) {
+      const e = requireEntry(file, reg.name, r.seq)
+      const saved = entryArray(e)
+      if (saved.constructor !== reg.array.constructor || saved.length !== reg.array.length) {
+        throw new CheckpointError(
+          `checkpoint entry "${reg.name}" holds ${saved.length} ${e.dtype} values; the registered array has ${reg.array.length} of another shape or type`,
+        )
+      }
+      reg.array.set(saved as never)
+    }
+    for (const reg of state.registry.light.values()) {
+      reg.cell.value = decodeLight(requireEntry(file, reg.name, r.seq).bytes, reg.serializer)
+    }
+    const clock = this.clockFor(state)
+    clock.lastAt = performance.now()
+    return { reroute: state.mode === 'border' }
+  }
+
+  async checkpointPoint(state: SkeletonState, _last: boolean): Promise<void> {
+    const clock = this.clockFor(state)
+    const now = performance.now()
+    let go = clock.clock.shouldCheckpoint({ step: state.step, now, lastCheckpointAt: clock.lastAt, measuredCostMs: clock.costs })
+    if (clock.clock.timeBased) go = (await this.comm.allreduce(go ? 1 : 0, 'max')) === 1
+    if (go) await this.write(state, clock, now)
+    const stop = this.cfg.interrupt
+    if (stop && stop.skeleton === state.index && stop.step === state.step) throw new RunInterrupted(state.index, state.step)
+  }
+
+  /** The policy in force for a skeleton, as a sentence. */
+  describe(state: SkeletonState): string {
+    return describePolicy(state.policy ?? this.cfg.policy)
+  }
+
+  private async write(state: SkeletonState, clock: ClockState, started: number): Promise<void> {
+    const { rank, size } = this.comm
+    const seq = this.seq++
+    const entries = this.entries(state)
+    const digests = this.digests(state)
+    let written: RankFileRecord | undefined
+    let failure: string | undefined
+    try {
+      const parts = encodeRankFile(
+        { fingerprint: this.id.fingerprint, skeleton: state.index, step: state.step, rank, size, settings: this.id.settings, digests },
+        entries,
+      )
+      const w = await this.store.writeRankFile(seq, rank, parts)
+      written = { rank, file: w.file, bytes: w.bytes, headerChecksum: w.headerChecksum }
+    } catch (e) {
+      failure = (e as Error).message
+    }
+    // Commit only when every rank's file is durable; any failure fails every rank alike.
+    const all = await this.comm.allgather({ written, failure })
+    const failed = all.map((a, r) => (a.failure ? `rank ${r}: ${a.failure}` : '')).filter(Boolean)
+    if (failed.length > 0) {
+      throw new CheckpointError(`checkpoint ${seq} could not be written (the previous checkpoint is intact):\n  ${failed.join('\n  ')}`)
+    }
+    let commitFailure: string | undefined
+    if (rank === 0) {
+      try {
+        await this.store.commit(seq, {
+          seq,
+          skeleton: state.index,
+          step: state.step,
+          size,
+          fingerprint: this.id.fingerprint,
+          settings: this.id.settings,
+          ranks: all.map((a) => a.written!),
+          createdAt: new Date().toISOString(),
+        })
+        await this.store.prune(this.cfg.keep)
+      } catch (e) {
+        commitFailure = (e as Error).message
+      }
+    }
+    const ms = await this.comm.allreduce(commitFailure ? Infinity : performance.now() - started, 'max')
+    if (!Number.isFinite(ms)) {
+      const why = (await this.comm.allgather(commitFailure)).find((x) => x !== undefined) ?? 'rank 0 could not commit'
+      throw new CheckpointError(`checkpoint ${seq} could not be committed (the previous checkpoint is intact): ${why}`)
+    }
+    clock.costs.push(ms)
+    clock.lastAt = performance.now()
+    const totalBytes = all.reduce((s, a) => s + (a.written?.bytes ?? 0), 0)
+    const event: CheckpointEvent = { seq, skeleton: state.index, step: state.step, bytes: written!.bytes, totalBytes, ms }
+    this.committed.push(event)
+    this.onCheckpoint(event)
+  }
+
+  private entries(state: SkeletonState): EntryInput[] {
+    const { rank } = this.comm
+    const reg = state.registry
+    const out: EntryInput[] = []
+    if (reg.includes('read')) {
+      // In circulation the blocks have already moved: save what this rank now holds for the next step.
+      const box = state.mode === 'circulation' && state.next ? state.next.needed[rank] : state.partition.possessed[rank]
+      out.push(domainEntry('read', state.write, box))
+    }
+    if (reg.includes('write')) out.push(domainEntry('write', state.read, state.partition.possessed[rank].intersect(state.read.box)))
+    if (reg.includes('iterator')) out.push({ name: 'iterator', kind: 'light', bytes: encodeLight(state.it, undefined, 'iterator') })
+    for (const h of reg.heavy.values()) out.push({ name: h.name, kind: 'heavy', dtype: dtypeOf(h.array), bytes: bytesOf(h.array) })
+    for (const l of reg.light.values()) out.push({ name: l.name, kind: 'light', bytes: encodeLight(l.cell.value, l.serializer, l.name) })
+    return out
+  }
+
+  private digests(state: SkeletonState): Record<string, string> {
+    const d: Record<string, string> = { iterator: digestOf(state.it, undefined, 'iterator') }
+    for (const w of state.registry.watched.values()) d[`watch:${w.name}`] = digestOf(w.get(), w.serializer, w.name)
+    return d
+  }
+
+  /** Replay must have rebuilt the iterator and every watched value exactly. */
+  private checkReplay(state: SkeletonState, file: DecodedRankFile): void {
+    const stored = file.header.digests
+    if (stored.iterator !== undefined && stored.iterator !== digestOf(state.it, undefined, 'iterator')) {
+      const saved = file.entries.get('iterator')
+      const detail = saved ? (diffLight(decodeLight(saved.bytes), state.it) ?? 'digest differs') : 'digest differs'
+      throw new ReplayDivergenceError('the iterator', detail)
+    }
+    for (const w of state.registry.watched.values()) {
+      const want = stored[`watch:${w.name}`]
+      if (want !== undefined && want !== digestOf(w.get(), w.serializer, w.name)) {
+        throw new ReplayDivergenceError(`watched value "${w.name}"`, 'its digest differs after replay')
+      }
+    }
+  }
+
+  private clockFor(state: SkeletonState): ClockState {
+    let c = this.clocks.get(state.index)
+    if (!c) {
+      c = { clock: new PolicyClock(state.policy ?? this.cfg.policy), lastAt: performance.now(), costs: [] }
+      this.clocks.set(state.index, c)
+    }
+    return c
+  }
+}
+
+/** A domain's cells in `box` as one payload: a view when contiguous, else packed. */
+function domainEntry(name: string, d: Domain, box: DomainDesc): EntryInput {
+  const record = { lower: [...box.lower], upper: [...box.upper] }
+  if (d.isContiguous(box)) return { name, kind: 'heavy', dtype: d.dtype, box: record, bytes: bytesOf(d.view(box)) }
+  const packed = arrayOver(d.dtype, new ArrayBuffer(box.volume * DTYPES[d.dtype].BYTES_PER_ELEMENT), 0, box.volume)
+  let pos = 0
+  forEachRun(d.strides, d.offset, box, d.order, (s, len) => {
+    packed.set(d.data.subarray(s, s + len) as never, pos)
+    pos += len
+  })
+  return { name, kind: 'heavy', dtype: d.dtype, box: record, bytes: bytesOf(packed) }
+}
+
+function restoreDomain(d: Domain, e: DecodedEntry): void {
+  if (!e.box) throw new CheckpointError(`checkpoint entry "${e.name}" has no box`)
+  const box = DomainDesc.of(e.box.lower, e.box.upper)
+  if (!d.box.contains(box)) throw new CheckpointError(`checkpoint entry "${e.name}" covers ${box}, outside this rank's domain ${d.box}`)
+  const saved = entryArray(e, d.dtype)
+  if (saved.length !== box.volume) throw new CheckpointError(`checkpoint entry "${e.name}" has ${saved.length} values for ${box.volume} cells`)
+  let pos = 0
+  forEachRun(d.strides, d.offset, box, d.order, (s, len) => {
+    d.data.set(saved.subarray(pos, pos + len) as never, s)
+    pos += len
+  })
+}
+
+function requireEntry(file: DecodedRankFile, name: string, seq: number): DecodedEntry {
+  const e = file.entries.get(name)
+  if (!e) throw new CheckpointError(`checkpoint ${seq} has no entry "${name}", which this program registers; it was written by another version of the program`)
+  return e
+}
+
+async function settle(f: () => Promise<void>): Promise<string | undefined> {
+  try {
+    await f()
+    return undefined
+  } catch (e) {
+    return (e as Error).message
+  }
+}

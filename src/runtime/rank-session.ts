@@ -1,0 +1,48 @@
+import { CheckpointService, type CheckpointEvent, type FaultToleranceConfig } from '../checkpoint/service.js'
+import { RankContext } from '../skeletons/context.js'
+import { settingsOf, type OptionSpecs, type OptionValues } from '../skeletons/options.js'
+import type { Program } from '../skeletons/program.js'
+import { noHooks, type RankRuntime } from '../skeletons/runtime.js'
+import type { Communicator } from './communicator.js'
+import type { RankStatus } from './status.js'
+
+/** Everything one rank needs to run a program, whatever the transport. */
+export interface RankSession {
+  program: Program
+  comm: Communicator
+  status: RankStatus
+  options: OptionValues<OptionSpecs>
+  /** Checkpointing and recovery; none when undefined. */
+  ft: FaultToleranceConfig | undefined
+  log: (text: string) => void
+  onCheckpoint?: (e: CheckpointEvent) => void
+}
+
+/** The fingerprint checkpoints carry: a directory of another program is refused. */
+export function fingerprintOf(program: Program): string {
+  return `molotof-program:${program.name}`
+}
+
+/** Open the checkpoint service (negotiating the recovery line on resume) and run `main`. */
+export async function runSession(s: RankSession): Promise<unknown> {
+  const rt: RankRuntime = { comm: s.comm, status: s.status, hooks: noHooks }
+  s.status.set(-1, -1, 'light')
+  let recovering = false
+  if (s.ft) {
+    const service = await CheckpointService.open(
+      s.comm,
+      s.ft,
+      { fingerprint: fingerprintOf(s.program), settings: settingsOf(s.program.options, s.options) },
+      s.log,
+      s.onCheckpoint,
+    )
+    rt.hooks = service
+    recovering = service.recovering
+    if (recovering && s.comm.rank === 0) {
+      const r = service.recovery!
+      s.log(`resuming from checkpoint ${r.seq} (skeleton ${r.skeleton}, step ${r.step}); recovery line agreed in ${r.negotiateMs.toFixed(1)} ms`)
+    }
+  }
+  const ctx = new RankContext(rt, s.options, recovering, s.log)
+  return s.program.main(ctx)
+}
