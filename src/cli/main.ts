@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs'
 import { match } from 'ts-pattern'
 import { MolotofError, RankFailedError } from '../errors.js'
+import { inspectCommand } from './inspect.js'
 import { runCommand } from './run.js'
 
 const HELP = `molotof — fault-tolerant iterative SPMD programs
@@ -9,6 +10,7 @@ Usage: molotof <command> [options]
 
 Commands:
   run <program>     run a program on N ranks            (molotof run --help)
+  inspect <dir>     list and verify checkpoints          (molotof inspect --help)
   help [command]    show help
 
 Options:
@@ -21,6 +23,7 @@ export async function main(argv: readonly string[], out = (s: string) => console
   try {
     return await match(cmd ?? '--help')
       .with('run', () => runCommand(rest, out))
+      .with('inspect', () => inspectCommand(rest, out))
       .with('--version', '-v', () => {
         out(version())
         return 0
@@ -28,6 +31,7 @@ export async function main(argv: readonly string[], out = (s: string) => console
       .with('--help', '-h', 'help', () => {
         const sub = rest[0]
         if (sub === 'run') return runCommand(['--help'], out)
+        if (sub === 'inspect') return inspectCommand(['--help'], out)
         out(HELP)
         return 0
       })

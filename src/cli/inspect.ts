@@ -1,0 +1,80 @@
+import { existsSync } from 'node:fs'
+import { readHeaderOnly } from '../checkpoint/format.js'
+import { CheckpointStore } from '../checkpoint/store.js'
+import { ConfigError } from '../errors.js'
+import { formatFlags, splitArgs, type FlagSpec } from './args.js'
+import { formatBytes } from './run.js'
+
+const FLAGS: Record<string, FlagSpec> = {
+  verify: { kind: 'boolean', help: 'read every payload and check its checksum' },
+  json: { kind: 'boolean', help: 'print the listing as JSON' },
+}
+
+const USAGE = `Usage: molotof inspect <checkpoint-dir> [--verify] [--json]
+
+Lists the checkpoints in a directory: skeleton, step, ranks, entries, sizes,
+completeness (commit marker present) and validity (sizes and headers, and with
+--verify every checksum).
+
+Options:
+${formatFlags(FLAGS)}`
+
+interface Row {
+  seq: number
+  complete: boolean
+  valid: boolean
+  skeleton: number | undefined
+  step: number | undefined
+  ranks: number | undefined
+  bytes: number
+  entries: string[]
+  problems: string[]
+}
+
+/** `molotof inspect`: exit 0 when the newest checkpoint is complete and valid, 1 otherwise. */
+export async function inspectCommand(argv: readonly string[], out: (s: string) => void): Promise<number> {
+  const args = splitArgs(argv, FLAGS, 1)
+  if (args.help) {
+    out(USAGE)
+    return 0
+  }
+  const [dir] = args.positional
+  if (!dir) throw new ConfigError('molotof inspect: name the checkpoint directory (see molotof inspect --help)')
+  if (args.rest.length > 0) throw new ConfigError(`molotof inspect: unknown option ${args.rest[0]}`)
+  if (!existsSync(dir)) throw new ConfigError(`molotof inspect: ${dir} does not exist`)
+  const store = new CheckpointStore(dir)
+  const rows: Row[] = []
+  for (const c of await store.list()) {
+    const size = c.marker?.size ?? c.files.length
+    const report = c.complete ? await store.validate(c.seq, size, { checksums: args.flags.verify === true }) : undefined
+    const first = c.files[0]
+    const header = first ? await readHeaderOnly(`${c.path}/${first.file}`).catch(() => undefined) : undefined
+    rows.push({
+      seq: c.seq,
+      complete: c.complete,
+      valid: report?.ok ?? false,
+      skeleton: c.marker?.skeleton ?? header?.header.skeleton,
+      step: c.marker?.step ?? header?.header.step,
+      ranks: c.marker?.size ?? header?.header.size,
+      bytes: c.files.reduce((s, f) => s + f.bytes, 0),
+      entries: header ? header.header.entries.map((e) => `${e.name}(${e.kind === 'heavy' ? `${e.dtype} ${formatBytes(e.length)}` : 'light'})`) : [],
+      problems: [...(c.problem ? [c.problem] : []), ...(report?.problems ?? []).map((p) => `${p.file}: ${p.reason}`)],
+    })
+  }
+  if (args.flags.json) {
+    out(JSON.stringify({ dir: store.dir, checkpoints: rows }, null, 2))
+  } else if (rows.length === 0) {
+    out(`no checkpoints in ${store.dir}`)
+  } else {
+    out(`checkpoints in ${store.dir}${args.flags.verify ? ' (checksums verified)' : ''}:`)
+    for (const r of rows) {
+      const state = !r.complete ? 'INCOMPLETE' : r.valid ? 'valid' : 'INVALID'
+      out(
+        `  #${r.seq}  ${state.padEnd(10)} skeleton ${r.skeleton ?? '?'} step ${r.step ?? '?'}  ${r.ranks ?? '?'} ranks  ${formatBytes(r.bytes)}  entries: ${r.entries.join(', ') || '-'}`,
+      )
+      for (const p of r.problems) out(`      ${p}`)
+    }
+  }
+  const newest = rows[rows.length - 1]
+  return newest && newest.complete && newest.valid ? 0 : 1
+}
