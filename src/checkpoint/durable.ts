@@ -6,7 +6,13 @@ import { errorCode } from './fs-errors.js'
 /** Marker inside the names of temporary files, so leftovers of a crash can be recognised. */
 export const TMP_INFIX = '.tmp-'
 
-/** True for names writeDurably uses while a file is being written. */
+/**
+ * True for names writeDurably uses while a file is being written.
+ *
+ * ```ts
+ * isTemporaryName('rank-0.mlf.tmp-4242-0a1b2c3d')  // true: a leftover if no write is running
+ * ```
+ */
 export function isTemporaryName(name: string): boolean {
   return name.includes(TMP_INFIX)
 }
@@ -49,6 +55,10 @@ export async function writeDurably(path: string, parts: readonly Uint8Array[]): 
  * fsyncs a directory, making the names created or renamed in it durable.
  * Platforms that cannot fsync a directory (EINVAL/EISDIR/EPERM, e.g. Windows)
  * are tolerated: there is nothing more to do there.
+ *
+ * ```ts
+ * await syncDirectory('/ckpt')  // after creating ckpt-00000007 in it
+ * ```
  */
 export async function syncDirectory(dir: string): Promise<void> {
   const dh = await open(dir, 'r')

@@ -22,6 +22,10 @@ export function parseDuration(input: string | number): number | undefined {
 /**
  * Formats seconds with the largest unit that divides them evenly, the way a
  * user would write them: 21600 → `6h`, 90 → `90s`, 1.5 → `1.5s`.
+ *
+ * ```ts
+ * `checkpoint every ${formatDuration(intervalMs / 1000)}`
+ * ```
  */
 export function formatDuration(seconds: number): string {
   for (const unit of ['d', 'h', 'm'] as const) {

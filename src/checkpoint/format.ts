@@ -249,6 +249,11 @@ export async function readHeaderOnly(path: string, name: string = path): Promise
 /**
  * The header checksum recorded in the first part returned by encodeRankFile
  * (what a commit marker stores for each rank, tying it to that exact header).
+ *
+ * ```ts
+ * const parts = encodeRankFile(meta, entries)
+ * const record = { rank, file, bytes, headerChecksum: headerChecksumOf(parts[0]) }
+ * ```
  */
 export function headerChecksumOf(firstPart: Uint8Array): number {
   if (firstPart.byteLength < PREAMBLE_BYTES || !hasMagic(firstPart)) {
@@ -257,7 +262,13 @@ export function headerChecksumOf(firstPart: Uint8Array): number {
   return new DataView(firstPart.buffer, firstPart.byteOffset, PREAMBLE_BYTES).getUint32(16, true)
 }
 
-/** Rounds up to the payload alignment (8 bytes: the largest element size). */
+/**
+ * Rounds up to the payload alignment (8 bytes: the largest element size).
+ *
+ * ```ts
+ * align(13)  // 16
+ * ```
+ */
 export function align(n: number): number {
   return Math.ceil(n / ALIGN) * ALIGN
 }

@@ -31,7 +31,13 @@ const REASONS: Readonly<Record<string, string>> = {
   ENAMETOOLONG: 'the path is too long',
 }
 
-/** The reason part of the message: a sentence for known error codes, the error's own message otherwise. */
+/**
+ * The reason part of the message: a sentence for known error codes, the error's own message otherwise.
+ *
+ * ```ts
+ * explainFsError(Object.assign(new Error('…'), { code: 'ENOSPC' }))  // 'no space left on the device (disk full) (ENOSPC)'
+ * ```
+ */
 export function explainFsError(err: unknown): string {
   const code = errorCode(err)
   const reason = code === undefined ? undefined : REASONS[code]
@@ -39,7 +45,13 @@ export function explainFsError(err: unknown): string {
   return err instanceof Error ? err.message : String(err)
 }
 
-/** The `code` of a Node system error, if any. */
+/**
+ * The `code` of a Node system error, if any.
+ *
+ * ```ts
+ * if (errorCode(e) === 'ENOENT') return []
+ * ```
+ */
 export function errorCode(err: unknown): string | undefined {
   if (typeof err === 'object' && err !== null && 'code' in err) {
     const code = (err as { code: unknown }).code

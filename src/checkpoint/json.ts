@@ -43,19 +43,38 @@ function checkJson(path: string, v: unknown, ancestors: object[]): void {
   ancestors.pop()
 }
 
-/** True for `{}`-style objects (prototype Object.prototype or null). */
+/**
+ * True for `{}`-style objects (prototype Object.prototype or null).
+ *
+ * ```ts
+ * isPlainObject({}) && !isPlainObject(new Map())  // true
+ * ```
+ */
 export function isPlainObject(v: unknown): v is Record<string, unknown> {
   if (typeof v !== 'object' || v === null) return false
   const proto: unknown = Object.getPrototypeOf(v)
   return proto === Object.prototype || proto === null
 }
 
-/** `a.b` for identifier keys, `a["x y"]` otherwise: paths users can read in messages. */
+/**
+ * `a.b` for identifier keys, `a["x y"]` otherwise: paths users can read in messages.
+ *
+ * ```ts
+ * childPath('settings', 'grid')  // 'settings.grid'
+ * ```
+ */
 export function childPath(path: string, key: string): string {
   return /^[A-Za-z_$][\w$]*$/.test(key) ? `${path}.${key}` : `${path}[${JSON.stringify(key)}]`
 }
 
-/** A short name for what a value is, for error messages (`function`, `Float64Array`, `class Foo`). */
+/**
+ * A short name for what a value is, for error messages.
+ *
+ * ```ts
+ * describeKind(new Float64Array(2))  // 'Float64Array'
+ * describeKind(() => 1)              // 'function'
+ * ```
+ */
 export function describeKind(v: unknown): string {
   if (v === null) return 'null'
   if (typeof v !== 'object') return typeof v

@@ -69,13 +69,22 @@ function children(obj: object, kind: 'array' | 'object' | 'map' | 'set', path: s
     return undefined
   }
   for (const k of Object.keys(obj)) {
+    if (k === '__proto__' || k === 'constructor' || k === 'prototype') {
+      return { path: childPath(path, k), reason: `superjson refuses the key "${k}" (prototype-pollution guard); rename it` }
+    }
     const p = walk((obj as Record<string, unknown>)[k], childPath(path, k), anc, ancPaths)
     if (p) return p
   }
   return undefined
 }
 
-/** How a Map key is shown in a path: its value for primitives, its position otherwise. */
+/**
+ * How a Map key is shown in a path: its value for primitives, its position otherwise.
+ *
+ * ```ts
+ * `${path}.get(${keyLabel('k', 0)})`  // settings.m.get("k")
+ * ```
+ */
 export function keyLabel(k: unknown, index: number): string {
   if (typeof k === 'string') return JSON.stringify(k)
   if (typeof k === 'bigint') return `${k}n`

@@ -1,11 +1,13 @@
 import { createHash } from 'node:crypto'
-import { SuperJSON, type SuperJSONResult } from 'superjson'
+import { SuperJSON, type SuperJSONResult, type SuperJSONValue } from 'superjson'
 import { CheckpointError, ConfigError } from '../errors.js'
 import { isPlainObject } from './json.js'
 import { canonicalOf } from './light-canonical.js'
 import { findUnserializable } from './light-check.js'
+import { diffLight } from './light-diff.js'
+import { dropNaNIdentities } from './superjson-nan.js'
 
-export { diffLight } from './light-diff.js'
+export { diffLight }
 
 /**
  * How to save a value of a user's own class: turn it into plain data
@@ -44,7 +46,9 @@ interface Envelope {
  * makes of it) cannot be saved and restored faithfully, naming the path inside
  * the value and the reason: functions, symbols, class instances without a
  * serializer, WeakMap/WeakSet, Promises, circular references, invalid dates,
- * sparse arrays, and typed arrays (which belong in heavy entries).
+ * sparse arrays, keys superjson refuses, and typed arrays (which belong in heavy
+ * entries). It also encodes and decodes the value once and compares, so a
+ * shape the encoder mishandles is refused up front, not discovered at recovery.
  *
  * ```ts
  * checkSerializable('settings', { n: 4, cb: () => 0 })
@@ -52,7 +56,10 @@ interface Envelope {
  * ```
  */
 export function checkSerializable<T>(name: string, value: T, serializer?: Serializer<T>): void {
-  prepare(name, value, serializer)
+  const data = prepare(name, value, serializer)
+  const back: unknown = sj.deserialize(JSON.parse(JSON.stringify(toSuperJSON(data))))
+  const difference = diffLight(data, back, serializer ? `${name}<${serializer.name}>` : name)
+  if (difference !== undefined) throw new ConfigError(`cannot checkpoint ${name}: it does not survive encoding (${difference})`)
 }
 
 /**
@@ -70,7 +77,7 @@ export function encodeLight<T>(value: T, serializer?: Serializer<T>, name = 'val
   const envelope: Envelope = {
     molotof: ENVELOPE_VERSION,
     ...(serializer ? { serializer: serializer.name } : {}),
-    value: sj.serialize(data as Parameters<SuperJSON['serialize']>[0]),
+    value: toSuperJSON(data),
   }
   return new TextEncoder().encode(JSON.stringify(envelope))
 }
@@ -114,6 +121,11 @@ export function digestOf<T>(value: T, serializer?: Serializer<T>, name = 'value'
   const data = prepare(name, value, serializer)
   const text = (serializer ? `S(${JSON.stringify(serializer.name)})` : '') + canonicalOf(data)
   return createHash('sha256').update(text).digest('hex')
+}
+
+/** superjson's encoding of checked data, with the NaN identity defect removed. */
+function toSuperJSON(data: unknown): SuperJSONResult {
+  return dropNaNIdentities(sj.serialize(data as SuperJSONValue))
 }
 
 /** Applies the serializer (once) and checks the result; returns what superjson will see. */

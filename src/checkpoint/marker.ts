@@ -67,6 +67,10 @@ export function encodeMarker(m: CommitMarker): Uint8Array {
  * Parses and checks a marker file; throws CheckpointCorruptError(name, reason).
  * The checksum is verified by re-serialising the parsed fields: JSON.stringify
  * of parsed JSON reproduces the original text for everything encodeMarker writes.
+ *
+ * ```ts
+ * const marker = parseMarker(await readFile(path), path)
+ * ```
  */
 export function parseMarker(bytes: Uint8Array, name: string): CommitMarker {
   let v: unknown

@@ -53,7 +53,8 @@ export class PolicyClock {
   private readonly probeAfterMs: number
   private readonly costWindow: number
 
-  constructor(policy: CheckpointPolicy, options: ClockOptions = {}) {
+  /** `policy` may also be a CLI string (`'every:50'`, `'mtbf:6h'` …); it is validated with parsePolicy. */
+  constructor(policy: CheckpointPolicy | string, options: ClockOptions = {}) {
     this.rule = toRule(parsePolicy(policy))
     this.probeAfterMs = options.probeAfterMs ?? 1000
     this.costWindow = options.costWindow ?? 5
@@ -122,7 +123,7 @@ export function youngInterval(cost: number, mtbf: number): number {
  * τ is the compute time between the end of one checkpoint and the start of the next.
  *
  * ```ts
- * dalyInterval(10, 21600)  // ≈ 648.6
+ * dalyInterval(10, 21600)  // ≈ 650.6
  * ```
  */
 export function dalyInterval(cost: number, mtbf: number): number {

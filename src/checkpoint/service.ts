@@ -2,9 +2,9 @@ import { performance } from 'node:perf_hooks'
 import { DomainDesc } from '../domains/desc.js'
 import { forEachRun, type Domain } from '../domains/domain.js'
 import { arrayOver, bytesOf, dtypeOf, DTYPES } from '../domains/dtype.js'
-import { CheckpointError, ConfigError, ReplayDivergenceError } from '../errors.js'
+import { CheckpointCorruptError, CheckpointError, ConfigError, ReplayDivergenceError } from '../errors.js'
 import type { Communicator } from '../runtime/communicator.js'
-import type { RecoveryDecision, SkeletonHooks } from '../skeletons/runtime.js'
+import type { RecoveryDecision, ResumeFigures, SkeletonHooks } from '../skeletons/runtime.js'
 import type { SkeletonState } from '../skeletons/skeleton.js'
 import { encodeRankFile, type DecodedEntry, type DecodedRankFile, type EntryInput } from './format.js'
 import type { JsonObject } from './json.js'
@@ -13,7 +13,7 @@ import type { RankFileRecord } from './marker.js'
 import { entryArray } from './payload.js'
 import { describePolicy, parsePolicy, type CheckpointPolicy } from './policy.js'
 import { PolicyClock } from './policy-clock.js'
-import { assertSameSettings, chooseRecoveryLine, localView } from './recovery-line.js'
+import { assertSameSettings, chooseRecoveryLine, localView, type SkipReason } from './recovery-line.js'
 import { CheckpointStore } from './store.js'
 
 /** How a run checkpoints and whether it resumes. Plain data: it crosses to every rank. */
@@ -54,8 +54,14 @@ export interface RecoveryInfo {
   seq: number | undefined
   skeleton: number
   step: number
-  /** Time to agree on the line (ms). */
+  /** Time to agree on the line from headers and sizes (ms). */
   negotiateMs: number
+  /** Time to read and verify this rank's file of the line (ms). */
+  loadMs: number
+  /** Fast-forward of the recovery skeleton (ms), once done. */
+  replayMs?: number
+  /** Load, restore and re-route (ms), once done. */
+  restoreMs?: number
   warnings: string[]
 }
 
@@ -99,6 +105,7 @@ export class CheckpointService implements SkeletonHooks {
     private seq: number,
     readonly recovery: RecoveryInfo | undefined,
     private readonly onCheckpoint: (e: CheckpointEvent) => void,
+    private readonly log: (text: string) => void,
   ) {}
 
   /** True when this run resumes from a checkpoint. */
@@ -126,7 +133,7 @@ export class CheckpointService implements SkeletonHooks {
     const listed = await store.list().catch(() => [])
     const nextSeq = listed.reduce((m, s) => Math.max(m, s.seq + 1), 0)
     const seq = await comm.allreduce(nextSeq, 'max')
-    if (!cfg.resume) return new CheckpointService(comm, cfg, id, store, seq, undefined, onCheckpoint)
+    if (!cfg.resume) return new CheckpointService(comm, cfg, id, store, seq, undefined, onCheckpoint, log)
 
     const t0 = performance.now()
     // Settings and rank count first: checkpoints of another configuration are
@@ -135,23 +142,50 @@ export class CheckpointService implements SkeletonHooks {
     if (newest?.marker) {
       assertSameSettings({ settings: newest.marker.settings, size: newest.marker.size }, { settings: id.settings, size })
     }
-    const view = await localView(store, rank, size)
-    const views = await comm.allgather(view)
-    const line = chooseRecoveryLine(views)
+    // Agree on headers and sizes (cheap), then each rank reads and verifies its
+    // own file of the chosen line once — the same read restore uses. A file
+    // that fails there moves the line back and the ranks agree again.
+    let views = await comm.allgather(await localView(store, rank, size, { checksums: false }))
+    let line = chooseRecoveryLine(views)
     const negotiateMs = performance.now() - t0
-    const warnings = line.skipped.map(
-      (s) => `checkpoint ${s.seq} skipped: ${s.problems.map((p) => (p.file ? `${p.file}: ${p.reason}` : p.reason)).join('; ')}`,
-    )
+    const tLoad = performance.now()
+    let file: DecodedRankFile | undefined
+    const late: string[] = []
+    while (line.seq !== undefined) {
+      const seqNow: number = line.seq
+      let problem: SkipReason | undefined
+      try {
+        file = await store.loadRankFile(seqNow, rank)
+      } catch (e) {
+        const reason = e instanceof CheckpointCorruptError ? e.reason : (e as Error).message
+        problem = { seq: seqNow, rank, file: store.fileOf(seqNow, rank), reason }
+      }
+      const problems = (await comm.allgather(problem)).filter((p): p is SkipReason => p !== undefined)
+      if (problems.length === 0) break
+      late.push(`checkpoint ${seqNow} skipped: ${problems.map((p) => `${p.file}: ${p.reason}`).join('; ')}`)
+      views = views.map((v) => ({ ...v, valid: v.valid.filter((q) => q !== seqNow) }))
+      line = chooseRecoveryLine(views)
+      file = undefined
+    }
+    const loadMs = performance.now() - tLoad
+    const warnings = [
+      ...line.skipped
+        .filter((s) => !late.some((l) => l.startsWith(`checkpoint ${s.seq} `)))
+        .map((s) => `checkpoint ${s.seq} skipped: ${s.problems.map((p) => (p.file ? `${p.file}: ${p.reason}` : p.reason)).join('; ')}`),
+      ...late,
+    ]
     if (line.seq === undefined) {
       warnings.push(`no valid checkpoint in ${store.dir}: starting from the beginning`)
       warnings.forEach((w) => rank === 0 && log(`warning: ${w}`))
-      return new CheckpointService(comm, cfg, id, store, seq, { seq: undefined, skeleton: -1, step: -1, negotiateMs, warnings }, onCheckpoint)
+      return new CheckpointService(comm, cfg, id, store, seq, { seq: undefined, skeleton: -1, step: -1, negotiateMs, loadMs, warnings }, onCheckpoint, log)
     }
     const marker = await store.readMarker(line.seq)
     assertSameSettings({ settings: marker.settings, size: marker.size }, { settings: id.settings, size })
     warnings.forEach((w) => rank === 0 && log(`warning: ${w}`))
-    const info: RecoveryInfo = { seq: line.seq, skeleton: marker.skeleton, step: marker.step, negotiateMs, warnings }
-    return new CheckpointService(comm, cfg, id, store, seq, info, onCheckpoint)
+    const info: RecoveryInfo = { seq: line.seq, skeleton: marker.skeleton, step: marker.step, negotiateMs, loadMs, warnings }
+    const service = new CheckpointService(comm, cfg, id, store, seq, info, onCheckpoint, log)
+    service.restoredFile = file
+    return service
   }
 
   recoveryFor(index: number): RecoveryDecision {
@@ -164,8 +198,8 @@ export class CheckpointService implements SkeletonHooks {
   async restore(state: SkeletonState): Promise<{ reroute: boolean }> {
     const r = this.recovery
     if (!r || r.seq === undefined) throw new CheckpointError('restore called without a recovery line')
-    const file = await this.store.loadRankFile(r.seq, this.comm.rank)
-    this.restoredFile = file
+    const file = this.restoredFile ?? (await this.store.loadRankFile(r.seq, this.comm.rank))
+    this.restoredFile = undefined
     const h = file.header
     if (h.skeleton !== state.index || h.step !== state.step) {
       throw new CheckpointError(`checkpoint ${r.seq} holds skeleton ${h.skeleton} step ${h.step}, but replay reached skeleton ${state.index} step ${state.step}`)
@@ -195,6 +229,13 @@ export class CheckpointService implements SkeletonHooks {
     const clock = this.clockFor(state)
     clock.lastAt = performance.now()
     return { reroute: state.mode === 'border' }
+  }
+
+  resumed(f: ResumeFigures): void {
+    if (this.recovery) Object.assign(this.recovery, { replayMs: f.replayMs, restoreMs: f.restoreMs })
+    if (this.comm.rank === 0) {
+      this.log(`replayed ${f.step} supersteps of skeleton ${f.skeleton} in ${f.replayMs.toFixed(1)} ms, restored in ${f.restoreMs.toFixed(1)} ms`)
+    }
   }
 
   async checkpointPoint(state: SkeletonState, _last: boolean): Promise<void> {

@@ -40,7 +40,7 @@ export async function runSession(s: RankSession): Promise<unknown> {
     recovering = service.recovering
     if (recovering && s.comm.rank === 0) {
       const r = service.recovery!
-      s.log(`resuming from checkpoint ${r.seq} (skeleton ${r.skeleton}, step ${r.step}); recovery line agreed in ${r.negotiateMs.toFixed(1)} ms`)
+      s.log(`resuming from checkpoint ${r.seq} (skeleton ${r.skeleton}, step ${r.step}); recovery line agreed in ${r.negotiateMs.toFixed(1)} ms, rank file read and verified in ${r.loadMs.toFixed(1)} ms`)
     }
   }
   const ctx = new RankContext(rt, s.options, recovering, s.log)

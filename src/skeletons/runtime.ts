@@ -14,12 +14,25 @@ export interface SkeletonHooks {
   /** Restore registered data at the recovery step; `reroute` when halos must be refilled. */
   restore(state: SkeletonState): Promise<{ reroute: boolean }>
   checkpointPoint(state: SkeletonState, last: boolean): Promise<void>
+  /** Replay and restore are done; the skeleton continues in normal mode. */
+  resumed(figures: ResumeFigures): void
+}
+
+/** How long getting back to work took on this rank. */
+export interface ResumeFigures {
+  skeleton: number
+  step: number
+  /** Fast-forward of the iterator (and skipped light code inside the loop). */
+  replayMs: number
+  /** Reading the rank file, restoring registered data and re-routing halos. */
+  restoreMs: number
 }
 
 export const noHooks: SkeletonHooks = {
   recoveryFor: () => ({ kind: 'normal' }),
   restore: () => Promise.reject(new Error('no checkpoint to restore')),
   checkpointPoint: () => Promise.resolve(),
+  resumed: () => {},
 }
 
 /** Per-rank services a skeleton runs on (internal). */

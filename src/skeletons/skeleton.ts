@@ -127,6 +127,7 @@ export class Skeleton<It, D extends Domain> {
     if (recovery.kind === 'resume') {
       // Fast-forward: replay the iterator only, up to the recovery step.
       rt.status.set(this.index, 0, 'replay')
+      const replayStart = performance.now()
       while (step < recovery.step) {
         if (last) throw new ConfigError(`${this.name}: the recovery step ${recovery.step} is past the end of the loop (${step})`)
         it = nextIt
@@ -140,13 +141,16 @@ export class Skeleton<It, D extends Domain> {
       const before = step === 0 ? undefined : this.partition(owner, size, step - 1)
       read.resize(before ? writeBox(before, part, rank) : part.needed[rank])
       write.resize(writeBox(part, partNext, rank))
+      const replayMs = performance.now() - replayStart
       rt.status.set(this.index, step, 'restore')
+      const restoreStart = performance.now()
       const state = this.state(step, it, read, write, part, partNext)
       const restored = await rt.hooks.restore(state)
       if (partNext && restored.reroute && (await this.agreeRoute(it, step))) {
         rt.status.phase('route')
         await this.router.route(this.router.plan(part, partNext), this.mode === 'border' ? write : read, write, this.tag(step))
       }
+      rt.hooks.resumed({ skeleton: this.index, step, replayMs, restoreMs: performance.now() - restoreStart })
       ;[read, write] = [write, read]
       if (last) return this.finish(read)
       it = nextIt
