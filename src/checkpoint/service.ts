@@ -5,6 +5,7 @@ import { arrayOver, bytesOf, dtypeOf, DTYPES } from '../domains/dtype.js'
 import { CheckpointCorruptError, CheckpointError, ConfigError, ReplayDivergenceError } from '../errors.js'
 import type { Communicator } from '../runtime/communicator.js'
 import type { RecoveryDecision, ResumeFigures, SkeletonHooks } from '../skeletons/runtime.js'
+import type { ResumedFigures, SessionControl } from '../runtime/rank-session.js'
 import type { SkeletonState } from '../skeletons/skeleton.js'
 import { encodeRankFile, type DecodedEntry, type DecodedRankFile, type EntryInput } from './format.js'
 import type { JsonObject } from './json.js'
@@ -65,6 +66,24 @@ export interface RecoveryInfo {
   warnings: string[]
 }
 
+/** Callbacks and outside requests the service reports to or honours. */
+export interface ServiceHooks {
+  onCheckpoint?: (e: CheckpointEvent) => void
+  onResumed?: (r: ResumedFigures) => void
+  control?: SessionControl
+}
+
+/** Thrown on every rank after the checkpoint a preemption asked for: the run stops cleanly. */
+export class Preempted extends Error {
+  override readonly name = 'Preempted'
+  constructor(
+    /** The checkpoint taken for the preemption. */
+    readonly seq: number | undefined,
+  ) {
+    super('preempted: checkpoint taken, stopping')
+  }
+}
+
 /** Thrown on every rank by `interrupt`: the run stopped on purpose after a checkpoint point. */
 export class RunInterrupted extends Error {
   constructor(
@@ -106,6 +125,7 @@ export class CheckpointService implements SkeletonHooks {
     readonly recovery: RecoveryInfo | undefined,
     private readonly onCheckpoint: (e: CheckpointEvent) => void,
     private readonly log: (text: string) => void,
+    private readonly hooks: ServiceHooks = {},
   ) {}
 
   /** True when this run resumes from a checkpoint. */
@@ -118,8 +138,9 @@ export class CheckpointService implements SkeletonHooks {
     cfg: FaultToleranceConfig,
     id: ProgramIdentity,
     log: (text: string) => void,
-    onCheckpoint: (e: CheckpointEvent) => void = () => {},
+    hooks: ServiceHooks = {},
   ): Promise<CheckpointService> {
+    const onCheckpoint = hooks.onCheckpoint ?? (() => {})
     if (!Number.isSafeInteger(cfg.keep) || cfg.keep < 1) throw new ConfigError(`keep must be a positive integer (got ${cfg.keep})`)
     parsePolicy(cfg.policy)
     const store = new CheckpointStore(cfg.dir)
@@ -133,7 +154,7 @@ export class CheckpointService implements SkeletonHooks {
     const listed = await store.list().catch(() => [])
     const nextSeq = listed.reduce((m, s) => Math.max(m, s.seq + 1), 0)
     const seq = await comm.allreduce(nextSeq, 'max')
-    if (!cfg.resume) return new CheckpointService(comm, cfg, id, store, seq, undefined, onCheckpoint, log)
+    if (!cfg.resume) return new CheckpointService(comm, cfg, id, store, seq, undefined, onCheckpoint, log, hooks)
 
     const t0 = performance.now()
     // Settings and rank count first: checkpoints of another configuration are
@@ -177,13 +198,13 @@ export class CheckpointService implements SkeletonHooks {
     if (line.seq === undefined) {
       warnings.push(`no valid checkpoint in ${store.dir}: starting from the beginning`)
       warnings.forEach((w) => rank === 0 && log(`warning: ${w}`))
-      return new CheckpointService(comm, cfg, id, store, seq, { seq: undefined, skeleton: -1, step: -1, negotiateMs, loadMs, warnings }, onCheckpoint, log)
+      return new CheckpointService(comm, cfg, id, store, seq, { seq: undefined, skeleton: -1, step: -1, negotiateMs, loadMs, warnings }, onCheckpoint, log, hooks)
     }
     const marker = await store.readMarker(line.seq)
     assertSameSettings({ settings: marker.settings, size: marker.size }, { settings: id.settings, size })
     warnings.forEach((w) => rank === 0 && log(`warning: ${w}`))
     const info: RecoveryInfo = { seq: line.seq, skeleton: marker.skeleton, step: marker.step, negotiateMs, loadMs, warnings }
-    const service = new CheckpointService(comm, cfg, id, store, seq, info, onCheckpoint, log)
+    const service = new CheckpointService(comm, cfg, id, store, seq, info, onCheckpoint, log, hooks)
     service.restoredFile = file
     return service
   }
@@ -232,7 +253,11 @@ export class CheckpointService implements SkeletonHooks {
   }
 
   resumed(f: ResumeFigures): void {
-    if (this.recovery) Object.assign(this.recovery, { replayMs: f.replayMs, restoreMs: f.restoreMs })
+    const r = this.recovery
+    if (r) Object.assign(r, { replayMs: f.replayMs, restoreMs: f.restoreMs })
+    if (r && r.seq !== undefined) {
+      this.hooks.onResumed?.({ seq: r.seq, skeleton: r.skeleton, step: r.step, negotiateMs: r.negotiateMs, loadMs: r.loadMs, replayMs: f.replayMs, restoreMs: f.restoreMs })
+    }
     if (this.comm.rank === 0) {
       this.log(`replayed ${f.step} supersteps of skeleton ${f.skeleton} in ${f.replayMs.toFixed(1)} ms, restored in ${f.restoreMs.toFixed(1)} ms`)
     }
@@ -241,9 +266,20 @@ export class CheckpointService implements SkeletonHooks {
   async checkpointPoint(state: SkeletonState, _last: boolean): Promise<void> {
     const clock = this.clockFor(state)
     const now = performance.now()
+    const control = this.hooks.control
     let go = clock.clock.shouldCheckpoint({ step: state.step, now, lastCheckpointAt: clock.lastAt, measuredCostMs: clock.costs })
-    if (clock.clock.timeBased) go = (await this.comm.allreduce(go ? 1 : 0, 'max')) === 1
+    let preempt = false
+    if (clock.clock.timeBased || control?.preemptible) {
+      // One vote carries both: 2 = preempt (checkpoint and stop), 1 = the clock says checkpoint.
+      const mine = control?.preemptRequested ? 2 : go ? 1 : 0
+      const agreed = await this.comm.allreduce(mine, 'max')
+      preempt = agreed === 2
+      go = agreed >= 1
+    }
     if (go) await this.write(state, clock, now)
+    const dying = control?.dieMidCheckpoint
+    if (dying && dying.skeleton === state.index && dying.step === state.step) dying.die()
+    if (preempt) throw new Preempted(go ? this.seq - 1 : undefined)
     const stop = this.cfg.interrupt
     if (stop && stop.skeleton === state.index && stop.step === state.step) throw new RunInterrupted(state.index, state.step)
   }
@@ -265,6 +301,8 @@ export class CheckpointService implements SkeletonHooks {
         { fingerprint: this.id.fingerprint, skeleton: state.index, step: state.step, rank, size, settings: this.id.settings, digests },
         entries,
       )
+      const dying = this.hooks.control?.dieMidCheckpoint
+      if (dying && dying.skeleton === state.index && dying.step === state.step) await tornWrite(this.store, seq, rank, parts, dying.die)
       const w = await this.store.writeRankFile(seq, rank, parts)
       written = { rank, file: w.file, bytes: w.bytes, headerChecksum: w.headerChecksum }
     } catch (e) {
@@ -385,6 +423,15 @@ function requireEntry(file: DecodedRankFile, name: string, seq: number): Decoded
   const e = file.entries.get(name)
   if (!e) throw new CheckpointError(`checkpoint ${seq} has no entry "${name}", which this program registers; it was written by another version of the program`)
   return e
+}
+
+/** Failure injection: leave half a rank file under a temporary name, then die. */
+async function tornWrite(store: CheckpointStore, seq: number, rank: number, parts: Uint8Array[], die: () => never): Promise<never> {
+  const { mkdir, writeFile } = await import('node:fs/promises')
+  await mkdir(store.pathOf(seq), { recursive: true })
+  const whole = Buffer.concat(parts)
+  await writeFile(`${store.fileOf(seq, rank)}.tmp-${process.pid}-torn`, whole.subarray(0, whole.length >> 1))
+  return die()
 }
 
 async function settle(f: () => Promise<void>): Promise<string | undefined> {

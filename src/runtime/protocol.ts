@@ -1,3 +1,5 @@
+import type { LauncherToRank } from './group.js'
+
 /** Messages from a rank to the launcher (plain data, so any framework copy can speak it). */
 export type RankToLauncher =
   | { type: 'describe'; name: string; description: string; optionsHelp: string }
@@ -5,7 +7,10 @@ export type RankToLauncher =
   | { type: 'load-error'; rank: number; message: string }
   | { type: 'log'; rank: number; text: string }
   | { type: 'checkpoint'; rank: number; seq: number; skeleton: number; step: number; bytes: number; totalBytes: number; ms: number }
+  | { type: 'resumed'; rank: number; seq: number; skeleton: number; step: number; negotiateMs: number; loadMs: number; replayMs: number; restoreMs: number }
+  | { type: 'progress'; rank: number; skeleton: number; step: number }
   | { type: 'result'; rank: number; value: unknown; text: string | undefined }
+  | { type: 'preempted'; rank: number; seq: number | undefined; skeleton: number; step: number }
   | {
       type: 'error'
       rank: number
@@ -18,6 +23,8 @@ export type RankToLauncher =
       stack: string | undefined
     }
 
+/** The rank's end of its control channel to the launcher. */
 export interface ControlPort {
   postMessage(m: RankToLauncher): void
+  onMessage(handler: (m: LauncherToRank) => void): void
 }

@@ -6,6 +6,10 @@ import { pathToFileURL } from 'node:url'
 
 const RANK_ENTRY = Symbol.for('molotof.rank-entry')
 const { programFile, tsconfig, init } = workerData
+const control = {
+  postMessage: (m) => parentPort.postMessage(m),
+  onMessage: (handler) => parentPort.on('message', handler),
+}
 
 try {
   const url = pathToFileURL(programFile).href
@@ -18,16 +22,17 @@ try {
   }
   const program = mod.default ?? mod.program
   if (!program || typeof program[RANK_ENTRY] !== 'function') {
-    parentPort.postMessage({
+    control.postMessage({
       type: 'load-error',
       rank: init.rank,
       message: `${programFile} does not export a molotof program: write \`export default defineProgram({ ... })\``,
     })
   } else {
-    await program[RANK_ENTRY]({ ...init, control: parentPort })
+    // A thread cannot be SIGKILLed on its own: an injected failure ends the thread at once.
+    await program[RANK_ENTRY]({ ...init, control, die: () => process.exit(137) })
   }
 } catch (e) {
-  parentPort.postMessage({
+  control.postMessage({
     type: 'load-error',
     rank: init.rank,
     message: `cannot load ${programFile}: ${e && e.stack ? e.stack : String(e)}`,

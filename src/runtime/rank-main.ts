@@ -1,23 +1,36 @@
 import type { MessagePort } from 'node:worker_threads'
+import type { FaultToleranceConfig } from '../checkpoint/service.js'
 import { MolotofError } from '../errors.js'
 import { formatOptions, parseOptions, type OptionSpecs, type OptionValues } from '../skeletons/options.js'
 import type { Program } from '../skeletons/program.js'
-import type { FaultToleranceConfig } from '../checkpoint/service.js'
-import { runSession } from './rank-session.js'
+import type { Communicator } from './communicator.js'
+import type { Injection } from './inject.js'
 import type { ControlPort } from './protocol.js'
+import { runSession, type SessionControl } from './rank-session.js'
+import { connectSocketCommunicator } from './sockets.js'
 import { PHASES, RankStatus, readStatus } from './status.js'
 import { ThreadCommunicator } from './threads.js'
 
-/** What the launcher hands to each rank thread. */
+/** How this rank reaches its peers. */
+export type RankTransportInit =
+  | { kind: 'threads'; ports: Array<MessagePort | undefined> }
+  | { kind: 'processes'; endpoints: string[] }
+
+/** What the launcher hands to each rank (through the boot file of its transport). */
 export interface RankInit {
   mode: 'run' | 'describe'
   rank: number
   size: number
   argv: string[]
-  ports: Array<MessagePort | undefined>
+  transport: RankTransportInit
+  /** This rank's status slot array (threads: shared with the launcher; processes: with the heartbeat thread). */
   status: Int32Array
   control: ControlPort
   ft: FaultToleranceConfig | undefined
+  /** Failures to inject on this rank. */
+  inject: Injection[]
+  /** End this rank abruptly (SIGKILL for a process). */
+  die: () => never
 }
 
 /** Run `program` as one rank; every outcome is reported on the control port. */
@@ -39,17 +52,30 @@ export async function runRank(program: Program, init: RankInit): Promise<void> {
     control.postMessage({ type: 'config-error', rank, message: (e as Error).message })
     return
   }
-  const comm = new ThreadCommunicator(rank, init.size, init.ports)
   const status = new RankStatus(init.status, rank)
+  armInjections(status, init)
+  const session: SessionControl = { preemptRequested: false, dieMidCheckpoint: undefined }
+  const mid = init.inject.find((i) => i.phase === 'checkpoint')
+  if (mid) session.dieMidCheckpoint = { skeleton: mid.skeleton, step: mid.step, die: init.die }
+  control.onMessage((m) => {
+    if (m.type === 'preempt') session.preemptRequested = true
+  })
+  let comm: Communicator | undefined
   try {
+    comm =
+      init.transport.kind === 'threads'
+        ? new ThreadCommunicator(rank, init.size, init.transport.ports)
+        : await connectSocketCommunicator(rank, init.size, init.transport.endpoints)
     const value = await runSession({
       program,
       comm,
       status,
       options,
       ft: init.ft,
+      control: session,
       log: (text) => control.postMessage({ type: 'log', rank, text }),
       onCheckpoint: (e) => control.postMessage({ type: 'checkpoint', rank, ...e }),
+      onResumed: (r) => control.postMessage({ type: 'resumed', rank, ...r }),
     })
     status.phase('done')
     const text = rank === 0 && program.format ? program.format(value, options) : undefined
@@ -57,6 +83,11 @@ export async function runRank(program: Program, init: RankInit): Promise<void> {
   } catch (e) {
     const err = e instanceof Error ? e : new Error(String(e))
     const where = readStatus(init.status, rank)
+    if (err.name === 'Preempted') {
+      const p = err as Error & { seq?: number }
+      control.postMessage({ type: 'preempted', rank, seq: p.seq, skeleton: where.skeleton, step: where.step })
+      return
+    }
     control.postMessage({
       type: 'error',
       rank,
@@ -69,6 +100,15 @@ export async function runRank(program: Program, init: RankInit): Promise<void> {
       stack: err.stack,
     })
   } finally {
-    comm.close()
+    comm?.close()
+  }
+}
+
+/** Die at the injected (skeleton, step, phase); `checkpoint` is handled mid-write by the checkpoint service. */
+function armInjections(status: RankStatus, init: RankInit): void {
+  const points = init.inject.filter((i) => i.phase !== 'checkpoint')
+  if (points.length === 0) return
+  status.onChange = (skeleton, step, phase) => {
+    for (const p of points) if (p.skeleton === skeleton && p.step === step && p.phase === phase) init.die()
   }
 }

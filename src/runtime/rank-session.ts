@@ -6,6 +6,31 @@ import { noHooks, type RankRuntime } from '../skeletons/runtime.js'
 import type { Communicator } from './communicator.js'
 import type { RankStatus } from './status.js'
 
+/**
+ * Requests from outside the program that the checkpoint service honours at
+ * checkpoint points: preemption (checkpoint now, then stop) and the
+ * mid-checkpoint failure injection.
+ */
+export interface SessionControl {
+  /** Set when the launcher asks this rank to checkpoint and stop. */
+  preemptRequested: boolean
+  /** Die halfway through writing the checkpoint file of (skeleton, step). */
+  dieMidCheckpoint: { skeleton: number; step: number; die: () => never } | undefined
+  /** Agree on preemption at every checkpoint point (ranks launched by a supervisor). */
+  preemptible?: boolean
+}
+
+/** Figures of a finished recovery on one rank. */
+export interface ResumedFigures {
+  seq: number
+  skeleton: number
+  step: number
+  negotiateMs: number
+  loadMs: number
+  replayMs: number
+  restoreMs: number
+}
+
 /** Everything one rank needs to run a program, whatever the transport. */
 export interface RankSession {
   program: Program
@@ -14,8 +39,10 @@ export interface RankSession {
   options: OptionValues<OptionSpecs>
   /** Checkpointing and recovery; none when undefined. */
   ft: FaultToleranceConfig | undefined
+  control?: SessionControl
   log: (text: string) => void
   onCheckpoint?: (e: CheckpointEvent) => void
+  onResumed?: (r: ResumedFigures) => void
 }
 
 /** The fingerprint checkpoints carry: a directory of another program is refused. */
@@ -34,13 +61,16 @@ export async function runSession(s: RankSession): Promise<unknown> {
       s.ft,
       { fingerprint: fingerprintOf(s.program), settings: settingsOf(s.program.options, s.options) },
       s.log,
-      s.onCheckpoint,
+      { onCheckpoint: s.onCheckpoint, onResumed: s.onResumed, control: s.control },
     )
     rt.hooks = service
     recovering = service.recovering
     if (recovering && s.comm.rank === 0) {
       const r = service.recovery!
-      s.log(`resuming from checkpoint ${r.seq} (skeleton ${r.skeleton}, step ${r.step}); recovery line agreed in ${r.negotiateMs.toFixed(1)} ms, rank file read and verified in ${r.loadMs.toFixed(1)} ms`)
+      s.log(
+        `resuming from checkpoint ${r.seq} (skeleton ${r.skeleton}, step ${r.step}); recovery line agreed in ${r.negotiateMs.toFixed(1)} ms, ` +
+          `rank file read and verified in ${r.loadMs.toFixed(1)} ms`,
+      )
     }
   }
   const ctx = new RankContext(rt, s.options, recovering, s.log)

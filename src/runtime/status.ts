@@ -18,6 +18,9 @@ export function createStatusBuffer(size: number): Int32Array {
 
 /** One rank's view of its own status slot. */
 export class RankStatus {
+  /** Called on every change (failure injection watches it). */
+  onChange: ((skeleton: number, step: number, phase: Phase) => void) | undefined
+
   constructor(
     private readonly shared: Int32Array,
     private readonly rank: number,
@@ -29,12 +32,21 @@ export class RankStatus {
     this.shared[b + 1] = step
     this.shared[b + 2] = PHASES.indexOf(phase)
     Atomics.add(this.shared, b + 3, 1)
+    this.onChange?.(skeleton, step, phase)
   }
 
   phase(phase: Phase): void {
     const b = this.rank * FIELDS
     this.shared[b + 2] = PHASES.indexOf(phase)
     Atomics.add(this.shared, b + 3, 1)
+    this.onChange?.(this.shared[b], this.shared[b + 1], phase)
+  }
+
+  get skeleton(): number {
+    return this.shared[this.rank * FIELDS]
+  }
+  get step(): number {
+    return this.shared[this.rank * FIELDS + 1]
   }
 }
 

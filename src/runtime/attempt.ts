@@ -1,0 +1,123 @@
+import { ConfigError, MolotofError, ProgramLoadError, RankFailedError, type RankLocation } from '../errors.js'
+import type { CheckpointEvent } from '../checkpoint/service.js'
+import type { RankGroup, RankGroupSpec, StartRankGroup } from './group.js'
+import type { RankToLauncher } from './protocol.js'
+import type { ResumedFigures } from './rank-session.js'
+
+/** How one attempt ended. */
+export type AttemptOutcome =
+  | { kind: 'done'; values: unknown[]; text: string | undefined }
+  | { kind: 'preempted'; seq: number | undefined; skeleton: number; step: number }
+  /** A rank failed (threw, died or hung): the supervisor may restart. */
+  | { kind: 'failed'; error: RankFailedError; failedAt: number; detectedAt: number; reason: FailureReason }
+  /** Bad input or a refusal (options, partition, checkpoint settings): restarting cannot help. */
+  | { kind: 'refused'; error: Error }
+
+export type FailureReason = 'error' | 'exit' | 'signal' | 'hang'
+
+export interface AttemptCallbacks {
+  onLog?: (rank: number, text: string) => void
+  onCheckpoint?: (e: CheckpointEvent) => void
+  onResumed?: (r: ResumedFigures) => void
+  onProgress?: (rank: number, skeleton: number, step: number) => void
+  /** Called once the group exists (to forward signals, read progress). */
+  onStarted?: (group: RankGroup) => void
+}
+
+/** Error codes a restart cannot fix: the run is refused, not retried. */
+const REFUSALS = new Set(['E_CONFIG', 'E_PARTITION', 'E_PROGRAM', 'E_SETTINGS', 'E_DIVERGENCE', 'E_CHECKPOINT'])
+
+/**
+ * Run every rank once and report how it ended. Never hangs: a rank that
+ * throws, exits, is killed, or (processes) stops sending heartbeats for
+ * `hangTimeoutMs` ends the attempt, and every other rank is stopped.
+ */
+export function runAttempt(
+  start: StartRankGroup,
+  spec: RankGroupSpec,
+  cb: AttemptCallbacks & { hangTimeoutMs: number },
+): Promise<AttemptOutcome> {
+  return new Promise<AttemptOutcome>((resolve) => {
+    const values: unknown[] = new Array(spec.size)
+    const finished = new Set<number>()
+    let text: string | undefined
+    let settled = false
+    let preempted: { seq: number | undefined; skeleton: number; step: number } | undefined
+    let preemptedCount = 0
+    let watchdog: NodeJS.Timeout | undefined
+
+    const end = (o: AttemptOutcome) => {
+      if (settled) return
+      settled = true
+      if (watchdog) clearInterval(watchdog)
+      void group.terminate().then(() => resolve(o))
+    }
+    const fail = (loc: RankLocation, reason: FailureReason, message: string, failedAt: number, stack?: string) =>
+      end({ kind: 'failed', error: new RankFailedError(loc, message, stack), failedAt, detectedAt: performance.now(), reason })
+    const locate = (rank: number): RankLocation => ({ rank, ...group.where(rank) })
+
+    const onMessage = (m: RankToLauncher) => {
+      switch (m.type) {
+        case 'log':
+          return cb.onLog?.(m.rank, m.text)
+        case 'checkpoint':
+          if (m.rank === 0) cb.onCheckpoint?.(m)
+          return
+        case 'resumed':
+          if (m.rank === 0) cb.onResumed?.(m)
+          return
+        case 'progress':
+          return cb.onProgress?.(m.rank, m.skeleton, m.step)
+        case 'result':
+          values[m.rank] = m.value
+          finished.add(m.rank)
+          if (m.rank === 0) text = m.text
+          if (finished.size === spec.size) end({ kind: 'done', values, text })
+          return
+        case 'preempted':
+          finished.add(m.rank)
+          preempted = { seq: m.seq, skeleton: m.skeleton, step: m.step }
+          if (++preemptedCount === spec.size) end({ kind: 'preempted', ...preempted })
+          return
+        case 'config-error':
+          return end({ kind: 'refused', error: new ConfigError(m.message) })
+        case 'load-error':
+          return end({ kind: 'refused', error: new ProgramLoadError(m.message) })
+        case 'error': {
+          const loc = { rank: m.rank, skeleton: m.skeleton, step: m.step, phase: m.phase }
+          if (m.code && REFUSALS.has(m.code)) {
+            const where = new RankFailedError(loc, '').message.replace(/: $/, '')
+            return end({ kind: 'refused', error: m.code === 'E_CONFIG' ? new ConfigError(m.message) : new MolotofError(m.code, `${m.message}\n(${where})`) })
+          }
+          return fail(loc, 'error', `${m.name}: ${m.message}`, performance.now(), m.stack)
+        }
+        case 'describe':
+          return
+      }
+    }
+    const group = start(spec, {
+      message: onMessage,
+      exit: (rank, how) => {
+        if (settled || finished.has(rank)) return
+        const t = performance.now()
+        const why = how.signal ? `killed by ${how.signal}` : `exited with code ${how.code}`
+        fail(locate(rank), how.signal ? 'signal' : 'exit', `the rank ${group.transport === 'threads' ? 'thread' : 'process'} ${why}`, t)
+      },
+    })
+    cb.onStarted?.(group)
+    if (group.lastHeartbeat(0) !== undefined || group.transport === 'processes') {
+      watchdog = setInterval(() => {
+        const now = performance.now()
+        for (let r = 0; r < spec.size; r++) {
+          if (finished.has(r)) continue
+          const last = group.lastHeartbeat(r)
+          if (last !== undefined && now - last > cb.hangTimeoutMs) {
+            fail(locate(r), 'hang', `no heartbeat for ${((now - last) / 1000).toFixed(1)} s (timeout ${(cb.hangTimeoutMs / 1000).toFixed(1)} s): the rank is hung`, last)
+            return
+          }
+        }
+      }, Math.max(10, Math.min(spec.heartbeatMs, 250)))
+      watchdog.unref()
+    }
+  })
+}

@@ -1,0 +1,67 @@
+import type { FaultToleranceConfig } from '../checkpoint/service.js'
+import type { Injection } from './inject.js'
+import type { RankToLauncher } from './protocol.js'
+import type { Phase } from './status.js'
+
+/** What every rank of one attempt is started with, whatever the transport. */
+export interface RankGroupSpec {
+  /** Absolute path of the program file. */
+  programFile: string
+  /** tsconfig.json for a TypeScript program (decides what `molotof` resolves to). */
+  tsconfig: string | undefined
+  size: number
+  /** The program's own options, as command-line words. */
+  argv: string[]
+  ft: FaultToleranceConfig | undefined
+  /** Failures to inject in this attempt (the supervisor passes none after the first). */
+  inject: Injection[]
+  /** Heartbeat period of rank processes (ms). */
+  heartbeatMs: number
+  /** Which transport starts the ranks (threads when absent). */
+  transport?: Transport
+}
+
+/** Where a rank was when last seen. */
+export interface RankWhere {
+  skeleton: number
+  step: number
+  phase: Phase
+}
+
+/** Messages from the launcher to a rank. */
+export type LauncherToRank = { type: 'preempt' }
+
+/** How a rank ended, as the transport saw it. */
+export interface RankExit {
+  code: number | null
+  signal: NodeJS.Signals | null
+}
+
+export interface RankGroupEvents {
+  message(m: RankToLauncher): void
+  /** A rank's thread or process ended (expected or not). */
+  exit(rank: number, how: RankExit): void
+}
+
+/**
+ * The ranks of one attempt, started by a transport. The launcher and the
+ * supervisor only use this interface, so threads and processes behave alike.
+ */
+export interface RankGroup {
+  readonly size: number
+  readonly transport: Transport
+  /** Where a rank was at its last status update (threads: now; processes: last heartbeat). */
+  where(rank: number): RankWhere
+  /** performance.now() of the rank's last heartbeat; undefined where the transport has none. */
+  lastHeartbeat(rank: number): number | undefined
+  send(rank: number, m: LauncherToRank): void
+  /** Kill one rank abruptly (processes: the signal; threads: terminate). */
+  kill(rank: number, signal?: NodeJS.Signals): void
+  /** Stop every rank and wait until they are gone. */
+  terminate(): Promise<void>
+}
+
+export type Transport = 'threads' | 'processes'
+export const TRANSPORTS: readonly Transport[] = ['threads', 'processes']
+
+export type StartRankGroup = (spec: RankGroupSpec, on: RankGroupEvents) => RankGroup

@@ -1,0 +1,77 @@
+import { MessageChannel, Worker, type MessagePort } from 'node:worker_threads'
+import type { RankExit, RankGroup, StartRankGroup } from './group.js'
+import type { RankToLauncher } from './protocol.js'
+import { createStatusBuffer, readStatus } from './status.js'
+
+const BOOT = new URL('./rank-boot.mjs', import.meta.url)
+
+/**
+ * The threads transport: every rank a worker thread of this process, linked
+ * by a full mesh of MessageChannels. Rank status lives in shared memory, so
+ * `where` is always current; there are no heartbeats (a thread cannot be
+ * stopped from outside without stopping the process).
+ */
+export const startThreadGroup: StartRankGroup = (spec, on) => {
+  const status = createStatusBuffer(spec.size)
+  const ports = wire(spec.size)
+  const workers: Worker[] = []
+  const exited = new Set<number>()
+  for (let rank = 0; rank < spec.size; rank++) {
+    const init = {
+      mode: 'run',
+      rank,
+      size: spec.size,
+      argv: spec.argv,
+      transport: { kind: 'threads', ports: ports[rank] },
+      status,
+      ft: spec.ft,
+      inject: spec.inject.filter((i) => i.rank === rank),
+    }
+    const w = new Worker(BOOT, {
+      workerData: { programFile: spec.programFile, tsconfig: spec.tsconfig, init },
+      transferList: ports[rank].filter((p): p is MessagePort => p !== undefined),
+    })
+    workers.push(w)
+    w.on('message', (m: RankToLauncher) => on.message(m))
+    w.on('error', (e) => {
+      const s = readStatus(status, rank)
+      on.message({ type: 'error', rank, skeleton: s.skeleton, step: s.step, phase: s.phase, name: e.name, code: undefined, message: `uncaught ${e.message}`, stack: e.stack })
+    })
+    w.on('exit', (code) => {
+      exited.add(rank)
+      on.exit(rank, { code, signal: null } satisfies RankExit)
+    })
+  }
+  const group: RankGroup = {
+    size: spec.size,
+    transport: 'threads',
+    where: (rank) => {
+      const s = readStatus(status, rank)
+      return { skeleton: s.skeleton, step: s.step, phase: s.phase }
+    },
+    lastHeartbeat: () => undefined,
+    send: (rank, m) => {
+      if (!exited.has(rank)) workers[rank].postMessage(m)
+    },
+    kill: (rank) => {
+      void workers[rank].terminate()
+    },
+    terminate: async () => {
+      await Promise.all(workers.map((w) => w.terminate())).catch(() => undefined)
+    },
+  }
+  return group
+}
+
+/** Full mesh of channels: ports[a][b] is rank a's end of the a–b channel. */
+function wire(size: number): Array<Array<MessagePort | undefined>> {
+  const ports: Array<Array<MessagePort | undefined>> = Array.from({ length: size }, () => new Array(size).fill(undefined))
+  for (let a = 0; a < size; a++) {
+    for (let b = a + 1; b < size; b++) {
+      const ch = new MessageChannel()
+      ports[a][b] = ch.port1
+      ports[b][a] = ch.port2
+    }
+  }
+  return ports
+}
