@@ -76,11 +76,13 @@ const DAILY_G2D: SwingParams = { ...DAILY_G, model: 'g2d', a: 4, sigma: 0.7, a2:
 
 /**
  * The presets of SWING.md (names and parameters fixed there) plus `large-g2d`, a
- * benchmark: daily g2d with a fine volume grid (nGrid = 2400, 2401 × up to 2835
- * price nodes ≈ 54 MB for the whole value function, ≈ 27 MB per rank on 2 ranks,
- * about 20 s serially on one core).
+ * benchmark: daily-g2d's price model over half a year (N = 180, T = 0.5) with a
+ * fine volume grid (nGrid = 2000, h = 0.05) and bang-bang control, so the halo
+ * is 10 to 40 levels and changes with the season. Up to 2001 levels × 4725 price nodes:
+ * 76 MB for one date's value function, 38 MB per rank on 2 ranks; a full-grid
+ * serial run takes 20–25 s on one core.
  */
-export const PRESETS: Readonly<Record<string, Readonly<SwingParams>>> = Object.freeze({
+export const PRESETS: Record<string, SwingParams> = freezeAll({
   'stopt-tree': STOPT_TREE,
   'stopt-tree-flat': { ...STOPT_TREE, curve: 'flat', base: 50 },
   'stopt-tree-grid': { ...STOPT_TREE, injRate: 59400, control: 'grid' },
@@ -92,11 +94,13 @@ export const PRESETS: Readonly<Record<string, Readonly<SwingParams>>> = Object.f
     ...DAILY_G, N: 24, T: 1, subSteps: 1, a: 2, sigma: 0.6, curve: 'seasonal', base: 20, amp: 4,
     vmin: 0, vmax: 20, nGrid: 20, v0: 0, injRate: 3, wdRate: 5, cInj: 0.1, cWd: 0.1,
   },
-  'large-g2d': LARGE_PLACEHOLDER(),
-} as Record<string, SwingParams>)
+  'large-g2d': { ...DAILY_G2D, N: 180, T: 0.5, nGrid: 2000, control: 'bang' },
+})
 
-function LARGE_PLACEHOLDER(): SwingParams {
-  return { ...DAILY_G2D }
+// Presets are shared: freeze them (resolveParams returns copies).
+function freezeAll(presets: Record<string, SwingParams>): Record<string, SwingParams> {
+  for (const p of Object.values(presets)) Object.freeze(p)
+  return Object.freeze(presets)
 }
 
 /**

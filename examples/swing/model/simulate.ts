@@ -40,37 +40,45 @@ export function simulatePolicy(
   const here = new Int32Array(1)
   const hereW = new Float64Array(1)
 
+  let table = new Float64Array(0)
+  let cum = new Float64Array(0)
   for (let k = 0; k < params.N; k++) {
     const { rowPtr, col, p } = lattice.transitions(k)
     const V = stored.values[k + 1]
     const lo = stored.lo[k + 1]
     const hi = stored.hi[k + 1]
     const nn = lattice.nodes(k + 1)
+    const nK = lattice.nodes(k)
     const spots = lattice.spots(k)
-    // C_k(n, g), summed in CSR order from 0 like bellmanDate.
-    const cont = (n: number, g: number): number => {
-      if (g < lo || g >= hi) throw new Error(`simulation left the stored levels at date ${k}: level ${g}`)
+    // C_k(n, g) on the stored levels of date k+1, summed in CSR order from 0 like bellmanDate.
+    if (table.length < (hi - lo) * nK) table = new Float64Array((hi - lo) * nK)
+    for (let g = lo; g < hi; g++) {
       const base = (g - lo) * nn
-      let s = 0
-      for (let e = rowPtr[n]; e < rowPtr[n + 1]; e++) s += p[e] * V[base + col[e]]
-      return s
+      for (let n = 0; n < nK; n++) {
+        let s = 0
+        for (let e = rowPtr[n]; e < rowPtr[n + 1]; e++) s += p[e] * V[base + col[e]]
+        table[(g - lo) * nK + n] = s
+      }
     }
-    const interp = (n: number, i: number, w: number): number =>
-      w === 0 ? cont(n, i) : (1 - w) * cont(n, i) + w * cont(n, i + 1)
-
+    // Cumulative transition probabilities, for sampling by bisection.
+    if (cum.length < p.length) cum = new Float64Array(p.length)
+    for (let n = 0; n < nK; n++) {
+      let acc = 0
+      for (let e = rowPtr[n]; e < rowPtr[n + 1]; e++) cum[e] = acc += p[e]
+    }
     for (let path = 0; path < P; path++) {
       const n = node[path]
       const S = spots[n]
-      let q = 0
       if (params.control === 'bang') {
         const v = vol[path]
         bangControls(ctx, k, v, 0)
         // q = 0: continuation at the current, possibly off-grid, volume.
         locate(ctx, v, here, hereW, 0)
-        let best = interp(n, here[0], hereW[0])
+        let best = interpC(table, nK, lo, hi, n, here[0], hereW[0])
+        let q = 0
         const qI = ctx.qInj[0]
         if (qI > 0) {
-          const val = -qI * (S + params.cInj) + interp(n, ctx.iInj[0], ctx.wInj[0])
+          const val = -qI * (S + params.cInj) + interpC(table, nK, lo, hi, n, ctx.iInj[0], ctx.wInj[0])
           if (val > best) {
             best = val
             q = qI
@@ -78,7 +86,7 @@ export function simulatePolicy(
         }
         const qW = -ctx.qWd[0]
         if (qW > 0) {
-          const val = qW * (S - params.cWd) + interp(n, ctx.iWd[0], ctx.wWd[0])
+          const val = qW * (S - params.cWd) + interpC(table, nK, lo, hi, n, ctx.iWd[0], ctx.wWd[0])
           if (val > best) {
             best = val
             q = -qW
@@ -96,33 +104,27 @@ export function simulatePolicy(
         let best = -Infinity
         let jBest = 0
         for (let j = jMin; j <= jMax; j++) {
-          const c = cont(n, g + j)
+          const c = contC(table, nK, lo, hi, n, g + j)
           const val = j < 0 ? -(j * h) * (S - params.cWd) + c : j > 0 ? -(j * h) * (S + params.cInj) + c : c
           if (val > best) {
             best = val
             jBest = j
           }
         }
-        const qq = jBest * h
-        total[path] += jBest > 0 ? -qq * (S + params.cInj) : jBest < 0 ? -qq * (S - params.cWd) : 0
+        const q = jBest * h
+        total[path] += jBest > 0 ? -q * (S + params.cInj) : jBest < 0 ? -q * (S - params.cWd) : 0
         lev[path] = g + jBest
       }
-      // Move along the lattice.
-      const r0 = rowPtr[n]
-      const r1 = rowPtr[n + 1]
-      let mass = 0
-      for (let e = r0; e < r1; e++) mass += p[e]
-      const u = rng.uniform() * mass
-      let acc = 0
-      let to = col[r1 - 1]
-      for (let e = r0; e < r1; e++) {
-        acc += p[e]
-        if (u < acc) {
-          to = col[e]
-          break
-        }
+      // Move along the lattice: first entry whose cumulative probability exceeds u·(row mass).
+      let a = rowPtr[n]
+      let b = rowPtr[n + 1] - 1
+      const u = rng.uniform() * cum[b]
+      while (a < b) {
+        const m = (a + b) >> 1
+        if (cum[m] > u) b = m
+        else a = m + 1
       }
-      node[path] = to
+      node[path] = col[a]
     }
   }
   let mean = 0
@@ -132,4 +134,15 @@ export function simulatePolicy(
   for (let i = 0; i < P; i++) ss += (total[i] - mean) * (total[i] - mean)
   const sd = Math.sqrt(ss / Math.max(1, P - 1))
   return { mean, stdErr: sd / Math.sqrt(P), paths: P }
+}
+
+// C_k(n, g) from the date's table of continuation values (levels [lo, hi)).
+function contC(table: Float64Array, nK: number, lo: number, hi: number, n: number, g: number): number {
+  if (g < lo || g >= hi) throw new Error(`simulation left the stored levels: level ${g} not in [${lo}, ${hi})`)
+  return table[(g - lo) * nK + n]
+}
+
+// C at an off-grid volume, with the kernel's interpolation formula.
+function interpC(table: Float64Array, nK: number, lo: number, hi: number, n: number, i: number, w: number): number {
+  return w === 0 ? contC(table, nK, lo, hi, n, i) : (1 - w) * contC(table, nK, lo, hi, n, i) + w * contC(table, nK, lo, hi, n, i + 1)
 }
