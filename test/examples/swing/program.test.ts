@@ -1,0 +1,68 @@
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { describe, expect, it } from 'vitest'
+import { launch, runLocal } from '../../../src/index.js'
+import swing, { type SwingResult } from '../../../examples/swing/swing.js'
+import { resolveParams } from '../../../examples/swing/model/params.js'
+import { valueSwing } from '../../../examples/swing/model/serial.js'
+
+const run = async (ranks: number, argv: string[]) => (await runLocal(swing, { ranks, argv }))[0]
+
+describe('examples/swing on the framework', () => {
+  it.each(['stopt-tree', 'stopt-tree-grid', 'daily-g', 'daily-nig', 'small-g', 'weekly-g2d'])(
+    '%s: 1, 2, 3 and 4 ranks, full grid and window, all bit-identical to the serial valuation',
+    async (preset) => {
+      const serial = valueSwing(resolveParams(preset)).value
+      // The NIG lattice takes most of a second to build on each rank: fewer rank counts there.
+      for (const ranks of preset === 'daily-nig' ? [1, 3] : [1, 2, 3, 4]) {
+        for (const window of ['--window', '--no-window']) {
+          const r = await run(ranks, ['--preset', preset, window])
+          expect(Object.is(r.value, serial), `${preset} ranks=${ranks} ${window}: ${r.value} vs ${serial}`).toBe(true)
+          expect(r.value).toBeGreaterThanOrEqual(r.intrinsic)
+        }
+      }
+    },
+  )
+
+  it('overrides parameters from the command line and rejects bad ones naming the parameter', async () => {
+    const r = await run(2, ['--preset', 'small-g', '--n-grid', '40', '--vmax', '40'])
+    expect(r.params.nGrid).toBe(40)
+    expect(Object.is(r.value, valueSwing(resolveParams('small-g', { nGrid: 40, vmax: 40 })).value)).toBe(true)
+    await expect(run(1, ['--preset', 'nope'])).rejects.toThrow(/--preset must be one of .*stopt-tree/)
+    await expect(run(1, ['--preset', 'small-g', '--v0', '3.5'])).rejects.toThrow(/v0/)
+    await expect(run(1, ['--preset', 'small-g', '--vmin', '30'])).rejects.toThrow(/vmin/)
+    await expect(run(1, ['--preset', 'small-g', '--inj-rate', '-1'])).rejects.toThrow(/injRate/)
+    await expect(run(1, ['--preset', 'daily-nig', '--nig-beta', '20'])).rejects.toThrow(/nigBeta|nigAlpha/)
+    await expect(run(1, ['--preset', 'daily-g', '--n-grid', '10'])).rejects.toThrow(/grid|coarse/i)
+    await expect(run(1, ['--preset', 'small-g', '--n-gird', '10'])).rejects.toThrow(/unknown option --n-gird.*--n-grid/)
+    await expect(run(1, ['--preset', 'small-g', '--sigma', 'abc'])).rejects.toThrow(/sigma.*not a number/)
+  })
+
+  it('interrupted at an arbitrary date and resumed gives the bit-identical value (2 and 3 ranks)', async () => {
+    const argv = ['--preset', 'daily-g']
+    const reference = (await runLocal(swing, { ranks: 3, argv }))[0].value
+    for (const [ranks, step] of [
+      [2, 0],
+      [2, 100],
+      [3, 250],
+      [3, 363],
+    ]) {
+      const dir = mkdtempSync(join(tmpdir(), 'molotof-swing-'))
+      try {
+        const cfg = { dir, policy: { every: 7 }, keep: 2, resume: false }
+        await expect(runLocal(swing, { ranks, argv, checkpoint: { ...cfg, interrupt: { skeleton: 0, step } } })).rejects.toThrow(/interrupted/)
+        const resumed = (await runLocal<SwingResult>(swing, { ranks, argv, checkpoint: { ...cfg, resume: true } }))[0]
+        expect(Object.is(resumed.value, reference), `ranks=${ranks} step=${step}`).toBe(true)
+      } finally {
+        rmSync(dir, { recursive: true, force: true })
+      }
+    }
+  })
+
+  it('runs on worker threads with the same value', async () => {
+    const r = await launch<SwingResult>('examples/swing/swing.ts', { ranks: 2, argv: ['--preset', 'stopt-tree'], onLog: () => {} })
+    expect(Object.is(r.value.value, valueSwing(resolveParams('stopt-tree')).value)).toBe(true)
+    expect(r.text).toMatch(/value {6}6\.09062440296334e\+7|value {6}60906244\.0296334/)
+  })
+})
