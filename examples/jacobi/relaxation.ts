@@ -23,6 +23,10 @@ export class Relaxation extends CalcKernel<number, Plate> {
     return it + 1
   }
 
+  override totalSteps(): number {
+    return this.iterations
+  }
+
   /** Boundary values are light: set in both domains, replayed on recovery. */
   override initialize(read: Plate, write: Plate): void {
     setBoundary(read)

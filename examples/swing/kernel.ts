@@ -24,6 +24,10 @@ export class Swing extends CalcKernel<number, SwingDomain> {
     return k - 1
   }
 
+  override totalSteps(): number {
+    return this.ctx.params.N
+  }
+
   /** V_N = 0: gas left in the storage at the end is worthless. */
   override initialize(read: SwingDomain): void {
     read.fill(0)

@@ -98,7 +98,13 @@ interface ClockState {
   clock: PolicyClock
   lastAt: number
   costs: number[]
+  /** Next superstep at which the ranks vote (time-based policies, preemption). */
+  voteStep: number
+  lastVote: { step: number; at: number }
 }
+
+/** Ranks vote about this often (ms of supersteps): often enough to react, rare enough to cost nothing. */
+const VOTE_PERIOD_MS = 100
 
 /**
  * The checkpoint side of a rank: it decides at each checkpoint point whether
@@ -270,11 +276,21 @@ export class CheckpointService implements SkeletonHooks {
     let go = clock.clock.shouldCheckpoint({ step: state.step, now, lastCheckpointAt: clock.lastAt, measuredCostMs: clock.costs })
     let preempt = false
     if (clock.clock.timeBased || control?.preemptible) {
-      // One vote carries both: 2 = preempt (checkpoint and stop), 1 = the clock says checkpoint.
-      const mine = control?.preemptRequested ? 2 : go ? 1 : 0
-      const agreed = await this.comm.allreduce(mine, 'max')
-      preempt = agreed === 2
-      go = agreed >= 1
+      // Clock votes and preemption need agreement, which costs a collective:
+      // vote only every `voteStep`, spaced so votes are ~VOTE_PERIOD_MS apart.
+      if (clock.clock.timeBased) go = false
+      if (state.step >= clock.voteStep) {
+        const stepMs = (now - clock.lastVote.at) / Math.max(1, state.step - clock.lastVote.step)
+        const every = Math.min(1000, Math.max(1, Math.ceil(VOTE_PERIOD_MS / Math.max(stepMs, 1e-3))))
+        const vote = control?.preemptRequested ? 2 : clock.clock.shouldCheckpoint({ step: state.step, now, lastCheckpointAt: clock.lastAt, measuredCostMs: clock.costs }) ? 1 : 0
+        // One allreduce carries both: the vote (2 = preempt, 1 = checkpoint) and the spacing (min over ranks).
+        const agreed = await this.comm.allreduce(vote * 4096 - every, 'max')
+        const decided = Math.ceil(agreed / 4096)
+        preempt = decided === 2
+        go = go || decided >= 1
+        clock.voteStep = state.step + (decided * 4096 - agreed)
+        clock.lastVote = { step: state.step, at: now }
+      }
     }
     if (go) await this.write(state, clock, now)
     const dying = control?.dieMidCheckpoint
@@ -386,7 +402,8 @@ export class CheckpointService implements SkeletonHooks {
   private clockFor(state: SkeletonState): ClockState {
     let c = this.clocks.get(state.index)
     if (!c) {
-      c = { clock: new PolicyClock(state.policy ?? this.cfg.policy), lastAt: performance.now(), costs: [] }
+      const now = performance.now()
+      c = { clock: new PolicyClock(state.policy ?? this.cfg.policy), lastAt: now, costs: [], voteStep: state.step, lastVote: { step: state.step, at: now } }
       this.clocks.set(state.index, c)
     }
     return c

@@ -22,7 +22,7 @@ export async function main(argv: readonly string[], out = (s: string) => console
   const [cmd, ...rest] = argv
   try {
     return await match(cmd ?? '--help')
-      .with('run', () => runCommand(rest, out))
+      .with('run', () => runCommand(rest, out, err))
       .with('inspect', () => inspectCommand(rest, out))
       .with('--version', '-v', () => {
         out(version())

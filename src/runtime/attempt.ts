@@ -19,7 +19,7 @@ export interface AttemptCallbacks {
   onLog?: (rank: number, text: string) => void
   onCheckpoint?: (e: CheckpointEvent) => void
   onResumed?: (r: ResumedFigures) => void
-  onProgress?: (rank: number, skeleton: number, step: number) => void
+  onProgress?: (rank: number, skeleton: number, step: number, total: number | undefined) => void
   /** Called once the group exists (to forward signals, read progress). */
   onStarted?: (group: RankGroup) => void
 }
@@ -67,7 +67,7 @@ export function runAttempt(
           if (m.rank === 0) cb.onResumed?.(m)
           return
         case 'progress':
-          return cb.onProgress?.(m.rank, m.skeleton, m.step)
+          return cb.onProgress?.(m.rank, m.skeleton, m.step, m.total)
         case 'result':
           values[m.rank] = m.value
           finished.add(m.rank)

@@ -1,5 +1,5 @@
 import type { FaultToleranceConfig } from '../checkpoint/service.js'
-import type { Injection } from './inject.js'
+import type { Injection, RandomInjection } from './inject.js'
 import type { RankToLauncher } from './protocol.js'
 import type { Phase } from './status.js'
 
@@ -13,8 +13,12 @@ export interface RankGroupSpec {
   /** The program's own options, as command-line words. */
   argv: string[]
   ft: FaultToleranceConfig | undefined
-  /** Failures to inject in this attempt (the supervisor passes none after the first). */
+  /** Failures to inject in this attempt (each fires once per run: fired ones are left out). */
   inject: Injection[]
+  /** Random failure points, drawn by the ranks once the first skeleton's step count is known. */
+  injectRandom?: RandomInjection
+  /** Points that already fired in an earlier attempt. */
+  injectFired?: Injection[]
   /** Heartbeat period of rank processes (ms). */
   heartbeatMs: number
   /** Which transport starts the ranks (threads when absent). */

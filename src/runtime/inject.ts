@@ -50,3 +50,46 @@ export function parseInjection(text: string): { kind: 'fixed'; at: Injection } |
   if (at.rank === undefined || at.step === undefined) throw new ConfigError('--inject needs rank=R and step=S (or "random")')
   return { kind: 'fixed', at: at as Injection }
 }
+
+/** A random injection request: `count` points drawn from `seed` once the step count is known. */
+export interface RandomInjection {
+  seed: number
+  count: number
+}
+
+const RANDOM_PHASES: readonly Injection['phase'][] = ['calculate', 'route', 'checkpoint']
+
+/**
+ * The points of a random injection in a skeleton of `total` supersteps on
+ * `size` ranks: the same on every rank (a seeded generator), never step 0 of
+ * the run so that something can be saved first, distinct steps.
+ *
+ * ```ts
+ * randomPoints({ seed: 7, count: 2 }, 0, 200, 4)  // e.g. [{ rank: 3, step: 57, ... }, { rank: 0, step: 131, ... }]
+ * ```
+ */
+export function randomPoints(r: RandomInjection, skeleton: number, total: number, size: number): Injection[] {
+  let state = (r.seed ^ 0x9e3779b9) >>> 0
+  const next = () => {
+    // mulberry32: small, seeded, good enough to pick failure points.
+    state = (state + 0x6d2b79f5) >>> 0
+    let t = state
+    t = Math.imul(t ^ (t >>> 15), t | 1)
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
+  }
+  const out: Injection[] = []
+  const used = new Set<number>()
+  const span = Math.max(1, total - 1)
+  for (let i = 0; i < r.count && used.size < span; i++) {
+    let step = 1 + Math.floor(next() * span)
+    while (used.has(step)) step = 1 + (step % span)
+    used.add(step)
+    out.push({ rank: Math.floor(next() * size), step: Math.min(step, total - 1), skeleton, phase: RANDOM_PHASES[Math.floor(next() * 3)] })
+  }
+  return out.sort((a, b) => a.step - b.step)
+}
+
+export function sameInjection(a: Injection, b: { rank: number; skeleton: number; step: number; phase: string }): boolean {
+  return a.rank === b.rank && a.skeleton === b.skeleton && a.step === b.step && a.phase === b.phase
+}

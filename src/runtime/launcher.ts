@@ -5,7 +5,7 @@ import type { CheckpointEvent, FaultToleranceConfig } from '../checkpoint/servic
 import { ConfigError, ProgramLoadError, RankFailedError } from '../errors.js'
 import { runAttempt, type AttemptCallbacks } from './attempt.js'
 import { TRANSPORTS, type RankGroupSpec, type StartRankGroup, type Transport } from './group.js'
-import type { Injection } from './inject.js'
+import type { Injection, RandomInjection } from './inject.js'
 import { startProcessGroup } from './process-group.js'
 import type { RankToLauncher } from './protocol.js'
 import type { ResumedFigures } from './rank-session.js'
@@ -29,6 +29,10 @@ export interface LaunchOptions {
   onResumed?: (r: ResumedFigures) => void
   /** Failures to inject (tests, demonstrations). */
   inject?: Injection[]
+  /** Random failure points (drawn by the ranks from the seed). */
+  injectRandom?: RandomInjection
+  /** Injection points that fired in an earlier attempt (left out). */
+  injectFired?: Injection[]
   /** Heartbeat period of rank processes in ms (default 200). */
   heartbeatMs?: number
   /** A rank process silent this long is hung (default 10 × heartbeatMs, at least 2 s). */
@@ -69,7 +73,7 @@ export function groupSpec(programFile: string, opts: LaunchOptions): RankGroupSp
   for (const i of opts.inject ?? []) {
     if (i.rank >= ranks) throw new ConfigError(`--inject rank=${i.rank}: there are only ${ranks} ranks (0..${ranks - 1})`)
   }
-  return { programFile: file, tsconfig: findTsconfig(file), size: ranks, argv: [...(opts.argv ?? [])], ft: opts.checkpoint, inject: opts.inject ?? [], heartbeatMs, transport }
+  return { programFile: file, tsconfig: findTsconfig(file), size: ranks, argv: [...(opts.argv ?? [])], ft: opts.checkpoint, inject: opts.inject ?? [], injectRandom: opts.injectRandom, injectFired: opts.injectFired, heartbeatMs, transport }
 }
 
 export function hangTimeoutOf(opts: LaunchOptions): number {

@@ -1,6 +1,145 @@
-import type { StartRankGroup } from './group.js'
+import { spawn, type ChildProcess } from 'node:child_process'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import type { Readable } from 'node:stream'
+import { fileURLToPath } from 'node:url'
+import { serialize } from 'node:v8'
+import type { RankExit, RankGroup, RankGroupEvents, RankGroupSpec, StartRankGroup } from './group.js'
+import { HeartbeatMonitor } from './heartbeat.js'
+import type { RankToLauncher } from './protocol.js'
 
-/** Placeholder: the processes transport is being written. */
-export const startProcessGroup: StartRankGroup = () => {
-  throw new Error('the processes transport is not available yet')
+const BOOT = fileURLToPath(new URL('./process-boot.mjs', import.meta.url))
+/** fd of the heartbeat pipe in the child (0–2 inherited, 3 IPC). */
+const HEARTBEAT_FD = 4
+/** After a child exits, wait at most this long for its pipes to drain before reporting the exit. */
+const DRAIN_MS = 200
+/** Unix socket paths are limited to about 107 bytes; stay well below. */
+const MAX_SOCKET_PATH = 100
+
+/**
+ * The processes transport: every rank a child process running
+ * process-boot.mjs, linked by Unix domain sockets in a private temp dir.
+ * Results and control messages go over IPC (advanced serialization, so typed
+ * arrays survive); each child's heartbeat thread reports its status slot over
+ * a pipe, which keeps `where` and `lastHeartbeat` current even while the rank
+ * is busy computing.
+ *
+ * ```ts
+ * const group = startProcessGroup(spec, { message: (m) => ..., exit: (rank, how) => ... })
+ * group.kill(1, 'SIGSTOP'); await group.terminate()
+ * ```
+ */
+export const startProcessGroup: StartRankGroup = (spec, on) => {
+  const dir = socketDir(spec.size)
+  const endpoints = Array.from({ length: spec.size }, (_, r) => join(dir, `${r}.sock`))
+  const ranks = Array.from({ length: spec.size }, (_, rank) => startRank(spec, rank, endpoints, on))
+  let terminating: Promise<void> | undefined
+  const group: RankGroup = {
+    size: spec.size,
+    transport: 'processes',
+    where: (rank) => ranks[rank].heartbeat.where,
+    lastHeartbeat: (rank) => ranks[rank].heartbeat.lastAt,
+    send: (rank, m) => {
+      const { child } = ranks[rank]
+      // A dying child may refuse: its exit is reported on its own.
+      if (child.connected) child.send(m, () => {})
+    },
+    kill: (rank, signal = 'SIGKILL') => {
+      const r = ranks[rank]
+      if (r.alive) r.child.kill(signal)
+    },
+    terminate: () => {
+      terminating ??= (async () => {
+        for (const r of ranks) if (r.alive) r.child.kill('SIGKILL')
+        await Promise.all(ranks.map((r) => r.exited))
+        rmSync(dir, { recursive: true, force: true })
+      })()
+      return terminating
+    },
+  }
+  return group
+}
+
+interface RankProcess {
+  child: ChildProcess
+  heartbeat: HeartbeatMonitor
+  alive: boolean
+  /** Resolves when the process has exited. */
+  exited: Promise<void>
+}
+
+function startRank(spec: RankGroupSpec, rank: number, endpoints: string[], on: RankGroupEvents): RankProcess {
+  const init = {
+    programFile: spec.programFile,
+    tsconfig: spec.tsconfig,
+    rank,
+    size: spec.size,
+    argv: spec.argv,
+    endpoints,
+    ft: spec.ft,
+    inject: spec.inject.filter((i) => i.rank === rank),
+    heartbeatMs: spec.heartbeatMs,
+  }
+  const child = spawn(process.execPath, [BOOT, serialize(init).toString('base64')], {
+    stdio: ['inherit', 'inherit', 'inherit', 'ipc', 'pipe'],
+    serialization: 'advanced',
+  })
+  const r: RankProcess = { child, heartbeat: new HeartbeatMonitor(performance.now()), alive: true, exited: Promise.resolve() }
+  let markExited = () => {}
+  r.exited = new Promise<void>((resolve) => (markExited = resolve))
+  adopt(child)
+
+  let reported = false
+  const report = (how: RankExit) => {
+    if (reported) return
+    reported = true
+    on.exit(rank, how)
+  }
+  const pipe = child.stdio[HEARTBEAT_FD] as Readable
+  pipe.on('data', (chunk: Buffer) => r.heartbeat.push(chunk))
+  pipe.on('error', () => {})
+  child.on('message', (m: RankToLauncher) => on.message(m))
+  child.on('error', (e) => {
+    if (child.pid !== undefined) return // a failed send to a dying child; its exit is reported
+    r.alive = false
+    release(child)
+    markExited()
+    on.message({ type: 'load-error', rank, message: `cannot start the process of rank ${rank}: ${e.message}` })
+  })
+  child.on('exit', (code, signal) => {
+    r.alive = false
+    release(child)
+    markExited()
+    // 'close' comes once the last IPC message and heartbeat are read, so the
+    // launcher sees a result before the exit and knows where a killed rank
+    // was; unless some grandchild holds the pipes open.
+    setTimeout(() => report({ code, signal }), DRAIN_MS).unref()
+  })
+  child.on('close', (code: number | null, signal: NodeJS.Signals | null) => report({ code, signal }))
+  return r
+}
+
+/** A private directory for the socket files, with paths short enough for Unix sockets. */
+function socketDir(size: number): string {
+  const longest = `${size - 1}.sock`.length + 1
+  const base = join(tmpdir(), 'molotof-XXXXXX').length + longest <= MAX_SOCKET_PATH ? tmpdir() : '/tmp'
+  return mkdtempSync(join(base, 'molotof-'))
+}
+
+// Children must never outlive the launcher: kill whatever is left when it exits.
+const live = new Set<ChildProcess>()
+let hooked = false
+
+function adopt(child: ChildProcess): void {
+  live.add(child)
+  if (hooked) return
+  hooked = true
+  process.on('exit', () => {
+    for (const c of live) c.kill('SIGKILL')
+  })
+}
+
+function release(child: ChildProcess): void {
+  live.delete(child)
 }

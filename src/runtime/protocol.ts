@@ -8,7 +8,7 @@ export type RankToLauncher =
   | { type: 'log'; rank: number; text: string }
   | { type: 'checkpoint'; rank: number; seq: number; skeleton: number; step: number; bytes: number; totalBytes: number; ms: number }
   | { type: 'resumed'; rank: number; seq: number; skeleton: number; step: number; negotiateMs: number; loadMs: number; replayMs: number; restoreMs: number }
-  | { type: 'progress'; rank: number; skeleton: number; step: number }
+  | { type: 'progress'; rank: number; skeleton: number; step: number; total: number | undefined }
   | { type: 'result'; rank: number; value: unknown; text: string | undefined }
   | { type: 'preempted'; rank: number; seq: number | undefined; skeleton: number; step: number }
   | {

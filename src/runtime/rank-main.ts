@@ -4,7 +4,7 @@ import { MolotofError } from '../errors.js'
 import { formatOptions, parseOptions, type OptionSpecs, type OptionValues } from '../skeletons/options.js'
 import type { Program } from '../skeletons/program.js'
 import type { Communicator } from './communicator.js'
-import type { Injection } from './inject.js'
+import { randomPoints, sameInjection, type Injection, type RandomInjection } from './inject.js'
 import type { ControlPort } from './protocol.js'
 import { runSession, type SessionControl } from './rank-session.js'
 import { connectSocketCommunicator } from './sockets.js'
@@ -29,6 +29,8 @@ export interface RankInit {
   ft: FaultToleranceConfig | undefined
   /** Failures to inject on this rank. */
   inject: Injection[]
+  injectRandom?: RandomInjection
+  injectFired?: Injection[]
   /** End this rank abruptly (SIGKILL for a process). */
   die: () => never
 }
@@ -53,10 +55,8 @@ export async function runRank(program: Program, init: RankInit): Promise<void> {
     return
   }
   const status = new RankStatus(init.status, rank)
-  armInjections(status, init)
-  const session: SessionControl = { preemptRequested: false, dieMidCheckpoint: undefined }
-  const mid = init.inject.find((i) => i.phase === 'checkpoint')
-  if (mid) session.dieMidCheckpoint = { skeleton: mid.skeleton, step: mid.step, die: init.die }
+  const session: SessionControl = { preemptRequested: false, dieMidCheckpoint: undefined, preemptible: true }
+  const injections = new Injections(init, status, session)
   control.onMessage((m) => {
     if (m.type === 'preempt') session.preemptRequested = true
   })
@@ -76,6 +76,8 @@ export async function runRank(program: Program, init: RankInit): Promise<void> {
       log: (text) => control.postMessage({ type: 'log', rank, text }),
       onCheckpoint: (e) => control.postMessage({ type: 'checkpoint', rank, ...e }),
       onResumed: (r) => control.postMessage({ type: 'resumed', rank, ...r }),
+      onStep: rank === 0 ? progressReporter(control) : undefined,
+      onSkeletonStart: (skeleton, total) => injections.skeletonStarts(skeleton, total),
     })
     status.phase('done')
     const text = rank === 0 && program.format ? program.format(value, options) : undefined
@@ -104,11 +106,53 @@ export async function runRank(program: Program, init: RankInit): Promise<void> {
   }
 }
 
-/** Die at the injected (skeleton, step, phase); `checkpoint` is handled mid-write by the checkpoint service. */
-function armInjections(status: RankStatus, init: RankInit): void {
-  const points = init.inject.filter((i) => i.phase !== 'checkpoint')
-  if (points.length === 0) return
-  status.onChange = (skeleton, step, phase) => {
-    for (const p of points) if (p.skeleton === skeleton && p.step === step && p.phase === phase) init.die()
+/** Rank 0 reports its progress at most every 250 ms (and at the last step). */
+function progressReporter(control: ControlPort): (skeleton: number, step: number, total: number | undefined) => void {
+  let lastAt = 0
+  return (skeleton, step, total) => {
+    const now = performance.now()
+    if (now - lastAt < 250 && (total === undefined || step < total - 1)) return
+    lastAt = now
+    control.postMessage({ type: 'progress', rank: 0, skeleton, step, total })
+  }
+}
+
+/**
+ * Failure injection on this rank: die at the injected (skeleton, step, phase).
+ * `calculate` and `route` fire when the rank enters that phase; `checkpoint`
+ * fires halfway through writing the checkpoint file (see CheckpointService).
+ * Points that already fired in an earlier attempt are left out.
+ */
+class Injections {
+  private points: Injection[] = []
+
+  constructor(
+    private readonly init: RankInit,
+    private readonly status: RankStatus,
+    private readonly session: SessionControl,
+  ) {
+    this.add(init.inject)
+  }
+
+  /** Random points are drawn once the first skeleton's step count is known. */
+  skeletonStarts(skeleton: number, total: number | undefined): void {
+    const r = this.init.injectRandom
+    if (!r || skeleton !== 0) return
+    const points = randomPoints(r, skeleton, total ?? 100, this.init.size)
+    this.add(points.filter((p) => p.rank === this.init.rank))
+  }
+
+  private add(list: Injection[]): void {
+    const fired = this.init.injectFired ?? []
+    this.points.push(...list.filter((p) => !fired.some((f) => sameInjection(f, p))))
+    const mid = this.points.find((p) => p.phase === 'checkpoint')
+    this.session.dieMidCheckpoint = mid ? { skeleton: mid.skeleton, step: mid.step, die: this.init.die } : undefined
+    const direct = this.points.filter((p) => p.phase !== 'checkpoint')
+    this.status.onChange =
+      direct.length === 0
+        ? undefined
+        : (skeleton, step, phase) => {
+            for (const p of direct) if (p.skeleton === skeleton && p.step === step && p.phase === phase) this.init.die()
+          }
   }
 }

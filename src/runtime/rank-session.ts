@@ -43,6 +43,8 @@ export interface RankSession {
   log: (text: string) => void
   onCheckpoint?: (e: CheckpointEvent) => void
   onResumed?: (r: ResumedFigures) => void
+  onStep?: (skeleton: number, step: number, total: number | undefined) => void
+  onSkeletonStart?: (skeleton: number, total: number | undefined) => void
 }
 
 /** The fingerprint checkpoints carry: a directory of another program is refused. */
@@ -52,7 +54,7 @@ export function fingerprintOf(program: Program): string {
 
 /** Open the checkpoint service (negotiating the recovery line on resume) and run `main`. */
 export async function runSession(s: RankSession): Promise<unknown> {
-  const rt: RankRuntime = { comm: s.comm, status: s.status, hooks: noHooks }
+  const rt: RankRuntime = { comm: s.comm, status: s.status, hooks: noHooks, onStep: s.onStep, onSkeletonStart: s.onSkeletonStart }
   s.status.set(-1, -1, 'light')
   let recovering = false
   if (s.ft) {

@@ -1,6 +1,419 @@
-import type { Communicator } from './communicator.js'
+import { unlinkSync } from 'node:fs'
+import { createConnection, createServer, type Server, type Socket } from 'node:net'
+import { plainAllocator } from '../domains/dtype.js'
+import { Collectives } from './collectives.js'
+import type { Communicator, Message, ReduceOp } from './communicator.js'
 
-/** Placeholder: the processes transport is being written. */
-export async function connectSocketCommunicator(_rank: number, _size: number, _endpoints: readonly string[]): Promise<Communicator> {
-  throw new Error('the processes transport is not available yet')
+// Wire format, both directions: a 16-byte header then `length` payload bytes.
+//   u32 length | u32 kind | f64 tag      (little-endian)
+// HELLO opens a connection (tag = sender's rank, payload = u32 group size),
+// DATA carries one message, BYE says the sender closed its communicator.
+const HEADER_BYTES = 16
+const HELLO = 1
+const DATA = 2
+const BYE = 3
+/** Payloads up to this size are copied next to their header: one write instead of two. */
+const COALESCE_BYTES = 16 * 1024
+const MAX_PAYLOAD = 0xffffffff
+
+export interface SocketConnectOptions {
+  /** Give up when some peer has not connected after this long (ms, default 30 s). */
+  timeoutMs?: number
+}
+
+/**
+ * Join the processes transport: listen on `endpoints[rank]` (a Unix socket
+ * path), connect to every lower rank, and resolve once all `size - 1` peers
+ * are linked (one socket per pair). Rejects naming the missing ranks if some
+ * peer never shows up.
+ *
+ * ```ts
+ * const comm = await connectSocketCommunicator(rank, size, ['/tmp/x/0.sock', '/tmp/x/1.sock'])
+ * await comm.send(1 - rank, 7, bytes)
+ * ```
+ */
+export async function connectSocketCommunicator(
+  rank: number,
+  size: number,
+  endpoints: readonly string[],
+  options: SocketConnectOptions = {},
+): Promise<Communicator> {
+  if (!Number.isInteger(size) || size < 1) throw new RangeError(`sockets: bad group size ${size}`)
+  if (!Number.isInteger(rank) || rank < 0 || rank >= size) throw new RangeError(`sockets: rank ${rank} is outside 0..${size - 1}`)
+  if (endpoints.length !== size) throw new RangeError(`sockets: ${endpoints.length} endpoints for ${size} ranks`)
+  const comm = new SocketCommunicator(rank, size)
+  await comm.rendezvous(endpoints, options.timeoutMs ?? 30_000)
+  return comm
+}
+
+/**
+ * The processes transport: one Unix domain socket per pair of ranks, binary
+ * frames. Every received payload gets its own ArrayBuffer (so it is 8-byte
+ * aligned and can be viewed as Float64Array); sends resolve once the kernel
+ * has the bytes, so the caller may then reuse its memory.
+ */
+class SocketCommunicator implements Communicator {
+  readonly allocator = plainAllocator
+  private readonly sockets: Array<Socket | undefined>
+  private readonly saidBye: boolean[]
+  private readonly inbox: Inbox
+  private readonly collectives: Collectives
+  private closed = false
+  /** Called when a peer gets linked, or the rendezvous must fail. */
+  private onPeerChange: ((err?: Error) => void) | undefined
+
+  constructor(
+    readonly rank: number,
+    readonly size: number,
+  ) {
+    this.sockets = new Array(size).fill(undefined)
+    this.saidBye = new Array(size).fill(false)
+    this.inbox = new Inbox(size)
+    this.collectives = new Collectives(this)
+  }
+
+  send(dest: number, tag: number, bytes: Uint8Array): Promise<void> {
+    if (dest === this.rank) {
+      // slice() copies into a fresh ArrayBuffer: aligned, and independent of the caller's memory.
+      this.inbox.deliver(dest, tag, { bytes: bytes.slice(), release: () => {} })
+      return Promise.resolve()
+    }
+    const socket = this.socket(dest)
+    if (this.closed) return Promise.reject(new Error(`rank ${this.rank}: cannot send to rank ${dest}: communicator closed`))
+    if (socket.destroyed || socket.writableEnded) return Promise.reject(this.lostError(dest, `cannot send to it (tag ${tag})`))
+    if (bytes.byteLength > MAX_PAYLOAD) return Promise.reject(new RangeError(`rank ${this.rank}: message of ${bytes.byteLength} bytes is too large (max 4 GiB)`))
+    return new Promise<void>((resolve, reject) => {
+      const done = (err?: Error | null) => (err ? reject(this.lostError(dest, `send failed (tag ${tag}): ${err.message}`)) : resolve())
+      writeFrame(socket, DATA, tag, bytes, done)
+    })
+  }
+
+  recv(src: number, tag: number): Promise<Message> {
+    this.socket(src)
+    return this.inbox.take(src, tag)
+  }
+
+  allreduce(value: number, op: ReduceOp): Promise<number> {
+    return this.collectives.allreduce(value, op)
+  }
+
+  allgather<T>(value: T): Promise<T[]> {
+    return this.collectives.allgather(value)
+  }
+
+  barrier(): Promise<void> {
+    return this.collectives.barrier()
+  }
+
+  close(): void {
+    if (this.closed) return
+    this.closed = true
+    this.inbox.failAll(new Error(`rank ${this.rank}: communicator closed`))
+    for (const s of this.sockets) {
+      if (!s || s.destroyed || s.writableEnded) continue
+      // end() flushes queued writes first, so messages already sent still arrive.
+      writeFrame(s, BYE, this.rank, new Uint8Array(0), () => {})
+      s.end()
+    }
+  }
+
+  /** Listen, connect to lower ranks, and wait until every peer is linked. */
+  async rendezvous(endpoints: readonly string[], timeoutMs: number): Promise<void> {
+    if (this.size === 1) return
+    const path = endpoints[this.rank]
+    const server = await this.listen(path)
+    let timer: NodeJS.Timeout | undefined
+    let stopConnecting = false
+    try {
+      await new Promise<void>((resolve, reject) => {
+        this.onPeerChange = (err) => {
+          if (err) reject(err)
+          else if (this.missing().length === 0) resolve()
+        }
+        this.onPeerChange()
+        timer = setTimeout(() => {
+          const missing = this.missing()
+          reject(
+            new Error(
+              `rank ${this.rank}: timed out after ${(timeoutMs / 1000).toFixed(1)} s waiting for rank${missing.length > 1 ? 's' : ''} ` +
+                `${missing.join(', ')} to connect (sockets ${missing.map((r) => endpoints[r]).join(', ')})`,
+            ),
+          )
+        }, timeoutMs)
+        for (let peer = 0; peer < this.rank; peer++) {
+          this.dial(peer, endpoints[peer], () => stopConnecting).catch(reject)
+        }
+      })
+    } catch (e) {
+      for (const s of this.sockets) s?.destroy()
+      throw e
+    } finally {
+      stopConnecting = true
+      this.onPeerChange = undefined
+      clearTimeout(timer)
+      // Every pair is linked (or we gave up): nobody else may connect.
+      server.close()
+      removeQuietly(path)
+    }
+  }
+
+  private listen(path: string): Promise<Server> {
+    removeQuietly(path) // a stale socket file from an earlier run would make listen fail
+    const server = createServer((socket) => this.adopt(socket, undefined))
+    return new Promise<Server>((resolve, reject) => {
+      server.once('error', (e) => reject(new Error(`rank ${this.rank}: cannot listen on ${path}: ${e.message}`)))
+      server.listen(path, () => resolve(server))
+    })
+  }
+
+  /** Connect to a lower rank, retrying while it is not listening yet. */
+  private async dial(peer: number, path: string, stop: () => boolean): Promise<void> {
+    for (let delay = 5; !stop(); delay = Math.min(100, delay * 2)) {
+      const socket = await new Promise<Socket | undefined>((resolve, reject) => {
+        const s = createConnection(path)
+        s.once('connect', () => resolve(s))
+        s.once('error', (e: NodeJS.ErrnoException) => {
+          s.destroy()
+          if (e.code === 'ENOENT' || e.code === 'ECONNREFUSED' || e.code === 'EAGAIN') resolve(undefined)
+          else reject(new Error(`rank ${this.rank}: cannot connect to rank ${peer} at ${path}: ${e.message}`))
+        })
+      })
+      if (socket) {
+        if (stop()) {
+          socket.destroy()
+          return
+        }
+        const hello = new Uint8Array(4)
+        new DataView(hello.buffer).setUint32(0, this.size, true)
+        writeFrame(socket, HELLO, this.rank, hello, () => {})
+        this.adopt(socket, peer)
+        return
+      }
+      await new Promise((r) => setTimeout(r, delay))
+    }
+  }
+
+  /** Take charge of a socket; `peer` is undefined for an accepted one until its HELLO arrives. */
+  private adopt(socket: Socket, known: number | undefined): void {
+    let peer = known
+    if (peer !== undefined) this.link(peer, socket)
+    const reader = new FrameReader((kind, tag, payload) => {
+      if (peer === undefined) {
+        peer = this.identify(socket, kind, tag, payload)
+        return peer !== undefined
+      }
+      if (kind === DATA) this.inbox.deliver(peer, tag, { bytes: payload, release: () => {} })
+      else if (kind === BYE) this.saidBye[peer] = true
+      else return this.protocolError(socket, `unexpected frame kind ${kind} from rank ${peer}`)
+      return true
+    })
+    socket.on('data', (chunk: Buffer) => reader.push(chunk))
+    socket.on('error', () => {}) // 'close' follows and reports
+    socket.on('close', () => {
+      if (peer === undefined || this.sockets[peer] !== socket) return
+      if (this.onPeerChange) this.onPeerChange(new Error(`rank ${this.rank}: rank ${peer} disconnected while the ranks were connecting`))
+      if (!this.closed) this.inbox.failPeer(peer, (tag) => this.lostError(peer!, `no message with tag ${tag} can arrive`))
+    })
+  }
+
+  private identify(socket: Socket, kind: number, tag: number, payload: Uint8Array): number | undefined {
+    const peer = tag
+    if (kind !== HELLO || payload.byteLength !== 4) {
+      this.protocolError(socket, 'a connection did not start with a handshake')
+      return undefined
+    }
+    const theirSize = new DataView(payload.buffer, payload.byteOffset, 4).getUint32(0, true)
+    if (theirSize !== this.size || !Number.isInteger(peer) || peer <= this.rank || peer >= this.size || this.sockets[peer]) {
+      this.protocolError(socket, `unexpected handshake from rank ${peer} of a group of ${theirSize} (this is rank ${this.rank} of ${this.size})`)
+      return undefined
+    }
+    this.link(peer, socket)
+    return peer
+  }
+
+  private link(peer: number, socket: Socket): void {
+    this.sockets[peer] = socket
+    this.onPeerChange?.()
+  }
+
+  private protocolError(socket: Socket, what: string): false {
+    const err = new Error(`rank ${this.rank}: protocol error: ${what}`)
+    socket.destroy()
+    this.onPeerChange?.(err)
+    return false
+  }
+
+  private missing(): number[] {
+    const m: number[] = []
+    for (let r = 0; r < this.size; r++) if (r !== this.rank && !this.sockets[r]) m.push(r)
+    return m
+  }
+
+  private lostError(peer: number, what: string): Error {
+    const why = this.saidBye[peer]
+      ? `rank ${peer} closed its communicator`
+      : `the connection to rank ${peer} closed unexpectedly (the rank exited or was killed)`
+    return new Error(`rank ${this.rank}: ${why}; ${what}`)
+  }
+
+  private socket(peer: number): Socket {
+    const s = this.sockets[peer]
+    if (peer !== this.rank && !s) throw new RangeError(`rank ${this.rank}: no channel to rank ${peer} (size ${this.size})`)
+    return s as Socket
+  }
+}
+
+/** Write one frame; `done` runs once the kernel has all of it (or on error). */
+function writeFrame(socket: Socket, kind: number, tag: number, payload: Uint8Array, done: (err?: Error | null) => void): void {
+  const small = payload.byteLength <= COALESCE_BYTES
+  const head = Buffer.allocUnsafe(small ? HEADER_BYTES + payload.byteLength : HEADER_BYTES)
+  head.writeUInt32LE(payload.byteLength, 0)
+  head.writeUInt32LE(kind, 4)
+  head.writeDoubleLE(tag, 8)
+  if (small) {
+    head.set(payload, HEADER_BYTES)
+    socket.write(head, done)
+    return
+  }
+  // Large payloads go out straight from the caller's memory (SharedArrayBuffer
+  // views included): no copy, which is why `send` waits for the callback.
+  socket.cork()
+  socket.write(head)
+  socket.write(payload, done)
+  socket.uncork()
+}
+
+/**
+ * Cuts a byte stream into frames. Each byte is copied once, from the socket's
+ * chunk into the payload's own buffer, however the frames straddle chunks.
+ * `onFrame` returns false to stop reading (the socket is being dropped).
+ */
+class FrameReader {
+  private readonly header = Buffer.alloc(HEADER_BYTES)
+  private headerFill = 0
+  private kind = 0
+  private tag = 0
+  private payload: Uint8Array | undefined
+  private payloadFill = 0
+  private stopped = false
+
+  constructor(private readonly onFrame: (kind: number, tag: number, payload: Uint8Array) => boolean) {}
+
+  push(chunk: Buffer): void {
+    let pos = 0
+    while (pos < chunk.length && !this.stopped) {
+      if (!this.payload) {
+        let h: Buffer
+        let at: number
+        if (this.headerFill === 0 && chunk.length - pos >= HEADER_BYTES) {
+          h = chunk
+          at = pos
+          pos += HEADER_BYTES
+        } else {
+          const n = Math.min(HEADER_BYTES - this.headerFill, chunk.length - pos)
+          chunk.copy(this.header, this.headerFill, pos, pos + n)
+          pos += n
+          this.headerFill += n
+          if (this.headerFill < HEADER_BYTES) return
+          this.headerFill = 0
+          h = this.header
+          at = 0
+        }
+        const length = h.readUInt32LE(at)
+        this.kind = h.readUInt32LE(at + 4)
+        this.tag = h.readDoubleLE(at + 8)
+        this.payload = new Uint8Array(length)
+        this.payloadFill = 0
+      }
+      const n = Math.min(this.payload.length - this.payloadFill, chunk.length - pos)
+      if (n > 0) {
+        this.payload.set(chunk.subarray(pos, pos + n), this.payloadFill)
+        pos += n
+        this.payloadFill += n
+      }
+      if (this.payloadFill === this.payload.length) {
+        const p = this.payload
+        this.payload = undefined
+        if (!this.onFrame(this.kind, this.tag, p)) this.stopped = true
+      }
+    }
+  }
+}
+
+interface Waiter {
+  resolve: (m: Message) => void
+  reject: (e: Error) => void
+}
+
+/**
+ * Matches messages with receives by (source, tag) in arrival order, like
+ * Mailbox, but a source can fail on its own: when a peer's connection drops,
+ * its pending and future receives fail while messages that already arrived
+ * from it (and everything from other peers) are still delivered.
+ */
+class Inbox {
+  private readonly arrived: Array<Map<number, Message[]>>
+  private readonly waiting: Array<Map<number, Waiter[]>>
+  private readonly gone: Array<((tag: number) => Error) | undefined>
+  private failure: Error | undefined
+
+  constructor(size: number) {
+    this.arrived = Array.from({ length: size }, () => new Map())
+    this.waiting = Array.from({ length: size }, () => new Map())
+    this.gone = new Array(size).fill(undefined)
+  }
+
+  deliver(src: number, tag: number, m: Message): void {
+    const w = this.waiting[src].get(tag)
+    if (w) {
+      const waiter = w.shift()!
+      if (w.length === 0) this.waiting[src].delete(tag)
+      waiter.resolve(m)
+      return
+    }
+    const q = this.arrived[src].get(tag)
+    if (q) q.push(m)
+    else this.arrived[src].set(tag, [m])
+  }
+
+  take(src: number, tag: number): Promise<Message> {
+    if (this.failure) return Promise.reject(this.failure)
+    const q = this.arrived[src].get(tag)
+    if (q) {
+      const m = q.shift()!
+      if (q.length === 0) this.arrived[src].delete(tag)
+      return Promise.resolve(m)
+    }
+    const gone = this.gone[src]
+    if (gone) return Promise.reject(gone(tag))
+    return new Promise<Message>((resolve, reject) => {
+      const w = this.waiting[src].get(tag)
+      if (w) w.push({ resolve, reject })
+      else this.waiting[src].set(tag, [{ resolve, reject }])
+    })
+  }
+
+  /** Nothing more will come from `src`: fail what waits for it, now and later. */
+  failPeer(src: number, error: (tag: number) => Error): void {
+    this.gone[src] = error
+    for (const [tag, list] of this.waiting[src]) for (const w of list) w.reject(error(tag))
+    this.waiting[src].clear()
+  }
+
+  /** Fail every pending and future receive (the communicator is closed). */
+  failAll(err: Error): void {
+    this.failure = err
+    for (const byTag of this.waiting) {
+      for (const list of byTag.values()) for (const w of list) w.reject(err)
+      byTag.clear()
+    }
+  }
+}
+
+function removeQuietly(path: string): void {
+  try {
+    unlinkSync(path)
+  } catch {
+    // absent already
+  }
 }

@@ -26,6 +26,8 @@ export const startThreadGroup: StartRankGroup = (spec, on) => {
       status,
       ft: spec.ft,
       inject: spec.inject.filter((i) => i.rank === rank),
+      injectRandom: spec.injectRandom,
+      injectFired: spec.injectFired ?? [],
     }
     const w = new Worker(BOOT, {
       workerData: { programFile: spec.programFile, tsconfig: spec.tsconfig, init },

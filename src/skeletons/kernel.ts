@@ -35,6 +35,11 @@ export abstract class CalcKernel<It, D extends Domain = Domain> {
     return true
   }
 
+  /** The number of supersteps, when known (for progress and ETA); undefined by default. */
+  totalSteps(): number | undefined {
+    return undefined
+  }
+
   /**
    * Light set-up once both domains are allocated for the first superstep
    * (boundary values, initial data). Replayed during recovery.

@@ -40,4 +40,8 @@ export interface RankRuntime {
   readonly comm: Communicator
   readonly status: RankStatus
   hooks: SkeletonHooks
+  /** Called after every superstep (progress reports; throttled by the receiver). */
+  onStep?: (skeleton: number, step: number, total: number | undefined) => void
+  /** Called when a skeleton starts running (failure injection draws random points here). */
+  onSkeletonStart?: (skeleton: number, total: number | undefined) => void
 }

@@ -61,6 +61,7 @@ export class Skeleton<It, D extends Domain> {
   private readonly policy: CheckpointPolicy | undefined
   private readonly router: Router
   private readonly customRoute: boolean
+  private readonly total: number | undefined
   private finished = false
 
   constructor(
@@ -85,6 +86,7 @@ export class Skeleton<It, D extends Domain> {
     this.router = new Router(rt.comm, this.mode, validateSchedule(options.schedule ?? { kind: 'all' }), this.name)
     this.customRoute = kernel.shouldRoute !== CalcKernel.prototype.shouldRoute
     this.checkpoint = new CheckpointRegistry(this.name)
+    this.total = kernel.totalSteps()
     this.policy = options.checkpoint === undefined ? undefined : parsePolicy(options.checkpoint)
   }
 
@@ -103,6 +105,7 @@ export class Skeleton<It, D extends Domain> {
     let [read, write] = this.domains
     read.allocator = write.allocator = rt.comm.allocator
 
+    rt.onSkeletonStart?.(this.index, this.total)
     const recovery = rt.hooks.recoveryFor(this.index)
     if (recovery.kind === 'skip') {
       rt.status.set(this.index, -1, 'replay')
@@ -180,6 +183,7 @@ export class Skeleton<It, D extends Domain> {
 
       rt.status.phase('swap')
       ;[read, write] = [write, read]
+      rt.onStep?.(this.index, step, this.total)
       if (last) break
       it = nextIt
       step++

@@ -1,0 +1,87 @@
+import type { SupervisorEvent } from '../runtime/supervisor.js'
+
+/**
+ * Turns supervisor events into what a person watching a long run wants: on a
+ * terminal one progress line redrawn in place (skeleton, step, steps/s, age
+ * of the last checkpoint, ETA, restarts); without a terminal a plain line
+ * every few seconds. Failures, recoveries and checkpoints always get a line.
+ */
+export class ProgressView {
+  private lastCheckpointAt: number | undefined
+  private restarts = 0
+  private lastPlainAt = -Infinity
+  private drawn = false
+
+  constructor(
+    private readonly write: (s: string) => void,
+    private readonly tty: boolean,
+    private readonly plainEveryMs = 5000,
+  ) {}
+
+  /** Print a whole line (clearing the progress line first on a terminal). */
+  line(text: string): void {
+    this.clear()
+    this.write(text + '\n')
+  }
+
+  event(e: SupervisorEvent & { t: number }): void {
+    switch (e.event) {
+      case 'checkpoint':
+        this.lastCheckpointAt = e.t
+        return
+      case 'failure':
+        this.restarts = e.attempt + 1
+        this.line(
+          `failure: rank ${e.rank} (${e.reason}) at skeleton ${e.skeleton}, step ${e.step}, phase ${e.phase}; detected in ${e.detectionMs.toFixed(0)} ms: ${e.message}`,
+        )
+        return
+      case 'start':
+        if (e.attempt > 0) this.line(`restart ${e.attempt}: starting ${e.ranks} ranks in recovery mode`)
+        return
+      case 'resume':
+        this.line(
+          `recovered in ${e.totalMs.toFixed(0)} ms: spawn ${e.spawnMs.toFixed(0)}, negotiate ${e.negotiateMs.toFixed(1)}, ` +
+            `load ${e.loadMs.toFixed(1)}, replay ${e.replayMs.toFixed(1)}, restore ${e.restoreMs.toFixed(1)} ms`,
+        )
+        return
+      case 'preempt-requested':
+        this.line(`preempting (${e.why}): the ranks checkpoint at the next checkpoint point and stop (again to stop at once)`)
+        return
+      case 'progress':
+        return this.progress(e)
+      default:
+        return
+    }
+  }
+
+  /** Remove the progress line before the final output. */
+  clear(): void {
+    if (this.tty && this.drawn) {
+      this.write('\r\x1b[2K')
+      this.drawn = false
+    }
+  }
+
+  private progress(e: Extract<SupervisorEvent, { event: 'progress' }> & { t: number }): void {
+    const parts = [`skeleton ${e.skeleton}`, `step ${e.step + 1}${e.total ? `/${e.total}` : ''}`]
+    if (e.stepsPerSecond > 0) parts.push(`${e.stepsPerSecond.toFixed(e.stepsPerSecond < 10 ? 2 : 0)} steps/s`)
+    parts.push(this.lastCheckpointAt === undefined ? 'no checkpoint yet' : `last checkpoint ${((e.t - this.lastCheckpointAt) / 1000).toFixed(1)} s ago`)
+    if (e.total && e.stepsPerSecond > 0) parts.push(`ETA ${formatSeconds((e.total - e.step - 1) / e.stepsPerSecond)}`)
+    parts.push(`restarts ${this.restarts}`)
+    const text = parts.join(' · ')
+    if (this.tty) {
+      this.write(`\r\x1b[2K${text}`)
+      this.drawn = true
+    } else if (e.t - this.lastPlainAt >= this.plainEveryMs) {
+      this.lastPlainAt = e.t
+      this.write(`progress: ${text}\n`)
+    }
+  }
+}
+
+function formatSeconds(s: number): string {
+  if (!Number.isFinite(s)) return '?'
+  if (s < 60) return `${s.toFixed(0)} s`
+  if (s < 3600) return `${Math.floor(s / 60)} min ${Math.round(s % 60)} s`
+  return `${Math.floor(s / 3600)} h ${Math.round((s % 3600) / 60)} min`
+}

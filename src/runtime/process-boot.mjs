@@ -1,0 +1,143 @@
+// Entry of every rank process (the processes transport; rank-boot.mjs is its
+// thread twin). Plain JavaScript on purpose: it loads the user's program
+// (TypeScript through tsx, no build step) and hands control to the framework
+// copy that program imported.
+//
+//   node process-boot.mjs <base64 of v8.serialize(spec)>     (fd 3: IPC, fd 4: heartbeat pipe)
+//
+// A heartbeat thread writes this rank's status slot to fd 4 every heartbeatMs,
+// so the launcher can tell a long computation (beats go on) from a hung or
+// stopped process (beats stop).
+import { writeSync } from 'node:fs'
+import { pathToFileURL } from 'node:url'
+import { deserialize } from 'node:v8'
+import { Worker } from 'node:worker_threads'
+
+const RANK_ENTRY = Symbol.for('molotof.rank-entry')
+const HEARTBEAT_FD = 4
+// Same order as PHASES in status.ts (only used to name the phase of an uncaught error).
+const PHASES = ['start', 'light', 'init', 'calculate', 'route', 'checkpoint', 'swap', 'replay', 'restore', 'done']
+
+const spec = deserialize(Buffer.from(process.argv[2] ?? '', 'base64'))
+const { programFile, tsconfig, rank, size, argv, endpoints, ft, inject, heartbeatMs } = spec
+
+// The status slots (4 Int32 per rank, see status.ts); only this rank's slot is used here.
+const status = new Int32Array(new SharedArrayBuffer(size * 16))
+for (let r = 0; r < size; r++) status[r * 4] = status[r * 4 + 1] = -1
+const seq = new Int32Array(new SharedArrayBuffer(4))
+
+/**
+ * Write one heartbeat record (layout in heartbeat.ts). Runs in the heartbeat
+ * thread and, for a last word before dying, in the main thread; both share
+ * `seq`. Returns false when the launcher is gone (the pipe is broken).
+ */
+function beat(fd, status, seq, rank) {
+  const b = rank * 4
+  const rec = new DataView(new ArrayBuffer(24))
+  rec.setInt32(0, 0x6d6f6c68, true)
+  rec.setInt32(4, Atomics.add(seq, 0, 1), true)
+  rec.setInt32(8, Atomics.load(status, b), true)
+  rec.setInt32(12, Atomics.load(status, b + 1), true)
+  rec.setInt32(16, Atomics.load(status, b + 2), true)
+  rec.setInt32(20, Atomics.load(status, b + 3), true)
+  try {
+    writeSync(fd, new Uint8Array(rec.buffer)) // 24 bytes: atomic on a pipe, never interleaved
+  } catch (e) {
+    return e.code === 'EAGAIN' // a full pipe only drops this beat
+  }
+  return true
+}
+
+const heartbeat = new Worker(
+  `const { workerData } = require('node:worker_threads')
+   const { writeSync } = require('node:fs')
+   const { fd, status, seq, rank, periodMs } = workerData
+   const beat = ${beat.toString()}
+   const tick = () => {
+     // The launcher died without killing us: do not outlive it.
+     if (!beat(fd, status, seq, rank)) process.kill(process.pid, 'SIGKILL')
+   }
+   tick()
+   setInterval(tick, periodMs)`,
+  { eval: true, workerData: { fd: HEARTBEAT_FD, status, seq, rank, periodMs: heartbeatMs } },
+)
+heartbeat.unref() // beats must not keep a finished rank alive
+heartbeat.on('error', (e) => process.stderr.write(`rank ${rank}: heartbeat thread failed: ${e.stack ?? e}\n`))
+
+/** Tell the launcher where we are, then die at once (failure injection, lost launcher). */
+function die() {
+  beat(HEARTBEAT_FD, status, seq, rank)
+  process.kill(process.pid, 'SIGKILL')
+  process.exit(137) // not reached: SIGKILL is not deferred
+}
+
+// IPC sends are asynchronous: count them so the final result is flushed before we disconnect.
+let unsent = 0
+let drained = () => {}
+const control = {
+  postMessage: (m) => {
+    unsent++
+    process.send(m, () => {
+      if (--unsent === 0) drained()
+    })
+  },
+  onMessage: (handler) => process.on('message', handler),
+}
+
+let running = true
+process.on('disconnect', () => {
+  if (running) die() // the launcher went away
+})
+process.on('uncaughtException', (e) => {
+  beat(HEARTBEAT_FD, status, seq, rank)
+  const b = rank * 4
+  const err = e instanceof Error ? e : new Error(String(e))
+  const message = {
+    type: 'error',
+    rank,
+    skeleton: status[b],
+    step: status[b + 1],
+    phase: PHASES[status[b + 2]] ?? 'start',
+    name: err.name,
+    code: undefined,
+    message: `uncaught ${err.message}`,
+    stack: err.stack,
+  }
+  if (process.connected) process.send(message, () => process.exit(1))
+  else process.exit(1)
+})
+
+try {
+  const url = pathToFileURL(programFile).href
+  let mod
+  if (/\.[mc]?tsx?$/.test(programFile)) {
+    const { tsImport } = await import('tsx/esm/api')
+    mod = await tsImport(url, { parentURL: import.meta.url, tsconfig: tsconfig ?? undefined })
+  } else {
+    mod = await import(url)
+  }
+  const program = mod.default ?? mod.program
+  if (!program || typeof program[RANK_ENTRY] !== 'function') {
+    control.postMessage({
+      type: 'load-error',
+      rank,
+      message: `${programFile} does not export a molotof program: write \`export default defineProgram({ ... })\``,
+    })
+  } else {
+    const init = { mode: 'run', rank, size, argv, transport: { kind: 'processes', endpoints }, status, control, ft, inject, die }
+    await program[RANK_ENTRY](init)
+  }
+} catch (e) {
+  control.postMessage({
+    type: 'load-error',
+    rank,
+    message: `cannot load ${programFile}: ${e && e.stack ? e.stack : String(e)}`,
+  })
+}
+
+running = false
+if (unsent > 0) await new Promise((resolve) => (drained = resolve))
+if (process.connected) process.disconnect()
+// Nothing should be left to keep us alive; if a program left a timer or a
+// handle open, do not linger (the launcher would kill us anyway).
+setTimeout(() => process.exit(0), 1000).unref()
