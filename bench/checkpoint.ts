@@ -12,7 +12,7 @@ import { parseArgs } from 'node:util'
 import { encodeRankFile } from '../src/checkpoint/format.js'
 import { CheckpointStore } from '../src/checkpoint/store.js'
 import { launch } from '../src/index.js'
-import { summary, table } from './stats.js'
+import { summary, table } from '../src/bench/stats.js'
 
 const { values } = parseArgs({ options: { n: { type: 'string', default: '2048' }, repeats: { type: 'string', default: '7' } } })
 const n = Number(values.n)

@@ -9,7 +9,7 @@ import { parseArgs } from 'node:util'
 import { launch } from '../src/index.js'
 import type { JacobiResult } from '../examples/jacobi/jacobi.js'
 import { jacobiSerial } from '../examples/jacobi/serial.js'
-import { summary, table } from './stats.js'
+import { summary, table } from '../src/bench/stats.js'
 
 const { values } = parseArgs({
   options: {

@@ -12,7 +12,7 @@ import { parseArgs } from 'node:util'
 import { readHeaderOnly } from '../src/checkpoint/format.js'
 import { launch } from '../src/index.js'
 import type { SwingResult } from '../examples/swing/swing.js'
-import { summary, table } from './stats.js'
+import { summary, table } from '../src/bench/stats.js'
 
 const { values } = parseArgs({ options: { preset: { type: 'string', default: 'large-g2d' }, repeats: { type: 'string', default: '3' } } })
 const preset = values.preset!

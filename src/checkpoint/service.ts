@@ -27,6 +27,12 @@ export interface FaultToleranceConfig {
   keep: number
   /** Start from the recovery line when there is one. */
   resume: boolean
+  /**
+   * `program` (default): what the program registers. `default`: the framework
+   * defaults whatever the program unregistered (both domains and the
+   * iterator), to measure what minimal registration saves.
+   */
+  contents?: 'program' | 'default'
   /** Stop every rank right after this checkpoint point (tests and demonstrations). */
   interrupt?: { skeleton: number; step: number }
 }
@@ -119,6 +125,7 @@ const VOTE_PERIOD_MS = 100
 export class CheckpointService implements SkeletonHooks {
   private readonly clocks = new Map<number, ClockState>()
   private restoredFile: DecodedRankFile | undefined
+  private readonly warnedEmpty = new Set<number>()
   /** Every checkpoint committed by this run, in order. */
   readonly committed: CheckpointEvent[] = []
 
@@ -307,6 +314,14 @@ export class CheckpointService implements SkeletonHooks {
 
   private async write(state: SkeletonState, clock: ClockState, started: number): Promise<void> {
     const { rank, size } = this.comm
+    if (this.cfg.contents !== 'default' && !state.registry.includes('read')) {
+      // Without the domain just written nothing can be restored: say so once, write nothing.
+      if (!this.warnedEmpty.has(state.index) && rank === 0) {
+        this.log(`warning: ${state.name} registers nothing to restore from (its "read" domain is unregistered): checkpoints are empty and recovery restarts from the beginning`)
+      }
+      this.warnedEmpty.add(state.index)
+      return
+    }
     const seq = this.seq++
     const entries = this.entries(state)
     const digests = this.digests(state)
@@ -364,14 +379,16 @@ export class CheckpointService implements SkeletonHooks {
   private entries(state: SkeletonState): EntryInput[] {
     const { rank } = this.comm
     const reg = state.registry
+    const all = this.cfg.contents === 'default'
+    const includes = (name: 'read' | 'write' | 'iterator') => all || reg.includes(name)
     const out: EntryInput[] = []
-    if (reg.includes('read')) {
+    if (includes('read')) {
       // In circulation the blocks have already moved: save what this rank now holds for the next step.
       const box = state.mode === 'circulation' && state.next ? state.next.needed[rank] : state.partition.possessed[rank]
       out.push(domainEntry('read', state.write, box))
     }
-    if (reg.includes('write')) out.push(domainEntry('write', state.read, state.partition.possessed[rank].intersect(state.read.box)))
-    if (reg.includes('iterator')) out.push({ name: 'iterator', kind: 'light', bytes: encodeLight(state.it, undefined, 'iterator') })
+    if (includes('write')) out.push(domainEntry('write', state.read, state.partition.possessed[rank].intersect(state.read.box)))
+    if (includes('iterator')) out.push({ name: 'iterator', kind: 'light', bytes: encodeLight(state.it, undefined, 'iterator') })
     for (const h of reg.heavy.values()) out.push({ name: h.name, kind: 'heavy', dtype: dtypeOf(h.array), bytes: bytesOf(h.array) })
     for (const l of reg.light.values()) out.push({ name: l.name, kind: 'light', bytes: encodeLight(l.cell.value, l.serializer, l.name) })
     return out

@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs'
 import { match } from 'ts-pattern'
 import { MolotofError, RankFailedError } from '../errors.js'
+import { benchCommand } from './bench.js'
 import { inspectCommand } from './inspect.js'
 import { runCommand } from './run.js'
 
@@ -11,6 +12,7 @@ Usage: molotof <command> [options]
 Commands:
   run <program>     run a program on N ranks            (molotof run --help)
   inspect <dir>     list and verify checkpoints          (molotof inspect --help)
+  bench <program>   overhead, checkpoint sizes, recovery (molotof bench --help)
   help [command]    show help
 
 Options:
@@ -24,6 +26,7 @@ export async function main(argv: readonly string[], out = (s: string) => console
     return await match(cmd ?? '--help')
       .with('run', () => runCommand(rest, out, err))
       .with('inspect', () => inspectCommand(rest, out))
+      .with('bench', () => benchCommand(rest, out, err))
       .with('--version', '-v', () => {
         out(version())
         return 0
@@ -32,6 +35,7 @@ export async function main(argv: readonly string[], out = (s: string) => console
         const sub = rest[0]
         if (sub === 'run') return runCommand(['--help'], out)
         if (sub === 'inspect') return inspectCommand(['--help'], out)
+        if (sub === 'bench') return benchCommand(['--help'], out, err)
         out(HELP)
         return 0
       })

@@ -59,6 +59,8 @@ export interface RankGroup {
   /** performance.now() of the rank's last heartbeat; undefined where the transport has none. */
   lastHeartbeat(rank: number): number | undefined
   send(rank: number, m: LauncherToRank): void
+  /** The operating-system process of a rank (processes transport), for /proc figures. */
+  pid?(rank: number): number | undefined
   /** Kill one rank abruptly (processes: the signal; threads: terminate). */
   kill(rank: number, signal?: NodeJS.Signals): void
   /** Stop every rank and wait until they are gone. */

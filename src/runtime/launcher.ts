@@ -4,7 +4,7 @@ import { Worker } from 'node:worker_threads'
 import type { CheckpointEvent, FaultToleranceConfig } from '../checkpoint/service.js'
 import { ConfigError, ProgramLoadError, RankFailedError } from '../errors.js'
 import { runAttempt, type AttemptCallbacks } from './attempt.js'
-import { TRANSPORTS, type RankGroupSpec, type StartRankGroup, type Transport } from './group.js'
+import { TRANSPORTS, type RankGroup, type RankGroupSpec, type StartRankGroup, type Transport } from './group.js'
 import type { Injection, RandomInjection } from './inject.js'
 import { startProcessGroup } from './process-group.js'
 import type { RankToLauncher } from './protocol.js'
@@ -27,6 +27,10 @@ export interface LaunchOptions {
   onCheckpoint?: (e: CheckpointEvent) => void
   /** Called on rank 0's report of a finished recovery. */
   onResumed?: (r: ResumedFigures) => void
+  /** Rank 0's progress (throttled to ~4 per second, always the first and last step). */
+  onProgress?: (skeleton: number, step: number, total: number | undefined) => void
+  /** Called with the ranks of each attempt once started (pids, kill, where). */
+  onGroup?: (group: RankGroup) => void
   /** Failures to inject (tests, demonstrations). */
   inject?: Injection[]
   /** Random failure points (drawn by the ranks from the seed). */
@@ -97,6 +101,10 @@ export async function launch<R = unknown>(programFile: string, opts: LaunchOptio
     onLog: opts.onLog ?? ((_r: number, text: string) => console.log(text)),
     onCheckpoint: opts.onCheckpoint,
     onResumed: opts.onResumed,
+    onProgress: (rank, skeleton, step, total) => {
+      if (rank === 0) opts.onProgress?.(skeleton, step, total)
+    },
+    onStarted: opts.onGroup,
   }
   const outcome = await runAttempt(GROUP_STARTERS[spec.transport ?? 'threads'], spec, { ...callbacks, hangTimeoutMs: hangTimeoutOf(opts) })
   switch (outcome.kind) {

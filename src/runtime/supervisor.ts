@@ -179,6 +179,7 @@ export class Supervisor<R = unknown> {
       onLog: this.opts.onLog,
       onStarted: (g) => {
         this.group = g
+        this.opts.onGroup?.(g)
         // A preemption asked for while no ranks were running applies to the new ones.
         if (this.preemptWhy !== undefined) for (let r = 0; r < g.size; r++) g.send(r, { type: 'preempt' })
       },
@@ -203,6 +204,7 @@ export class Supervisor<R = unknown> {
         const stepsPerSecond = last.step >= 0 && step > last.step ? ((step - last.step) * 1000) / (now - last.at) : 0
         last = { step, at: now }
         this.emit({ event: 'progress', attempt, skeleton, step, total, stepsPerSecond })
+        this.opts.onProgress?.(skeleton, step, total)
       },
     })
   }

@@ -1,0 +1,73 @@
+import type { BenchReport } from './runner.js'
+import { table } from './stats.js'
+import type { BenchSummary } from './summarize.js'
+
+const mib = (b: number | undefined) => (b === undefined ? '-' : (b / 2 ** 20).toFixed(2))
+const ms = (x: number | undefined) => (x === undefined || Number.isNaN(x) ? '-' : x.toFixed(x < 10 ? 2 : 0))
+
+/** The terminal tables of `molotof bench`. */
+export function textReport(r: BenchReport, s: BenchSummary): string {
+  const out: string[] = []
+  out.push(
+    `molotof bench: ${r.program} ${r.argv.join(' ')} — ${r.ranks} ranks (${r.transport}), ${r.steps} supersteps, ` +
+      `${r.configs[0].runs.length} repeats, ${r.machine.cpus} × ${r.machine.model}, Node ${r.machine.node}, ${r.date}`,
+  )
+  out.push('')
+  out.push('Runtime and checkpoints (runtime from the end of the first superstep to the end of the run):')
+  out.push(
+    table(
+      ['contents', 'ckpts', 'runtime ms min', 'median', 'max', 'overhead %', 'MiB/rank', 'MiB total', 'write ms', 'MiB/s', 'system MiB/rank', 'system / ckpt'],
+      s.configs.map((c) => [
+        c.contents,
+        c.contents === 'none' ? '0' : `${c.placed}${c.placed !== c.requested ? ` of ${c.requested}` : ''}`,
+        ms(c.runtime.min),
+        ms(c.runtime.median),
+        ms(c.runtime.max),
+        c.contents === 'none' ? '-' : c.overheadPct.toFixed(1),
+        mib(c.bytesPerRank),
+        mib(c.bytesTotal),
+        ms(c.writeMs),
+        c.throughputMiBs === undefined ? '-' : c.throughputMiBs.toFixed(0),
+        mib(c.systemBytesPerRank),
+        c.systemBytesPerRank && c.bytesPerRank ? (c.systemBytesPerRank / c.bytesPerRank).toFixed(2) : '-',
+      ]),
+    ),
+  )
+  const def = s.configs.find((c) => c.contents === 'default' && c.bytesPerRank)
+  const min = s.configs.find((c) => c.contents === 'minimal' && c.bytesPerRank)
+  if (def && min) {
+    out.push('')
+    out.push(
+      `Checkpoint size per rank: minimal ${mib(min.bytesPerRank)} MiB, default ${mib(def.bytesPerRank)} MiB (minimal/default ${(min.bytesPerRank! / def.bytesPerRank!).toFixed(3)})` +
+        (min.systemBytesPerRank ? `, system-level ${mib(min.systemBytesPerRank)} MiB (minimal/system ${(min.bytesPerRank! / min.systemBytesPerRank).toFixed(3)})` : ''),
+    )
+  }
+  const m = s.recovery.median
+  if (m) {
+    out.push('')
+    out.push(`Recovery after a failure injected at superstep ${s.recovery.runs[0].failedStep} (median of ${s.recovery.runs.length}):`)
+    out.push(
+      table(
+        ['detection', 'spawn', 'negotiate', 'load', 'replay', 'restore', 'to 1st new superstep', 'work lost', 'same result'],
+        [
+          [
+            `${ms(m.detectionMs)} ms`,
+            `${ms(m.spawnMs)} ms`,
+            `${ms(m.negotiateMs)} ms`,
+            `${ms(m.loadMs)} ms`,
+            `${ms(m.replayMs)} ms`,
+            `${ms(m.restoreMs)} ms`,
+            `${ms(m.toFirstStepMs)} ms`,
+            `${m.lostSteps} steps (${ms(m.lostMs)} ms)`,
+            s.recovery.allSame ? 'yes' : 'NO',
+          ],
+        ],
+      ),
+    )
+  }
+  if (r.notes.length) {
+    out.push('')
+    for (const n of r.notes) out.push(`note: ${n}`)
+  }
+  return out.join('\n')
+}

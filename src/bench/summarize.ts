@@ -1,0 +1,56 @@
+import type { BenchReport, ConfigResult, RecoveryFigures } from './runner.js'
+import { summary } from './stats.js'
+
+/** The figures a reader compares, derived once from a report (tables, HTML and JSON use it). */
+export interface ConfigSummary {
+  contents: ConfigResult['contents']
+  requested: number
+  /** Checkpoints actually committed per run (median). */
+  placed: number
+  runtime: { min: number; median: number; max: number }
+  /** Median runtime against the no-fault-tolerance median, in %. */
+  overheadPct: number
+  /** Rank 0's checkpoint file and the total over ranks (bytes, median over checkpoints). */
+  bytesPerRank: number | undefined
+  bytesTotal: number | undefined
+  writeMs: number | undefined
+  /** MiB/s of the whole checkpoint (all ranks) over its commit time. */
+  throughputMiBs: number | undefined
+  /** Private resident memory per rank (median over runs of the per-run max), and its ratio to bytesPerRank. */
+  systemBytesPerRank: number | undefined
+}
+
+export interface BenchSummary {
+  configs: ConfigSummary[]
+  recovery: { median: Omit<RecoveryFigures, 'sameResult' | 'lineStep' | 'failedStep'> | undefined; allSame: boolean; runs: RecoveryFigures[] }
+}
+
+export function summarize(r: BenchReport): BenchSummary {
+  const base = summary(r.configs.find((c) => c.contents === 'none')!.runs.map((x) => x.runtimeMs)).median
+  const configs = r.configs.map((c): ConfigSummary => {
+    const runtime = summary(c.runs.map((x) => x.runtimeMs))
+    const cks = c.runs.flatMap((x) => x.checkpoints)
+    const med = (xs: number[]) => (xs.length ? summary(xs).median : undefined)
+    const rank0sys = c.runs.map((x) => x.privateBytes[0]).filter((x): x is number => x !== undefined)
+    const bytesTotal = med(cks.map((k) => k.totalBytes))
+    const writeMs = med(cks.map((k) => k.ms))
+    return {
+      contents: c.contents,
+      requested: c.requested,
+      placed: summary(c.runs.map((x) => x.checkpoints.length)).median,
+      runtime,
+      overheadPct: (runtime.median / base - 1) * 100,
+      bytesPerRank: med(cks.map((k) => k.bytes)),
+      bytesTotal,
+      writeMs,
+      throughputMiBs: bytesTotal !== undefined && writeMs ? bytesTotal / 2 ** 20 / (writeMs / 1000) : undefined,
+      systemBytesPerRank: med(rank0sys),
+    }
+  })
+  const runs = r.recovery
+  const keys = ['detectionMs', 'spawnMs', 'negotiateMs', 'loadMs', 'replayMs', 'restoreMs', 'toFirstStepMs', 'lostSteps', 'lostMs', 'runtimeMs'] as const
+  const median = runs.length
+    ? (Object.fromEntries(keys.map((k) => [k, summary(runs.map((x) => x[k])).median])) as BenchSummary['recovery']['median'])
+    : undefined
+  return { configs, recovery: { median, allSame: runs.every((x) => x.sameResult), runs } }
+}
