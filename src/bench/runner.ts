@@ -127,6 +127,10 @@ export async function runBench(o: BenchOptions): Promise<BenchReport> {
         recovery.push(await failureRun(o, steps, mid.every, freshDir(), reference))
       }
     }
+    // Work lost is priced at the failure-free time per superstep.
+    const noneRuns = configs[0].runs.map((x) => x.runtimeMs).sort((a, b) => a - b)
+    const stepMs = noneRuns[noneRuns.length >> 1] / Math.max(1, steps - 1)
+    for (const f of recovery) f.lostMs = f.lostSteps * stepMs
     if (o.transport === 'threads') {
       notes.push('system-level size: ranks are threads of one process, so per-rank private memory cannot be told apart; use --transport processes')
     }
@@ -185,7 +189,6 @@ function sample(group: RankGroup | undefined, into: (number | undefined)[]): voi
 async function failureRun(o: BenchOptions, steps: number, every: number, dir: string, reference: string): Promise<RecoveryFigures> {
   const failedStep = Math.floor(steps / 2)
   const events: Array<SupervisorEvent & { t: number }> = []
-  let firstAt: number | undefined
   const started = performance.now()
   const r = await new Supervisor(o.program, {
     ranks: o.ranks,
@@ -196,7 +199,6 @@ async function failureRun(o: BenchOptions, steps: number, every: number, dir: st
     restarts: 1,
     onLog: () => {},
     onEvent: (e) => events.push(e),
-    onProgress: () => (firstAt ??= performance.now()),
   }).run()
   const end = performance.now()
   const failure = events.find((e) => e.event === 'failure') as Extract<SupervisorEvent, { event: 'failure' }> & { t: number }
@@ -206,7 +208,6 @@ async function failureRun(o: BenchOptions, steps: number, every: number, dir: st
   const firstAfter = events.find((e) => e.event === 'progress' && e.attempt === 1)
   const lineStep = line?.step
   const lostSteps = failedStep - (lineStep ?? -1) - 1
-  const stepMs = (end - (firstAt ?? started)) / steps
   return {
     failedStep,
     lineStep,
@@ -218,7 +219,7 @@ async function failureRun(o: BenchOptions, steps: number, every: number, dir: st
     restoreMs: resume?.restoreMs ?? NaN,
     toFirstStepMs: firstAfter && failure ? firstAfter.t - failure.t : NaN,
     lostSteps,
-    lostMs: lostSteps * stepMs,
+    lostMs: NaN,
     runtimeMs: end - started,
     sameResult: r.kind === 'done' && comparable(r.value) === reference && restart !== undefined,
   }
