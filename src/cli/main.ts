@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs'
 import { match } from 'ts-pattern'
 import { MolotofError, RankFailedError } from '../errors.js'
 import { benchCommand } from './bench.js'
+import { demoCommand } from './demo.js'
 import { inspectCommand } from './inspect.js'
 import { runCommand } from './run.js'
 
@@ -13,6 +14,7 @@ Commands:
   run <program>     run a program on N ranks            (molotof run --help)
   inspect <dir>     list and verify checkpoints          (molotof inspect --help)
   bench <program>   overhead, checkpoint sizes, recovery (molotof bench --help)
+  demo              a failure, its recovery, and checkpoint sizes, in under a minute
   help [command]    show help
 
 Options:
@@ -27,6 +29,7 @@ export async function main(argv: readonly string[], out = (s: string) => console
       .with('run', () => runCommand(rest, out, err))
       .with('inspect', () => inspectCommand(rest, out))
       .with('bench', () => benchCommand(rest, out, err))
+      .with('demo', () => demoCommand(rest, out))
       .with('--version', '-v', () => {
         out(version())
         return 0
