@@ -1,6 +1,11 @@
 import { copyFileSync } from 'node:fs'
 import { defineConfig } from 'tsup'
 
+/** Ranks start from these plain-JS files, which must sit next to the bundles. */
+function copyBootFiles(): void {
+  for (const f of ['rank-boot.mjs', 'process-boot.mjs']) copyFileSync(`src/runtime/${f}`, `dist/${f}`)
+}
+
 export default defineConfig([
   {
     entry: { index: 'src/index.ts' },
@@ -10,14 +15,13 @@ export default defineConfig([
     clean: true,
     target: 'node20',
     shims: true,
-    // The rank threads start from this plain-JS file, next to the bundles.
-    onSuccess: async () => copyFileSync('src/runtime/rank-boot.mjs', 'dist/rank-boot.mjs'),
+    onSuccess: async () => copyBootFiles(),
   },
   {
     entry: { cli: 'src/cli/bin.ts' },
     format: ['esm'],
     sourcemap: true,
     target: 'node20',
-    onSuccess: async () => copyFileSync('src/runtime/rank-boot.mjs', 'dist/rank-boot.mjs'),
+    onSuccess: async () => copyBootFiles(),
   },
 ])

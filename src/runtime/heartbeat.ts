@@ -21,8 +21,6 @@ export class HeartbeatMonitor {
   /** performance.now() of the last record (the start time until the first one). */
   lastAt: number
   where: RankWhere = { skeleton: -1, step: -1, phase: 'start' }
-  /** Records received. */
-  count = 0
   private seq = -1
   private readonly partial = Buffer.alloc(HEARTBEAT_RECORD_BYTES)
   private partialFill = 0
@@ -53,7 +51,6 @@ export class HeartbeatMonitor {
   private record(b: Buffer, at: number): void {
     if (b.readInt32LE(at) !== HEARTBEAT_MAGIC) return
     this.lastAt = performance.now()
-    this.count++
     // The heartbeat thread and a dying main thread may both write: keep the newest.
     const seq = b.readInt32LE(at + 4)
     if (seq < this.seq) return

@@ -3,7 +3,10 @@
 // (TypeScript through tsx, no build step) and hands control to the framework
 // copy that program imported.
 //
-//   node process-boot.mjs <base64 of v8.serialize(spec)>     (fd 3: IPC, fd 4: heartbeat pipe)
+//   node process-boot.mjs <base64 of v8.serialize(init)>     (fd 3: IPC, fd 4: heartbeat pipe)
+//
+// init: the attempt's RankGroupSpec for this rank, plus `rank` and `endpoints`
+// (the Unix socket path of every rank).
 //
 // A heartbeat thread writes this rank's status slot to fd 4 every heartbeatMs,
 // so the launcher can tell a long computation (beats go on) from a hung or
@@ -19,7 +22,9 @@ const HEARTBEAT_FD = 4
 const PHASES = ['start', 'light', 'init', 'calculate', 'route', 'checkpoint', 'swap', 'replay', 'restore', 'done']
 
 const spec = deserialize(Buffer.from(process.argv[2] ?? '', 'base64'))
-const { programFile, tsconfig, rank, size, argv, endpoints, ft, inject, heartbeatMs } = spec
+// The rest of the spec (argv, ft, inject, ...) goes to the rank as it is.
+const { programFile, tsconfig, endpoints, heartbeatMs, ...common } = spec
+const { rank, size } = common
 
 // The status slots (4 Int32 per rank, see status.ts); only this rank's slot is used here.
 const status = new Int32Array(new SharedArrayBuffer(size * 16))
@@ -62,6 +67,13 @@ const heartbeat = new Worker(
   { eval: true, workerData: { fd: HEARTBEAT_FD, status, seq, rank, periodMs: heartbeatMs } },
 )
 heartbeat.unref() // beats must not keep a finished rank alive
+// A thread takes a while to start, longer while the main thread compiles the
+// program on a loaded machine; the launcher's hang clock runs from the spawn,
+// so the main thread beats until the heartbeat thread is up.
+beat(HEARTBEAT_FD, status, seq, rank)
+const early = setInterval(() => beat(HEARTBEAT_FD, status, seq, rank), heartbeatMs)
+early.unref()
+heartbeat.once('online', () => clearInterval(early))
 heartbeat.on('error', (e) => process.stderr.write(`rank ${rank}: heartbeat thread failed: ${e.stack ?? e}\n`))
 
 /** Tell the launcher where we are, then die at once (failure injection, lost launcher). */
@@ -124,7 +136,7 @@ try {
       message: `${programFile} does not export a molotof program: write \`export default defineProgram({ ... })\``,
     })
   } else {
-    const init = { mode: 'run', rank, size, argv, transport: { kind: 'processes', endpoints }, status, control, ft, inject, die }
+    const init = { ...common, mode: 'run', transport: { kind: 'processes', endpoints }, status, control, die }
     await program[RANK_ENTRY](init)
   }
 } catch (e) {

@@ -32,6 +32,7 @@ const MAX_SOCKET_PATH = 100
  */
 export const startProcessGroup: StartRankGroup = (spec, on) => {
   const dir = socketDir(spec.size)
+  track({ dir })
   const endpoints = Array.from({ length: spec.size }, (_, r) => join(dir, `${r}.sock`))
   const ranks = Array.from({ length: spec.size }, (_, rank) => startRank(spec, rank, endpoints, on))
   let terminating: Promise<void> | undefined
@@ -54,6 +55,7 @@ export const startProcessGroup: StartRankGroup = (spec, on) => {
         for (const r of ranks) if (r.alive) r.child.kill('SIGKILL')
         await Promise.all(ranks.map((r) => r.exited))
         rmSync(dir, { recursive: true, force: true })
+        untrack({ dir })
       })()
       return terminating
     },
@@ -70,17 +72,9 @@ interface RankProcess {
 }
 
 function startRank(spec: RankGroupSpec, rank: number, endpoints: string[], on: RankGroupEvents): RankProcess {
-  const init = {
-    programFile: spec.programFile,
-    tsconfig: spec.tsconfig,
-    rank,
-    size: spec.size,
-    argv: spec.argv,
-    endpoints,
-    ft: spec.ft,
-    inject: spec.inject.filter((i) => i.rank === rank),
-    heartbeatMs: spec.heartbeatMs,
-  }
+  // Everything in the spec reaches the rank (new fields included), but only its own injections.
+  const { transport: _transport, ...common } = spec
+  const init = { ...common, rank, inject: spec.inject.filter((i) => i.rank === rank), injectFired: spec.injectFired ?? [], endpoints }
   const child = spawn(process.execPath, [BOOT, serialize(init).toString('base64')], {
     stdio: ['inherit', 'inherit', 'inherit', 'ipc', 'pipe'],
     serialization: 'advanced',
@@ -88,7 +82,7 @@ function startRank(spec: RankGroupSpec, rank: number, endpoints: string[], on: R
   const r: RankProcess = { child, heartbeat: new HeartbeatMonitor(performance.now()), alive: true, exited: Promise.resolve() }
   let markExited = () => {}
   r.exited = new Promise<void>((resolve) => (markExited = resolve))
-  adopt(child)
+  track({ child })
 
   let reported = false
   const report = (how: RankExit) => {
@@ -103,13 +97,13 @@ function startRank(spec: RankGroupSpec, rank: number, endpoints: string[], on: R
   child.on('error', (e) => {
     if (child.pid !== undefined) return // a failed send to a dying child; its exit is reported
     r.alive = false
-    release(child)
+    untrack({ child })
     markExited()
     on.message({ type: 'load-error', rank, message: `cannot start the process of rank ${rank}: ${e.message}` })
   })
   child.on('exit', (code, signal) => {
     r.alive = false
-    release(child)
+    untrack({ child })
     markExited()
     // 'close' comes once the last IPC message and heartbeat are read, so the
     // launcher sees a result before the exit and knows where a killed rank
@@ -122,24 +116,30 @@ function startRank(spec: RankGroupSpec, rank: number, endpoints: string[], on: R
 
 /** A private directory for the socket files, with paths short enough for Unix sockets. */
 function socketDir(size: number): string {
-  const longest = `${size - 1}.sock`.length + 1
-  const base = join(tmpdir(), 'molotof-XXXXXX').length + longest <= MAX_SOCKET_PATH ? tmpdir() : '/tmp'
+  const longest = Buffer.byteLength(join(tmpdir(), 'molotof-XXXXXX', `${size - 1}.sock`))
+  const base = longest <= MAX_SOCKET_PATH ? tmpdir() : '/tmp'
   return mkdtempSync(join(base, 'molotof-'))
 }
 
-// Children must never outlive the launcher: kill whatever is left when it exits.
-const live = new Set<ChildProcess>()
+// Children must never outlive the launcher: kill whatever is left when it
+// exits (a launcher killed outright is noticed by the children themselves,
+// see process-boot.mjs), and remove the socket directories.
+const liveChildren = new Set<ChildProcess>()
+const liveDirs = new Set<string>()
 let hooked = false
 
-function adopt(child: ChildProcess): void {
-  live.add(child)
+function track(what: { child?: ChildProcess; dir?: string }): void {
+  if (what.child) liveChildren.add(what.child)
+  if (what.dir) liveDirs.add(what.dir)
   if (hooked) return
   hooked = true
   process.on('exit', () => {
-    for (const c of live) c.kill('SIGKILL')
+    for (const c of liveChildren) c.kill('SIGKILL')
+    for (const d of liveDirs) rmSync(d, { recursive: true, force: true })
   })
 }
 
-function release(child: ChildProcess): void {
-  live.delete(child)
+function untrack(what: { child?: ChildProcess; dir?: string }): void {
+  if (what.child) liveChildren.delete(what.child)
+  if (what.dir) liveDirs.delete(what.dir)
 }

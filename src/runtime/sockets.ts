@@ -19,6 +19,13 @@ const MAX_PAYLOAD = 0xffffffff
 export interface SocketConnectOptions {
   /** Give up when some peer has not connected after this long (ms, default 30 s). */
   timeoutMs?: number
+  /**
+   * After a peer's connection drops without a goodbye, wait this long (ms,
+   * default 1000) before failing the receives and sends that involve it. The
+   * launcher sees the dead rank first and blames it, instead of the survivor
+   * that would otherwise report "connection lost" a moment earlier.
+   */
+  lostPeerGraceMs?: number
 }
 
 /**
@@ -41,7 +48,7 @@ export async function connectSocketCommunicator(
   if (!Number.isInteger(size) || size < 1) throw new RangeError(`sockets: bad group size ${size}`)
   if (!Number.isInteger(rank) || rank < 0 || rank >= size) throw new RangeError(`sockets: rank ${rank} is outside 0..${size - 1}`)
   if (endpoints.length !== size) throw new RangeError(`sockets: ${endpoints.length} endpoints for ${size} ranks`)
-  const comm = new SocketCommunicator(rank, size)
+  const comm = new SocketCommunicator(rank, size, options.lostPeerGraceMs ?? 1000)
   await comm.rendezvous(endpoints, options.timeoutMs ?? 30_000)
   return comm
 }
@@ -55,7 +62,11 @@ export async function connectSocketCommunicator(
 class SocketCommunicator implements Communicator {
   readonly allocator = plainAllocator
   private readonly sockets: Array<Socket | undefined>
+  /** Every socket opened, identified or not (all are dropped if the rendezvous fails). */
+  private readonly opened = new Set<Socket>()
   private readonly saidBye: boolean[]
+  /** performance.now() when each peer's connection was found lost. */
+  private readonly lostAt: Array<number | undefined>
   private readonly inbox: Inbox
   private readonly collectives: Collectives
   private closed = false
@@ -65,9 +76,11 @@ class SocketCommunicator implements Communicator {
   constructor(
     readonly rank: number,
     readonly size: number,
+    private readonly graceMs: number,
   ) {
     this.sockets = new Array(size).fill(undefined)
     this.saidBye = new Array(size).fill(false)
+    this.lostAt = new Array(size).fill(undefined)
     this.inbox = new Inbox(size)
     this.collectives = new Collectives(this)
   }
@@ -80,11 +93,16 @@ class SocketCommunicator implements Communicator {
     }
     const socket = this.socket(dest)
     if (this.closed) return Promise.reject(new Error(`rank ${this.rank}: cannot send to rank ${dest}: communicator closed`))
-    if (socket.destroyed || socket.writableEnded) return Promise.reject(this.lostError(dest, `cannot send to it (tag ${tag})`))
     if (bytes.byteLength > MAX_PAYLOAD) return Promise.reject(new RangeError(`rank ${this.rank}: message of ${bytes.byteLength} bytes is too large (max 4 GiB)`))
     return new Promise<void>((resolve, reject) => {
-      const done = (err?: Error | null) => (err ? reject(this.lostError(dest, `send failed (tag ${tag}): ${err.message}`)) : resolve())
-      writeFrame(socket, DATA, tag, bytes, done)
+      if (socket.destroyed || socket.writableEnded) {
+        this.afterGrace(dest, () => reject(this.lostError(dest, `cannot send to it (tag ${tag})`)))
+        return
+      }
+      writeFrame(socket, DATA, tag, bytes, (err) => {
+        if (!err) resolve()
+        else this.afterGrace(dest, () => reject(this.lostError(dest, `send failed (tag ${tag}): ${err.message}`)))
+      })
     })
   }
 
@@ -145,7 +163,7 @@ class SocketCommunicator implements Communicator {
         }
       })
     } catch (e) {
-      for (const s of this.sockets) s?.destroy()
+      for (const s of this.opened) s.destroy()
       throw e
     } finally {
       stopConnecting = true
@@ -196,6 +214,7 @@ class SocketCommunicator implements Communicator {
   /** Take charge of a socket; `peer` is undefined for an accepted one until its HELLO arrives. */
   private adopt(socket: Socket, known: number | undefined): void {
     let peer = known
+    this.opened.add(socket)
     if (peer !== undefined) this.link(peer, socket)
     const reader = new FrameReader((kind, tag, payload) => {
       if (peer === undefined) {
@@ -210,9 +229,12 @@ class SocketCommunicator implements Communicator {
     socket.on('data', (chunk: Buffer) => reader.push(chunk))
     socket.on('error', () => {}) // 'close' follows and reports
     socket.on('close', () => {
+      this.opened.delete(socket)
       if (peer === undefined || this.sockets[peer] !== socket) return
       if (this.onPeerChange) this.onPeerChange(new Error(`rank ${this.rank}: rank ${peer} disconnected while the ranks were connecting`))
-      if (!this.closed) this.inbox.failPeer(peer, (tag) => this.lostError(peer!, `no message with tag ${tag} can arrive`))
+      const lost = peer
+      this.lostAt[lost] ??= performance.now()
+      if (!this.closed) this.afterGrace(lost, () => this.inbox.failPeer(lost, (tag) => this.lostError(lost, `no message with tag ${tag} can arrive`)))
     })
   }
 
@@ -247,6 +269,14 @@ class SocketCommunicator implements Communicator {
     const m: number[] = []
     for (let r = 0; r < this.size; r++) if (r !== this.rank && !this.sockets[r]) m.push(r)
     return m
+  }
+
+  /** Run `fail` once the grace period after losing `peer` is over (at once if it said goodbye). */
+  private afterGrace(peer: number, fail: () => void): void {
+    const lost = (this.lostAt[peer] ??= performance.now())
+    const wait = this.saidBye[peer] ? 0 : this.graceMs - (performance.now() - lost)
+    if (wait <= 0) fail()
+    else setTimeout(fail, wait)
   }
 
   private lostError(peer: number, what: string): Error {
