@@ -41,6 +41,7 @@ export const startProcessGroup: StartRankGroup = (spec, on) => {
     transport: 'processes',
     where: (rank) => ranks[rank].heartbeat.where,
     lastHeartbeat: (rank) => ranks[rank].heartbeat.lastAt,
+    pid: (rank) => (ranks[rank].alive ? ranks[rank].child.pid : undefined),
     send: (rank, m) => {
       const { child } = ranks[rank]
       // A dying child may refuse: its exit is reported on its own.
