@@ -98,9 +98,11 @@ export async function runBench(o: BenchOptions): Promise<BenchReport> {
 
     const counts = [...new Set(o.counts.filter((c) => c > 0))].sort((a, b) => a - b)
     const placements = counts.map((c) => {
-      const every = Math.max(1, Math.ceil(steps / (c + 1)))
+      // `every` places floor(steps / every) checkpoints; not every count is reachable exactly.
+      const every = Math.max(1, Math.floor(steps / c))
       const placed = Math.floor(steps / every)
       if (placed < c) notes.push(`the problem has ${steps} supersteps: ${c} checkpoints per run do not fit, ${placed} were placed (one every superstep)`)
+      else if (placed !== c) notes.push(`${c} checkpoints per run cannot be spread evenly over ${steps} supersteps: ${placed} were placed (every ${every})`)
       return { requested: c, every }
     })
     const configs: ConfigResult[] = [
