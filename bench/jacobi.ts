@@ -10,6 +10,8 @@ import { launch } from '../src/index.js'
 import type { JacobiResult } from '../examples/jacobi/jacobi.js'
 import { jacobiSerial } from '../examples/jacobi/serial.js'
 import { summary, table } from '../src/bench/stats.js'
+// @ts-expect-error plain-JS benchmark helper without types
+import { jacobiThreads } from './jacobi-two-threads.mjs'
 
 const { values } = parseArgs({
   options: {
@@ -31,6 +33,10 @@ const configs: Array<{ name: string; run: () => Promise<number> }> = [
       jacobiSerial(n, iterations)
       return (performance.now() - t0) / 1000
     },
+  },
+  {
+    name: 'hand-written 2 threads',
+    run: () => jacobiThreads(n, iterations, 2) as Promise<number>,
   },
   ...[1, 2].map((ranks) => ({
     name: `molotof, ${ranks} rank${ranks > 1 ? 's' : ''}`,
@@ -61,4 +67,5 @@ const rows = configs.map((c, i) => {
   return [c.name, s.min.toFixed(0), s.median.toFixed(0), s.max.toFixed(0), (med[0] / med[i]).toFixed(3)]
 })
 console.log(table(['configuration', 'MLUPS min', 'median', 'max', '× serial (median)'], rows))
-console.log('(time measured around the skeleton loop on rank 0 for molotof, around the loop for the serial code)')
+console.log('(time measured around the skeleton loop on rank 0 for molotof, around the loops for the hand-written codes)')
+console.log(`molotof 2 ranks / hand-written 2 threads (medians): ${(med[1] / med[3]).toFixed(3)}`)
