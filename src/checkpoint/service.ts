@@ -126,6 +126,7 @@ export class CheckpointService implements SkeletonHooks {
   private readonly clocks = new Map<number, ClockState>()
   private restoredFile: DecodedRankFile | undefined
   private readonly warnedEmpty = new Set<number>()
+  private requested = false
   /** Every checkpoint committed by this run, in order. */
   readonly committed: CheckpointEvent[] = []
 
@@ -280,16 +281,18 @@ export class CheckpointService implements SkeletonHooks {
     const clock = this.clockFor(state)
     const now = performance.now()
     const control = this.hooks.control
-    let go = clock.clock.shouldCheckpoint({ step: state.step, now, lastCheckpointAt: clock.lastAt, measuredCostMs: clock.costs })
+    const input = { step: state.step, now, lastCheckpointAt: clock.lastAt, measuredCostMs: clock.costs }
+    const requested = this.requested || control?.checkpointRequested === true
+    // Step-based policies give every rank the same answer; time-based ones are decided by vote.
+    let go = !clock.clock.timeBased && clock.clock.shouldCheckpoint(input)
     let preempt = false
     if (clock.clock.timeBased || control?.preemptible) {
-      // Clock votes and preemption need agreement, which costs a collective:
-      // vote only every `voteStep`, spaced so votes are ~VOTE_PERIOD_MS apart.
-      if (clock.clock.timeBased) go = false
+      // Clock votes, requests and preemption need agreement, which costs a
+      // collective: vote only every `voteStep`, spaced ~VOTE_PERIOD_MS apart.
       if (state.step >= clock.voteStep) {
         const stepMs = (now - clock.lastVote.at) / Math.max(1, state.step - clock.lastVote.step)
         const every = Math.min(1000, Math.max(1, Math.ceil(VOTE_PERIOD_MS / Math.max(stepMs, 1e-3))))
-        const vote = control?.preemptRequested ? 2 : clock.clock.shouldCheckpoint({ step: state.step, now, lastCheckpointAt: clock.lastAt, measuredCostMs: clock.costs }) ? 1 : 0
+        const vote = control?.preemptRequested ? 2 : requested || (clock.clock.timeBased && clock.clock.shouldCheckpoint(input)) ? 1 : 0
         // One allreduce carries both: the vote (2 = preempt, 1 = checkpoint) and the spacing (min over ranks).
         const agreed = await this.comm.allreduce(vote * 4096 - every, 'max')
         const decided = Math.ceil(agreed / 4096)
@@ -297,7 +300,12 @@ export class CheckpointService implements SkeletonHooks {
         go = go || decided >= 1
         clock.voteStep = state.step + (decided * 4096 - agreed)
         clock.lastVote = { step: state.step, at: now }
+        if (decided >= 1) this.clearRequests()
       }
+    } else if (requested) {
+      // No votes in this run: a request comes from requestCheckpoint(), which every rank calls (SPMD).
+      go = true
+      this.clearRequests()
     }
     if (go) await this.write(state, clock, now)
     const dying = control?.dieMidCheckpoint
@@ -305,6 +313,20 @@ export class CheckpointService implements SkeletonHooks {
     if (preempt) throw new Preempted(go ? this.seq - 1 : undefined)
     const stop = this.cfg.interrupt
     if (stop && stop.skeleton === state.index && stop.step === state.step) throw new RunInterrupted(state.index, state.step)
+  }
+
+  /**
+   * Checkpoint at the next checkpoint point (policy `request`, or sooner than
+   * the policy would). Under a supervisor one rank asking is enough; in a run
+   * without votes, call it on every rank.
+   */
+  request(): void {
+    this.requested = true
+  }
+
+  private clearRequests(): void {
+    this.requested = false
+    if (this.hooks.control) this.hooks.control.checkpointRequested = false
   }
 
   /** The policy in force for a skeleton, as a sentence. */

@@ -34,7 +34,7 @@ Runs a molotof program (a module whose default export is defineProgram({...}))
 on N ranks under a supervisor: a rank that dies, throws or hangs is detected,
 the survivors are stopped, and all ranks restart from the newest checkpoint.
 SIGTERM or SIGINT make the ranks checkpoint and stop (exit code 75); a second
-signal stops at once. TypeScript programs run as they are, without a build.
+signal stops at once. SIGUSR1 asks for a checkpoint and goes on. TypeScript programs run as they are, without a build.
 
 Framework options:
 ${formatFlags(RUN_FLAGS)}
@@ -104,8 +104,13 @@ export async function runCommand(argv: readonly string[], out: (s: string) => vo
   const onSignal = (sig: NodeJS.Signals) => {
     if (supervisor.preempt(sig) === 'immediate') view.line(`${sig} again: stopping at once`)
   }
+  const onUsr1 = () => {
+    view.line('SIGUSR1: checkpoint requested')
+    supervisor.requestCheckpoint()
+  }
   process.on('SIGTERM', onSignal)
   process.on('SIGINT', onSignal)
+  process.on('SIGUSR1', onUsr1)
   try {
     const r = await supervisor.run()
     view.clear()
@@ -124,6 +129,7 @@ export async function runCommand(argv: readonly string[], out: (s: string) => vo
   } finally {
     process.off('SIGTERM', onSignal)
     process.off('SIGINT', onSignal)
+    process.off('SIGUSR1', onUsr1)
   }
 }
 

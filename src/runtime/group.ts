@@ -33,7 +33,7 @@ export interface RankWhere {
 }
 
 /** Messages from the launcher to a rank. */
-export type LauncherToRank = { type: 'preempt' }
+export type LauncherToRank = { type: 'preempt' } | { type: 'checkpoint' }
 
 /** How a rank ended, as the transport saw it. */
 export interface RankExit {

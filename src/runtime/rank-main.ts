@@ -59,6 +59,7 @@ export async function runRank(program: Program, init: RankInit): Promise<void> {
   const injections = new Injections(init, status, session)
   control.onMessage((m) => {
     if (m.type === 'preempt') session.preemptRequested = true
+    if (m.type === 'checkpoint') session.checkpointRequested = true
   })
   let comm: Communicator | undefined
   try {

@@ -14,6 +14,8 @@ import type { RankStatus } from './status.js'
 export interface SessionControl {
   /** Set when the launcher asks this rank to checkpoint and stop. */
   preemptRequested: boolean
+  /** Set when the launcher asks for a checkpoint (SIGUSR1), without stopping. */
+  checkpointRequested?: boolean
   /** Die halfway through writing the checkpoint file of (skeleton, step). */
   dieMidCheckpoint: { skeleton: number; step: number; die: () => never } | undefined
   /** Agree on preemption at every checkpoint point (ranks launched by a supervisor). */

@@ -108,6 +108,12 @@ export class Supervisor<R = unknown> {
     return 'graceful'
   }
 
+  /** Ask the ranks for a checkpoint at the next checkpoint point (they go on afterwards). */
+  requestCheckpoint(): void {
+    const g = this.group
+    if (g) for (let r = 0; r < g.size; r++) g.send(r, { type: 'checkpoint' })
+  }
+
   async run(): Promise<SuperviseResult<R>> {
     const budget = this.opts.restarts ?? 3
     const failures: FailureRecord[] = []

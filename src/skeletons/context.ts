@@ -44,6 +44,14 @@ export class RankContext<O> {
     return new Skeleton(this.rt, this.skeletons++, kernel, domains, options)
   }
 
+  /**
+   * Checkpoint at the next checkpoint point, whatever the policy (a no-op
+   * when checkpointing is off). Call it on every rank, like a collective.
+   */
+  requestCheckpoint(): void {
+    this.rt.hooks.request()
+  }
+
   /** Print a line once (from rank 0). */
   log(...parts: unknown[]): void {
     if (this.rank === 0) this.logSink(parts.map(String).join(' '))

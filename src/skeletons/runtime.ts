@@ -14,6 +14,8 @@ export interface SkeletonHooks {
   /** Restore registered data at the recovery step; `reroute` when halos must be refilled. */
   restore(state: SkeletonState): Promise<{ reroute: boolean }>
   checkpointPoint(state: SkeletonState, last: boolean): Promise<void>
+  /** Ask for a checkpoint at the next checkpoint point. */
+  request(): void
   /** Replay and restore are done; the skeleton continues in normal mode. */
   resumed(figures: ResumeFigures): void
 }
@@ -33,6 +35,7 @@ export const noHooks: SkeletonHooks = {
   restore: () => Promise.reject(new Error('no checkpoint to restore')),
   checkpointPoint: () => Promise.resolve(),
   resumed: () => {},
+  request: () => {},
 }
 
 /** Per-rank services a skeleton runs on (internal). */
