@@ -42,6 +42,16 @@ export function textReport(r: BenchReport, s: BenchSummary): string {
         (min.systemBytesPerRank ? `, system-level ${mib(min.systemBytesPerRank)} MiB (minimal/system ${(min.bytesPerRank! / min.systemBytesPerRank).toFixed(3)})` : ''),
     )
   }
+  if (s.derived.length) {
+    out.push('')
+    out.push('Derived from the measured cost of one checkpoint (extra runtime per checkpoint at the largest count):')
+    out.push(
+      table(
+        ['contents', 'cost/ckpt ms', 'overhead, every 2 s', 'Young/Daly interval (MTBF 1 h)', 'overhead there'],
+        s.derived.map((d) => [d.contents, d.costMs.toFixed(1), `${d.every2sPct.toFixed(2)} %`, `${d.youngDalyIntervalS.toFixed(1)} s`, `${d.youngDalyPct.toFixed(3)} %`]),
+      ),
+    )
+  }
   const m = s.recovery.median
   if (m) {
     out.push('')

@@ -20,8 +20,25 @@ export interface ConfigSummary {
   systemBytesPerRank: number | undefined
 }
 
+/**
+ * Overheads at other checkpoint intervals, derived from the measured cost of
+ * one checkpoint (extra runtime per checkpoint at the largest count, where the
+ * signal is strongest).
+ */
+export interface DerivedOverhead {
+  contents: 'default' | 'minimal'
+  /** Extra runtime per checkpoint (ms). */
+  costMs: number
+  /** One checkpoint every 2 s of computation. */
+  every2sPct: number
+  /** Young/Daly interval for an MTBF of 1 hour, from the commit time C: τ = √(2·C·M). */
+  youngDalyIntervalS: number
+  youngDalyPct: number
+}
+
 export interface BenchSummary {
   configs: ConfigSummary[]
+  derived: DerivedOverhead[]
   recovery: { median: Omit<RecoveryFigures, 'sameResult' | 'lineStep' | 'failedStep'> | undefined; allSame: boolean; runs: RecoveryFigures[] }
 }
 
@@ -52,5 +69,13 @@ export function summarize(r: BenchReport): BenchSummary {
   const median = runs.length
     ? (Object.fromEntries(keys.map((k) => [k, summary(runs.map((x) => x[k])).median])) as BenchSummary['recovery']['median'])
     : undefined
-  return { configs, recovery: { median, allSame: runs.every((x) => x.sameResult), runs } }
+  const derived: DerivedOverhead[] = []
+  for (const contents of ['default', 'minimal'] as const) {
+    const c = configs.filter((x) => x.contents === contents && x.placed > 0).pop()
+    if (!c || c.writeMs === undefined) continue
+    const costMs = Math.max(0, (c.runtime.median - base) / c.placed)
+    const tau = Math.sqrt(2 * (c.writeMs / 1000) * 3600)
+    derived.push({ contents, costMs, every2sPct: (costMs / 2000) * 100, youngDalyIntervalS: tau, youngDalyPct: (costMs / 1000 / tau) * 100 })
+  }
+  return { configs, derived, recovery: { median, allSame: runs.every((x) => x.sameResult), runs } }
 }
