@@ -39,10 +39,10 @@ describe('CheckpointRegistry', () => {
       constructor() {
         super(1)
       }
-      possessed(rank: number) {
+      possessed(rank: number): DomainDesc<1> {
         return DomainDesc.of([rank], [rank + 1])
       }
-      needed(rank: number) {
+      needed(rank: number): DomainDesc<1> {
         return this.possessed(rank)
       }
     }
@@ -103,10 +103,10 @@ describe('CheckpointRegistry', () => {
       constructor() {
         super(1)
       }
-      possessed(rank: number) {
+      possessed(rank: number): DomainDesc<1> {
         return DomainDesc.of([rank], [rank + 1])
       }
-      needed(rank: number) {
+      needed(rank: number): DomainDesc<1> {
         return this.possessed(rank)
       }
     }
