@@ -1,5 +1,6 @@
 import SuperJSON from 'superjson'
-import type { Message, ReduceOp } from './communicator.js'
+import type { BufferAllocator } from '../domains/dtype.js'
+import type { Communicator, Message, ReduceOp } from './communicator.js'
 
 /** The point-to-point part a transport provides; collectives are built on it. */
 export interface PointToPoint {
@@ -60,4 +61,35 @@ function decode<T>(m: Message): T {
   const v = SuperJSON.parse<T>(decoder.decode(m.bytes))
   m.release()
   return v
+}
+
+/**
+ * A transport provides point-to-point messages; this base adds the
+ * collectives every communicator shares.
+ *
+ * ```ts
+ * class MyTransport extends PointToPointCommunicator { send(…) {…} recv(…) {…} close() {…} }
+ * ```
+ */
+export abstract class PointToPointCommunicator implements Communicator {
+  abstract readonly rank: number
+  abstract readonly size: number
+  abstract readonly allocator: BufferAllocator
+  private readonly collectives = new Collectives(this)
+
+  abstract send(dest: number, tag: number, bytes: Uint8Array): Promise<void>
+  abstract recv(src: number, tag: number): Promise<Message>
+  abstract close(): void
+
+  allreduce(value: number, op: ReduceOp): Promise<number> {
+    return this.collectives.allreduce(value, op)
+  }
+
+  allgather<T>(value: T): Promise<T[]> {
+    return this.collectives.allgather(value)
+  }
+
+  barrier(): Promise<void> {
+    return this.collectives.barrier()
+  }
 }

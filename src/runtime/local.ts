@@ -1,6 +1,6 @@
 import { plainAllocator, sharedAllocator } from '../domains/dtype.js'
-import { Collectives } from './collectives.js'
-import type { Communicator, Message, ReduceOp } from './communicator.js'
+import { PointToPointCommunicator } from './collectives.js'
+import type { Communicator, Message } from './communicator.js'
 import { Mailbox } from './mailbox.js'
 import { ConfigError, MolotofError, RankFailedError } from '../errors.js'
 import { parseOptions, type OptionSpecs } from '../skeletons/options.js'
@@ -23,14 +23,15 @@ export function localGroup(size: number, opts: { shared?: boolean } = {}): Commu
   return boxes.map((_, rank) => new LocalCommunicator(rank, size, boxes, opts.shared ? sharedAllocator : plainAllocator))
 }
 
-class LocalCommunicator implements Communicator {
-  private readonly collectives = new Collectives(this)
+class LocalCommunicator extends PointToPointCommunicator {
   constructor(
     readonly rank: number,
     readonly size: number,
     private readonly boxes: Mailbox[],
     readonly allocator: typeof plainAllocator,
-  ) {}
+  ) {
+    super()
+  }
 
   send(dest: number, tag: number, bytes: Uint8Array): Promise<void> {
     if (dest < 0 || dest >= this.size) throw new RangeError(`rank ${this.rank}: no rank ${dest} (size ${this.size})`)
@@ -42,15 +43,6 @@ class LocalCommunicator implements Communicator {
   }
   recv(src: number, tag: number): Promise<Message> {
     return this.boxes[this.rank].take(src, tag)
-  }
-  allreduce(value: number, op: ReduceOp): Promise<number> {
-    return this.collectives.allreduce(value, op)
-  }
-  allgather<T>(value: T): Promise<T[]> {
-    return this.collectives.allgather(value)
-  }
-  barrier(): Promise<void> {
-    return this.collectives.barrier()
   }
   close(): void {
     this.boxes[this.rank].fail(new Error('communicator closed'))

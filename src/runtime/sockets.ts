@@ -1,8 +1,8 @@
 import { unlinkSync } from 'node:fs'
 import { createConnection, createServer, type Server, type Socket } from 'node:net'
 import { plainAllocator } from '../domains/dtype.js'
-import { Collectives } from './collectives.js'
-import type { Communicator, Message, ReduceOp } from './communicator.js'
+import { PointToPointCommunicator } from './collectives.js'
+import type { Communicator, Message } from './communicator.js'
 
 // Wire format, both directions: a 16-byte header then `length` payload bytes.
 //   u32 length | u32 kind | f64 tag      (little-endian)
@@ -59,7 +59,7 @@ export async function connectSocketCommunicator(
  * aligned and can be viewed as Float64Array); sends resolve once the kernel
  * has the bytes, so the caller may then reuse its memory.
  */
-class SocketCommunicator implements Communicator {
+class SocketCommunicator extends PointToPointCommunicator {
   readonly allocator = plainAllocator
   private readonly sockets: Array<Socket | undefined>
   /** Every socket opened, identified or not (all are dropped if the rendezvous fails). */
@@ -68,7 +68,6 @@ class SocketCommunicator implements Communicator {
   /** performance.now() when each peer's connection was found lost. */
   private readonly lostAt: Array<number | undefined>
   private readonly inbox: Inbox
-  private readonly collectives: Collectives
   private closed = false
   /** Called when a peer gets linked, or the rendezvous must fail. */
   private onPeerChange: ((err?: Error) => void) | undefined
@@ -78,11 +77,11 @@ class SocketCommunicator implements Communicator {
     readonly size: number,
     private readonly graceMs: number,
   ) {
+    super()
     this.sockets = new Array(size).fill(undefined)
     this.saidBye = new Array(size).fill(false)
     this.lostAt = new Array(size).fill(undefined)
     this.inbox = new Inbox(size)
-    this.collectives = new Collectives(this)
   }
 
   send(dest: number, tag: number, bytes: Uint8Array): Promise<void> {
@@ -109,18 +108,6 @@ class SocketCommunicator implements Communicator {
   recv(src: number, tag: number): Promise<Message> {
     this.socket(src)
     return this.inbox.take(src, tag)
-  }
-
-  allreduce(value: number, op: ReduceOp): Promise<number> {
-    return this.collectives.allreduce(value, op)
-  }
-
-  allgather<T>(value: T): Promise<T[]> {
-    return this.collectives.allgather(value)
-  }
-
-  barrier(): Promise<void> {
-    return this.collectives.barrier()
   }
 
   close(): void {

@@ -1,7 +1,7 @@
 import type { MessagePort } from 'node:worker_threads'
 import { sharedAllocator } from '../domains/dtype.js'
-import { Collectives } from './collectives.js'
-import type { Communicator, Message, ReduceOp } from './communicator.js'
+import { PointToPointCommunicator } from './collectives.js'
+import type { Message } from './communicator.js'
 import { Mailbox } from './mailbox.js'
 
 /** Wire format between two rank threads. */
@@ -17,10 +17,9 @@ type Wire =
  * list: detaching an ArrayBuffer slows V8's typed-array loops in that thread
  * for the rest of its life.
  */
-export class ThreadCommunicator implements Communicator {
+export class ThreadCommunicator extends PointToPointCommunicator {
   readonly allocator = sharedAllocator
   private readonly mailbox = new Mailbox()
-  private readonly collectives: Collectives
   private readonly unreleased = new Map<number, () => void>()
   private nextId = 1
 
@@ -29,7 +28,7 @@ export class ThreadCommunicator implements Communicator {
     readonly size: number,
     private readonly ports: ReadonlyArray<MessagePort | undefined>,
   ) {
-    this.collectives = new Collectives(this)
+    super()
     ports.forEach((port, peer) => {
       if (!port) return
       port.on('message', (w: Wire) => this.onWire(peer, w))
@@ -57,18 +56,6 @@ export class ThreadCommunicator implements Communicator {
   recv(src: number, tag: number): Promise<Message> {
     this.port(src)
     return this.mailbox.take(src, tag)
-  }
-
-  allreduce(value: number, op: ReduceOp): Promise<number> {
-    return this.collectives.allreduce(value, op)
-  }
-
-  allgather<T>(value: T): Promise<T[]> {
-    return this.collectives.allgather(value)
-  }
-
-  barrier(): Promise<void> {
-    return this.collectives.barrier()
   }
 
   close(): void {

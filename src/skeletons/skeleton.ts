@@ -120,6 +120,14 @@ export class Skeleton<It, D extends Domain> {
     let last = k.end(nextIt)
     let part = this.partition(owner, size, 0)
     let partNext = last ? undefined : this.partition(owner, size, 1)
+    const advance = () => {
+      it = nextIt
+      step++
+      part = partNext!
+      nextIt = k.next(it)
+      last = k.end(nextIt)
+      partNext = last ? undefined : this.partition(owner, size, step + 1)
+    }
 
     read.resize(part.needed[rank])
     write.resize(writeBox(part, partNext, rank))
@@ -156,12 +164,7 @@ export class Skeleton<It, D extends Domain> {
       rt.hooks.resumed({ skeleton: this.index, step, replayMs, restoreMs: performance.now() - restoreStart })
       ;[read, write] = [write, read]
       if (last) return this.finish(read)
-      it = nextIt
-      step++
-      part = partNext!
-      nextIt = k.next(it)
-      last = k.end(nextIt)
-      partNext = last ? undefined : this.partition(owner, size, step + 1)
+      advance()
     }
 
     for (;;) {
@@ -185,12 +188,7 @@ export class Skeleton<It, D extends Domain> {
       ;[read, write] = [write, read]
       rt.onStep?.(this.index, step, this.total)
       if (last) break
-      it = nextIt
-      step++
-      part = partNext!
-      nextIt = k.next(it)
-      last = k.end(nextIt)
-      partNext = last ? undefined : this.partition(owner, size, step + 1)
+      advance()
     }
     return this.finish(read)
   }
