@@ -21,3 +21,14 @@ export { CheckpointRegistry, Cell, type DefaultEntry } from './checkpoint/regist
 export { parsePolicy, describePolicy, type CheckpointPolicy } from './checkpoint/policy.js'
 export type { Serializer } from './checkpoint/light.js'
 export { RunInterrupted, type FaultToleranceConfig, type CheckpointEvent, type RecoveryInfo } from './checkpoint/service.js'
+export {
+  Supervisor,
+  RestartBudgetExhausted,
+  type SuperviseOptions,
+  type SuperviseResult,
+  type SupervisorEvent,
+  type FailureRecord,
+} from './runtime/supervisor.js'
+export { parseInjection, type Injection, type RandomInjection } from './runtime/inject.js'
+export type { Transport, RankGroup } from './runtime/group.js'
+export { CheckpointStore } from './checkpoint/store.js'
