@@ -3,7 +3,7 @@ import { defineConfig } from 'tsup'
 
 /** Ranks start from these plain-JS files, which must sit next to the bundles. */
 function copyBootFiles(): void {
-  for (const f of ['rank-boot.mjs', 'process-boot.mjs']) copyFileSync(`src/runtime/${f}`, `dist/${f}`)
+  for (const f of ['rank-boot.mjs', 'process-boot.mjs', 'load-program.mjs']) copyFileSync(`src/runtime/${f}`, `dist/${f}`)
 }
 
 export default defineConfig([

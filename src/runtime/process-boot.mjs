@@ -12,11 +12,10 @@
 // so the launcher can tell a long computation (beats go on) from a hung or
 // stopped process (beats stop).
 import { writeSync } from 'node:fs'
-import { pathToFileURL } from 'node:url'
 import { deserialize } from 'node:v8'
 import { Worker } from 'node:worker_threads'
+import { runProgram } from './load-program.mjs'
 
-const RANK_ENTRY = Symbol.for('molotof.rank-entry')
 const HEARTBEAT_FD = 4
 // Same order as PHASES in status.ts (only used to name the phase of an uncaught error).
 const PHASES = ['start', 'light', 'init', 'calculate', 'route', 'checkpoint', 'swap', 'replay', 'restore', 'done']
@@ -119,33 +118,14 @@ process.on('uncaughtException', (e) => {
   else process.exit(1)
 })
 
-try {
-  const url = pathToFileURL(programFile).href
-  let mod
-  if (/\.[mc]?tsx?$/.test(programFile)) {
-    const { tsImport } = await import('tsx/esm/api')
-    mod = await tsImport(url, { parentURL: import.meta.url, tsconfig: tsconfig ?? undefined })
-  } else {
-    mod = await import(url)
-  }
-  const program = mod.default ?? mod.program
-  if (!program || typeof program[RANK_ENTRY] !== 'function') {
-    control.postMessage({
-      type: 'load-error',
-      rank,
-      message: `${programFile} does not export a molotof program: write \`export default defineProgram({ ... })\``,
-    })
-  } else {
-    const init = { ...common, mode: 'run', transport: { kind: 'processes', endpoints }, status, control, die }
-    await program[RANK_ENTRY](init)
-  }
-} catch (e) {
-  control.postMessage({
-    type: 'load-error',
-    rank,
-    message: `cannot load ${programFile}: ${e && e.stack ? e.stack : String(e)}`,
-  })
-}
+await runProgram({ programFile, tsconfig, rank, control }, () => ({
+  ...common,
+  mode: 'run',
+  transport: { kind: 'processes', endpoints },
+  status,
+  control,
+  die,
+}))
 
 running = false
 if (unsent > 0) await new Promise((resolve) => (drained = resolve))

@@ -20,6 +20,19 @@ const moneySerializer: Serializer<Money> = {
   },
 }
 
+/** One cell per rank: enough to carry registered values through a skeleton. */
+class Dot extends Domain<1> {
+  constructor() {
+    super(1)
+  }
+  possessed(rank: number): DomainDesc<1> {
+    return DomainDesc.of([rank], [rank + 1])
+  }
+  needed(rank: number): DomainDesc<1> {
+    return this.possessed(rank)
+  }
+}
+
 describe('CheckpointRegistry', () => {
   it('refuses a name twice, reserved names, and values it cannot save — at registration', () => {
     const r = new CheckpointRegistry('sk')
@@ -35,17 +48,6 @@ describe('CheckpointRegistry', () => {
   })
 
   it('restores registered values with their types (typed array, Map/Set/Date/BigInt/NaN/-0, a user class)', async () => {
-    class Dot extends Domain<1> {
-      constructor() {
-        super(1)
-      }
-      possessed(rank: number): DomainDesc<1> {
-        return DomainDesc.of([rank], [rank + 1])
-      }
-      needed(rank: number): DomainDesc<1> {
-        return this.possessed(rank)
-      }
-    }
     class K extends CalcKernel<number, Dot> {
       begin() {
         return 0
@@ -99,17 +101,6 @@ describe('CheckpointRegistry', () => {
   })
 
   it('takes a checkpoint on request (requestCheckpoint on every rank), whatever the policy', async () => {
-    class Dot extends Domain<1> {
-      constructor() {
-        super(1)
-      }
-      possessed(rank: number): DomainDesc<1> {
-        return DomainDesc.of([rank], [rank + 1])
-      }
-      needed(rank: number): DomainDesc<1> {
-        return this.possessed(rank)
-      }
-    }
     let ctxRef: { requestCheckpoint(): void } | undefined
     class K extends CalcKernel<number, Dot> {
       begin() {
