@@ -20,6 +20,8 @@ export interface BenchOptions {
   repeats: number
   /** Measure one run with a failure injected mid-run (per repeat). */
   failure: boolean
+  /** Checkpoints written in the background (staging copy, later commit). */
+  async?: boolean
   /** Progress notes for the terminal. */
   onNote?: (text: string) => void
 }
@@ -64,6 +66,8 @@ export interface RecoveryFigures {
 
 export interface BenchReport {
   program: string
+  /** Checkpoints were written in the background. */
+  async: boolean
   argv: string[]
   ranks: number
   transport: Transport
@@ -117,7 +121,7 @@ export async function runBench(o: BenchOptions): Promise<BenchReport> {
         const ft: FaultToleranceConfig | undefined =
           c.contents === 'none'
             ? undefined
-            : { dir: freshDir(), policy: { every: c.every! }, keep: 2, resume: false, contents: c.contents === 'default' ? 'default' : 'program' }
+            : { dir: freshDir(), policy: { every: c.every! }, keep: 2, resume: false, contents: c.contents === 'default' ? 'default' : 'program', async: o.async }
         const r = await oneRun(o, ft)
         c.runs.push(r.figures)
         if (ft && r.figures.checkpoints.length === 0 && !notes.some((n) => n.includes('registers nothing'))) {
@@ -138,6 +142,7 @@ export async function runBench(o: BenchOptions): Promise<BenchReport> {
     }
     return {
       program: o.program,
+      async: o.async === true,
       argv: o.argv,
       ranks: o.ranks,
       transport: o.transport,
@@ -196,7 +201,7 @@ async function failureRun(o: BenchOptions, steps: number, every: number, dir: st
     ranks: o.ranks,
     transport: o.transport,
     argv: o.argv,
-    checkpoint: { dir, policy: { every }, keep: 2, resume: false },
+    checkpoint: { dir, policy: { every }, keep: 2, resume: false, async: o.async },
     inject: [{ rank: o.ranks > 1 ? 1 : 0, skeleton: 0, step: failedStep, phase: 'calculate' }],
     restarts: 1,
     onLog: () => {},

@@ -33,6 +33,14 @@ export interface FaultToleranceConfig {
    * iterator), to measure what minimal registration saves.
    */
   contents?: 'program' | 'default'
+  /**
+   * Write checkpoints in the background: at the checkpoint point the data is
+   * copied to a staging buffer and the write and fsync run while the next
+   * supersteps compute; the checkpoint is committed (and becomes the recovery
+   * line) at a later vote once every rank's file is durable. Needs votes (a
+   * supervised run, or a time-based policy); otherwise writes stay synchronous.
+   */
+  async?: boolean
   /** Stop every rank right after this checkpoint point (tests and demonstrations). */
   interrupt?: { skeleton: number; step: number }
 }
@@ -100,6 +108,17 @@ export class RunInterrupted extends Error {
   }
 }
 
+interface PendingCheckpoint {
+  seq: number
+  skeleton: number
+  step: number
+  clock: ClockState
+  started: number
+  durable: Promise<{ written?: RankFileRecord; failure?: string }>
+  /** This rank's write has finished (successfully or not). */
+  done: boolean
+}
+
 interface ClockState {
   clock: PolicyClock
   lastAt: number
@@ -126,6 +145,8 @@ export class CheckpointService implements SkeletonHooks {
   private readonly clocks = new Map<number, ClockState>()
   private restoredFile: DecodedRankFile | undefined
   private readonly warnedEmpty = new Set<number>()
+  /** A checkpoint written in the background, not committed yet. */
+  private pending: PendingCheckpoint | undefined
   private requested = false
   /** Every checkpoint committed by this run, in order. */
   readonly committed: CheckpointEvent[] = []
@@ -277,7 +298,7 @@ export class CheckpointService implements SkeletonHooks {
     }
   }
 
-  async checkpointPoint(state: SkeletonState, _last: boolean): Promise<void> {
+  async checkpointPoint(state: SkeletonState, last: boolean): Promise<void> {
     const clock = this.clockFor(state)
     const now = performance.now()
     const control = this.hooks.control
@@ -301,18 +322,24 @@ export class CheckpointService implements SkeletonHooks {
         clock.voteStep = state.step + (decided * 4096 - agreed)
         clock.lastVote = { step: state.step, at: now }
         if (decided >= 1) this.clearRequests()
+        // A background checkpoint is committed at the first vote where every rank's write is done.
+        if (this.pending && (await this.comm.allreduce(this.pending.done ? 0 : 1, 'max')) === 0) await this.finishPending()
       }
     } else if (requested) {
       // No votes in this run: a request comes from requestCheckpoint(), which every rank calls (SPMD).
       go = true
       this.clearRequests()
     }
-    if (go) await this.write(state, clock, now)
+    const background = this.cfg.async === true && (clock.clock.timeBased || control?.preemptible === true) && !preempt && !last
+    if (go) await this.write(state, clock, now, background)
+    const stop = this.cfg.interrupt
+    const stopping = stop !== undefined && stop.skeleton === state.index && stop.step === state.step
+    // The end of a skeleton, a preemption or an interruption commit what is still in flight.
+    if (last || preempt || stopping) await this.finishPending()
     const dying = control?.dieMidCheckpoint
     if (dying && dying.skeleton === state.index && dying.step === state.step) dying.die()
     if (preempt) throw new Preempted(go ? this.seq - 1 : undefined)
-    const stop = this.cfg.interrupt
-    if (stop && stop.skeleton === state.index && stop.step === state.step) throw new RunInterrupted(state.index, state.step)
+    if (stopping) throw new RunInterrupted(state.index, state.step)
   }
 
   /**
@@ -334,7 +361,15 @@ export class CheckpointService implements SkeletonHooks {
     return describePolicy(state.policy ?? this.cfg.policy)
   }
 
-  private async write(state: SkeletonState, clock: ClockState, started: number): Promise<void> {
+  /** Commit the background checkpoint, if any (collective: all ranks reach it together). */
+  private async finishPending(): Promise<void> {
+    const p = this.pending
+    if (!p) return
+    this.pending = undefined
+    await this.commit(p)
+  }
+
+  private async write(state: SkeletonState, clock: ClockState, started: number, background: boolean): Promise<void> {
     const { rank, size } = this.comm
     if (this.cfg.contents !== 'default' && !state.registry.includes('read')) {
       // Without the domain just written nothing can be restored: say so once, write nothing.
@@ -344,23 +379,35 @@ export class CheckpointService implements SkeletonHooks {
       this.warnedEmpty.add(state.index)
       return
     }
+    await this.finishPending()
     const seq = this.seq++
-    const entries = this.entries(state)
+    const entries = this.entries(state, background)
     const digests = this.digests(state)
-    let written: RankFileRecord | undefined
-    let failure: string | undefined
-    try {
-      const parts = encodeRankFile(
-        { fingerprint: this.id.fingerprint, skeleton: state.index, step: state.step, rank, size, settings: this.id.settings, digests },
-        entries,
-      )
-      const dying = this.hooks.control?.dieMidCheckpoint
-      if (dying && dying.skeleton === state.index && dying.step === state.step) await tornWrite(this.store, seq, rank, parts, dying.die)
-      const w = await this.store.writeRankFile(seq, rank, parts)
-      written = { rank, file: w.file, bytes: w.bytes, headerChecksum: w.headerChecksum }
-    } catch (e) {
-      failure = (e as Error).message
-    }
+    const durable = (async (): Promise<{ written?: RankFileRecord; failure?: string }> => {
+      try {
+        const parts = encodeRankFile(
+          { fingerprint: this.id.fingerprint, skeleton: state.index, step: state.step, rank, size, settings: this.id.settings, digests },
+          entries,
+        )
+        const dying = this.hooks.control?.dieMidCheckpoint
+        if (dying && dying.skeleton === state.index && dying.step === state.step) await tornWrite(this.store, seq, rank, parts, dying.die)
+        const w = await this.store.writeRankFile(seq, rank, parts)
+        return { written: { rank, file: w.file, bytes: w.bytes, headerChecksum: w.headerChecksum } }
+      } catch (e) {
+        return { failure: (e as Error).message }
+      }
+    })()
+    const pending: PendingCheckpoint = { seq, skeleton: state.index, step: state.step, clock, started, durable, done: false }
+    void durable.then(() => (pending.done = true))
+    if (background) this.pending = pending
+    else await this.commit(pending)
+  }
+
+  /** Commit a checkpoint whose write was started: collective, every rank calls it at the same point. */
+  private async commit(p: PendingCheckpoint): Promise<void> {
+    const { rank, size } = this.comm
+    const { seq, clock, started } = p
+    const { written, failure } = await p.durable
     // Commit only when every rank's file is durable; any failure fails every rank alike.
     const all = await this.comm.allgather({ written, failure })
     const failed = all.map((a, r) => (a.failure ? `rank ${r}: ${a.failure}` : '')).filter(Boolean)
@@ -372,8 +419,8 @@ export class CheckpointService implements SkeletonHooks {
       try {
         await this.store.commit(seq, {
           seq,
-          skeleton: state.index,
-          step: state.step,
+          skeleton: p.skeleton,
+          step: p.step,
           size,
           fingerprint: this.id.fingerprint,
           settings: this.id.settings,
@@ -393,12 +440,13 @@ export class CheckpointService implements SkeletonHooks {
     clock.costs.push(ms)
     clock.lastAt = performance.now()
     const totalBytes = all.reduce((s, a) => s + (a.written?.bytes ?? 0), 0)
-    const event: CheckpointEvent = { seq, skeleton: state.index, step: state.step, bytes: written!.bytes, totalBytes, ms }
+    const event: CheckpointEvent = { seq, skeleton: p.skeleton, step: p.step, bytes: written!.bytes, totalBytes, ms }
     this.committed.push(event)
     this.onCheckpoint(event)
   }
 
-  private entries(state: SkeletonState): EntryInput[] {
+  /** The payloads of a checkpoint; `copy` detaches them from memory the next supersteps overwrite. */
+  private entries(state: SkeletonState, copy: boolean): EntryInput[] {
     const { rank } = this.comm
     const reg = state.registry
     const all = this.cfg.contents === 'default'
@@ -413,7 +461,7 @@ export class CheckpointService implements SkeletonHooks {
     if (includes('iterator')) out.push({ name: 'iterator', kind: 'light', bytes: encodeLight(state.it, undefined, 'iterator') })
     for (const h of reg.heavy.values()) out.push({ name: h.name, kind: 'heavy', dtype: dtypeOf(h.array), bytes: bytesOf(h.array) })
     for (const l of reg.light.values()) out.push({ name: l.name, kind: 'light', bytes: encodeLight(l.cell.value, l.serializer, l.name) })
-    return out
+    return copy ? out.map((e) => (e.kind === 'heavy' ? { ...e, bytes: staged(e.bytes) } : e)) : out
   }
 
   private digests(state: SkeletonState): Record<string, string> {
@@ -479,6 +527,13 @@ function requireEntry(file: DecodedRankFile, name: string, seq: number): Decoded
   const e = file.entries.get(name)
   if (!e) throw new CheckpointError(`checkpoint ${seq} has no entry "${name}", which this program registers; it was written by another version of the program`)
   return e
+}
+
+/** A copy of `bytes` in its own (plain, aligned) buffer: the staging of a background checkpoint. */
+function staged(bytes: Uint8Array): Uint8Array {
+  const copy = new Uint8Array(bytes.byteLength)
+  copy.set(bytes)
+  return copy
 }
 
 /** Failure injection: leave half a rank file under a temporary name, then die. */

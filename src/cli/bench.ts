@@ -16,6 +16,7 @@ const FLAGS: Record<string, FlagSpec> = {
   'no-failure': { kind: 'boolean', help: 'skip the run with an injected failure' },
   out: { kind: 'string', help: 'directory for bench-report.json and bench-report.html', default: 'bench-out' },
   quick: { kind: 'boolean', help: 'small and fast: one repeat, counts 2,5 (checks that the report is produced)' },
+  'async-checkpoints': { kind: 'boolean', help: 'checkpointed configurations write in the background' },
 }
 
 const USAGE = `Usage: molotof bench <program> [options] [program options]
@@ -66,6 +67,7 @@ export async function benchCommand(argv: readonly string[], out: (s: string) => 
     counts,
     repeats: quick ? 1 : (f.repeats as number),
     failure: f['no-failure'] !== true,
+    async: f['async-checkpoints'] === true,
     onNote: (t) => err(t),
   })
   const summary = summarize(report)

@@ -17,6 +17,7 @@ export const RUN_FLAGS: Record<string, FlagSpec> = {
   checkpoint: { kind: 'string', help: 'checkpoint policy: off, every:<steps>, <seconds>s, mtbf:<duration>, request', default: 'off' },
   'checkpoint-dir': { kind: 'string', help: 'checkpoint directory [default: .molotof/<program file name>]' },
   keep: { kind: 'int', help: 'complete checkpoints kept', default: 2 },
+  'async-checkpoints': { kind: 'boolean', help: 'write checkpoints in the background (staging copy), commit at a later vote' },
   resume: { kind: 'boolean', help: 'resume from the newest checkpoint valid on every rank (a clean start if there is none)' },
   restarts: { kind: 'int', help: 'automatic restarts after failures', default: 3 },
   heartbeat: { kind: 'int', help: 'heartbeat period of rank processes, ms', default: 200 },
@@ -139,7 +140,7 @@ function faultTolerance(program: string, flags: Record<string, string | number |
   const keep = flags.keep as number
   if (!Number.isInteger(keep) || keep < 1) throw new ConfigError(`--keep must be a positive integer (got ${keep})`)
   const dir = typeof flags['checkpoint-dir'] === 'string' ? flags['checkpoint-dir'] : join('.molotof', basename(program).replace(/\.[^.]+$/, ''))
-  return { dir: resolve(dir), policy, keep, resume: flags.resume === true }
+  return { dir: resolve(dir), policy, keep, resume: flags.resume === true, async: flags['async-checkpoints'] === true }
 }
 
 function injections(text: string | undefined): { fixed: Injection[]; random: RandomInjection | undefined } {

@@ -27,6 +27,7 @@ const report: BenchReport = {
   ranks: 2,
   transport: 'processes',
   steps: 100,
+  async: false,
   date: '2026-11-21T00:00:00.000Z',
   machine: { cpus: 2, model: 'test cpu', memoryGiB: 24, node: 'v20' },
   notes: [],

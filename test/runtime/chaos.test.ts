@@ -39,7 +39,8 @@ describe('chaos (processes transport)', () => {
         ranks,
         transport: 'processes',
         argv: ['--n', String(n), '--iterations', String(iterations)],
-        checkpoint: { dir, policy: { every: 3 + (seed % 5) }, keep: 3, resume: false },
+        // Half the scenarios write their checkpoints in the background.
+        checkpoint: { dir, policy: { every: 3 + (seed % 5) }, keep: 3, resume: false, async: seed % 2 === 1 },
         injectRandom: { seed, count },
         restarts: 3,
         onLog: () => {},

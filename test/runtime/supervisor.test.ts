@@ -61,6 +61,23 @@ describe('Supervisor (threads transport)', () => {
     expect(lines).toEqual([9, 19, 39])
   })
 
+  it('with background checkpoints, recovers to the failure-free result', async () => {
+    const events: SupervisorEvent[] = []
+    const r = await supervisor(
+      {
+        checkpoint: { dir: freshDir(), policy: { every: 5 }, keep: 2, resume: false, async: true },
+        inject: [
+          { rank: 2, skeleton: 0, step: 27, phase: 'calculate' },
+          { rank: 0, skeleton: 0, step: 44, phase: 'checkpoint' },
+        ],
+      },
+      events,
+    ).run()
+    expect(r.kind === 'done' && Object.is(r.value.checksum, expected)).toBe(true)
+    expect(events.filter((e) => e.event === 'checkpoint').length).toBeGreaterThan(3)
+    expect(events.filter((e) => e.event === 'resume')).toHaveLength(2)
+  })
+
   it('restarts from the beginning after a failure before the first checkpoint', async () => {
     const events: SupervisorEvent[] = []
     const r = await supervisor({ inject: [{ rank: 0, skeleton: 0, step: 3, phase: 'calculate' }] }, events).run()
