@@ -158,7 +158,6 @@ export class CheckpointService implements SkeletonHooks {
     private readonly store: CheckpointStore,
     private seq: number,
     readonly recovery: RecoveryInfo | undefined,
-    private readonly onCheckpoint: (e: CheckpointEvent) => void,
     private readonly log: (text: string) => void,
     private readonly hooks: ServiceHooks = {},
   ) {}
@@ -175,7 +174,6 @@ export class CheckpointService implements SkeletonHooks {
     log: (text: string) => void,
     hooks: ServiceHooks = {},
   ): Promise<CheckpointService> {
-    const onCheckpoint = hooks.onCheckpoint ?? (() => {})
     if (!Number.isSafeInteger(cfg.keep) || cfg.keep < 1) throw new ConfigError(`keep must be a positive integer (got ${cfg.keep})`)
     parsePolicy(cfg.policy)
     const store = new CheckpointStore(cfg.dir)
@@ -189,7 +187,7 @@ export class CheckpointService implements SkeletonHooks {
     const listed = await store.list().catch(() => [])
     const nextSeq = listed.reduce((m, s) => Math.max(m, s.seq + 1), 0)
     const seq = await comm.allreduce(nextSeq, 'max')
-    if (!cfg.resume) return new CheckpointService(comm, cfg, id, store, seq, undefined, onCheckpoint, log, hooks)
+    if (!cfg.resume) return new CheckpointService(comm, cfg, id, store, seq, undefined, log, hooks)
 
     const t0 = performance.now()
     // Settings and rank count first: checkpoints of another configuration are
@@ -233,13 +231,13 @@ export class CheckpointService implements SkeletonHooks {
     if (line.seq === undefined) {
       warnings.push(`no valid checkpoint in ${store.dir}: starting from the beginning`)
       warnings.forEach((w) => rank === 0 && log(`warning: ${w}`))
-      return new CheckpointService(comm, cfg, id, store, seq, { seq: undefined, skeleton: -1, step: -1, negotiateMs, loadMs, warnings }, onCheckpoint, log, hooks)
+      return new CheckpointService(comm, cfg, id, store, seq, { seq: undefined, skeleton: -1, step: -1, negotiateMs, loadMs, warnings }, log, hooks)
     }
     const marker = await store.readMarker(line.seq)
     assertSameSettings({ settings: marker.settings, size: marker.size }, { settings: id.settings, size })
     warnings.forEach((w) => rank === 0 && log(`warning: ${w}`))
     const info: RecoveryInfo = { seq: line.seq, skeleton: marker.skeleton, step: marker.step, negotiateMs, loadMs, warnings }
-    const service = new CheckpointService(comm, cfg, id, store, seq, info, onCheckpoint, log, hooks)
+    const service = new CheckpointService(comm, cfg, id, store, seq, info, log, hooks)
     service.restoredFile = file
     return service
   }
@@ -442,7 +440,7 @@ export class CheckpointService implements SkeletonHooks {
     const totalBytes = all.reduce((s, a) => s + (a.written?.bytes ?? 0), 0)
     const event: CheckpointEvent = { seq, skeleton: p.skeleton, step: p.step, bytes: written!.bytes, totalBytes, ms }
     this.committed.push(event)
-    this.onCheckpoint(event)
+    this.hooks.onCheckpoint?.(event)
   }
 
   /** The payloads of a checkpoint; `copy` detaches them from memory the next supersteps overwrite. */
