@@ -12,7 +12,7 @@ import type { JsonObject } from './json.js'
 import { decodeLight, diffLight, digestOf, encodeLight } from './light.js'
 import type { RankFileRecord } from './marker.js'
 import { entryArray } from './payload.js'
-import { describePolicy, parsePolicy, type CheckpointPolicy } from './policy.js'
+import { parsePolicy, type CheckpointPolicy } from './policy.js'
 import { PolicyClock } from './policy-clock.js'
 import { assertSameSettings, chooseRecoveryLine, localView, type SkipReason } from './recovery-line.js'
 import { CheckpointStore } from './store.js'
@@ -148,8 +148,6 @@ export class CheckpointService implements SkeletonHooks {
   /** A checkpoint written in the background, not committed yet. */
   private pending: PendingCheckpoint | undefined
   private requested = false
-  /** Every checkpoint committed by this run, in order. */
-  readonly committed: CheckpointEvent[] = []
 
   private constructor(
     private readonly comm: Communicator,
@@ -354,11 +352,6 @@ export class CheckpointService implements SkeletonHooks {
     if (this.hooks.control) this.hooks.control.checkpointRequested = false
   }
 
-  /** The policy in force for a skeleton, as a sentence. */
-  describe(state: SkeletonState): string {
-    return describePolicy(state.policy ?? this.cfg.policy)
-  }
-
   /** Commit the background checkpoint, if any (collective: all ranks reach it together). */
   private async finishPending(): Promise<void> {
     const p = this.pending
@@ -439,7 +432,6 @@ export class CheckpointService implements SkeletonHooks {
     clock.lastAt = performance.now()
     const totalBytes = all.reduce((s, a) => s + (a.written?.bytes ?? 0), 0)
     const event: CheckpointEvent = { seq, skeleton: p.skeleton, step: p.step, bytes: written!.bytes, totalBytes, ms }
-    this.committed.push(event)
     this.hooks.onCheckpoint?.(event)
   }
 

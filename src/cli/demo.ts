@@ -55,7 +55,7 @@ export async function demoCommand(argv: readonly string[], out: (s: string) => v
     out(`\n2. Same run, checkpoint every ${every} sweeps, rank ${ranks - 1} killed at sweep ${failAt + 1}`)
     let group: RankGroup | undefined
     const system: number[] = []
-    const sizes: number[] = []
+    let minimal = 0
     const sup = new Supervisor<JacobiValue>(program, {
       ranks,
       transport,
@@ -64,7 +64,7 @@ export async function demoCommand(argv: readonly string[], out: (s: string) => v
       inject: [{ rank: ranks - 1, skeleton: 0, step: failAt, phase: 'calculate' }],
       onGroup: (g) => (group = g),
       onCheckpoint: (e) => {
-        sizes.push(e.bytes)
+        minimal = e.bytes
         const pid = group?.pid?.(0)
         const b = pid === undefined ? undefined : privateResidentBytes(pid)
         if (b !== undefined) system.push(b)
@@ -88,15 +88,15 @@ export async function demoCommand(argv: readonly string[], out: (s: string) => v
     out(`   checksum ${r.value.checksum}   ${same ? 'bit-identical to the reference' : 'DIFFERENT FROM THE REFERENCE'} (${r.restarts} restart)`)
 
     out('\n3. Checkpoint size per rank (rank 0)')
-    const def = await launch(program, {
+    let def = 0
+    await launch(program, {
       ranks,
       transport,
       argv: ['--n', String(n), '--iterations', '1'],
       checkpoint: { dir: join(root, 'default'), policy: { every: 1 }, keep: 1, resume: false, contents: 'default' },
-      onCheckpoint: (e) => sizes.push(-e.bytes),
+      onCheckpoint: (e) => (def = e.bytes),
       ...quiet,
-    }).then(() => -sizes.filter((x) => x < 0).pop()!)
-    const minimal = sizes.filter((x) => x > 0).pop()!
+    })
     const sys = system.length ? Math.max(...system) : undefined
     const rows = [
       ['molotof, minimal (the grid just computed)', mib(minimal), '1.00'],

@@ -41,13 +41,6 @@ export class RankStatus {
     Atomics.add(this.shared, b + 3, 1)
     this.onChange?.(this.shared[b], this.shared[b + 1], phase)
   }
-
-  get skeleton(): number {
-    return this.shared[this.rank * FIELDS]
-  }
-  get step(): number {
-    return this.shared[this.rank * FIELDS + 1]
-  }
 }
 
 export function readStatus(shared: Int32Array, rank: number): { skeleton: number; step: number; phase: Phase; beats: number } {

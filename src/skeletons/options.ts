@@ -107,18 +107,6 @@ export function parseOptions<O extends OptionSpecs>(specs: O, argv: readonly str
   return out as OptionValues<O>
 }
 
-/** Check a value given programmatically (not from the command line). */
-export function checkOptionValues<O extends OptionSpecs>(specs: O, values: Record<string, unknown>): OptionValues<O> {
-  const out: Record<string, unknown> = {}
-  for (const [k, s] of Object.entries(specs)) out[k] = s.default
-  for (const [k, v] of Object.entries(values)) {
-    const spec = specs[k]
-    if (!spec) throw new ConfigError(unknownMessage(flagOf(k), Object.keys(specs).map(flagOf)))
-    out[k] = parseValue(flagOf(k), spec, String(v))
-  }
-  return out as OptionValues<O>
-}
-
 function parseValue(flag: string, spec: OptionSpec, raw: string): unknown {
   switch (spec.type) {
     case 'int':
