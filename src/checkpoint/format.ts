@@ -90,13 +90,18 @@ export interface RankFileHeader {
   entries: EntryRecord[]
 }
 
-/** One payload to write. `bytes` is written as is: it is not copied, so it must not change until the write is done. */
+/**
+ * One payload to write: `bytes` in one piece, or as a gather list whose pieces
+ * are stored back to back (a strided subdomain written straight from the
+ * domain's memory, row by row). Written as is, not copied: it must not change
+ * until the write is done.
+ */
 export interface EntryInput {
   name: string
   kind: 'heavy' | 'light'
   dtype?: DType
   box?: { lower: number[]; upper: number[] }
-  bytes: Uint8Array
+  bytes: Uint8Array | readonly Uint8Array[]
 }
 
 /** A decoded entry: its record plus a view of its payload inside the file buffer (no copy). */
@@ -139,22 +144,28 @@ export interface RankFileInfo {
 export function encodeRankFile(meta: RankFileMeta, entries: readonly EntryInput[]): Uint8Array[] {
   checkMeta(meta)
   const records: EntryRecord[] = []
-  const payloads: Uint8Array[] = []
+  const payloads: { pieces: readonly Uint8Array[]; length: number }[] = []
   const names = new Set<string>()
   let offset = 0
   for (const e of entries) {
-    checkEntryInput(e, names)
+    const pieces = checkEntryInput(e, names)
+    let length = 0
+    let checksum = 0
+    for (const p of pieces) {
+      length += p.byteLength
+      checksum = crc32(p, checksum)
+    }
     records.push({
       name: e.name,
       kind: e.kind,
       ...(e.dtype !== undefined ? { dtype: e.dtype } : {}),
       ...(e.box !== undefined ? { box: { lower: [...e.box.lower], upper: [...e.box.upper] } } : {}),
       offset,
-      length: e.bytes.byteLength,
-      checksum: crc32(e.bytes) >>> 0,
+      length,
+      checksum: checksum >>> 0,
     })
-    payloads.push(e.bytes)
-    offset = align(offset + e.bytes.byteLength)
+    payloads.push({ pieces, length })
+    offset = align(offset + length)
   }
   const header: RankFileHeader = {
     formatVersion: FORMAT_VERSION,
@@ -183,8 +194,8 @@ export function encodeRankFile(meta: RankFileMeta, entries: readonly EntryInput[
 
   const parts: Uint8Array[] = [first]
   for (const p of payloads) {
-    if (p.byteLength > 0) parts.push(p)
-    const pad = align(p.byteLength) - p.byteLength
+    for (const piece of p.pieces) if (piece.byteLength > 0) parts.push(piece)
+    const pad = align(p.length) - p.length
     // Fresh zero buffers: a shared one could be scribbled on by anyone holding the parts.
     if (pad > 0) parts.push(new Uint8Array(pad))
   }
@@ -410,21 +421,27 @@ function checkMeta(m: RankFileMeta): void {
   }
 }
 
-function checkEntryInput(e: EntryInput, names: Set<string>): void {
+/** Checks an entry and returns its payload as a list of pieces. */
+function checkEntryInput(e: EntryInput, names: Set<string>): readonly Uint8Array[] {
   if (typeof e.name !== 'string' || e.name === '') throw new ConfigError('a checkpoint entry needs a non-empty name')
   if (names.has(e.name)) throw new ConfigError(`checkpoint entry "${e.name}" is given twice`)
   names.add(e.name)
   if (e.kind !== 'heavy' && e.kind !== 'light') throw new ConfigError(`checkpoint entry "${e.name}": kind must be "heavy" or "light"`)
-  if (!(e.bytes instanceof Uint8Array)) throw new ConfigError(`checkpoint entry "${e.name}": bytes must be a Uint8Array (use bytesOf(array))`)
+  const pieces = e.bytes instanceof Uint8Array ? [e.bytes] : e.bytes
+  if (!Array.isArray(pieces) || !pieces.every((p) => p instanceof Uint8Array)) {
+    throw new ConfigError(`checkpoint entry "${e.name}": bytes must be a Uint8Array or an array of them (use bytesOf(array))`)
+  }
   if (e.dtype !== undefined) {
     if (e.kind === 'light') throw new ConfigError(`checkpoint entry "${e.name}": a light entry has no dtype`)
     if (!isDType(e.dtype)) throw new ConfigError(`checkpoint entry "${e.name}": unknown dtype "${String(e.dtype)}"`)
     const bpe = DTYPES[e.dtype].BYTES_PER_ELEMENT
-    if (e.bytes.byteLength % bpe !== 0) {
-      throw new ConfigError(`checkpoint entry "${e.name}": ${e.bytes.byteLength} bytes is not a whole number of ${e.dtype} elements`)
+    const length = pieces.reduce((n, p) => n + p.byteLength, 0)
+    if (length % bpe !== 0) {
+      throw new ConfigError(`checkpoint entry "${e.name}": ${length} bytes is not a whole number of ${e.dtype} elements`)
     }
   }
   if (e.box !== undefined && !isBox(e.box)) {
     throw new ConfigError(`checkpoint entry "${e.name}": box needs integer lower/upper bounds of the same positive length`)
   }
+  return pieces
 }

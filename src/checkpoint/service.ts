@@ -15,6 +15,7 @@ import { entryArray } from './payload.js'
 import { parsePolicy, type CheckpointPolicy } from './policy.js'
 import { PolicyClock } from './policy-clock.js'
 import { assertSameSettings, chooseRecoveryLine, localView, type SkipReason } from './recovery-line.js'
+import { domainPayload, StagingBuffers } from './staging.js'
 import { CheckpointStore } from './store.js'
 
 /** How a run checkpoints and whether it resumes. Plain data: it crosses to every rank. */
@@ -147,6 +148,7 @@ export class CheckpointService implements SkeletonHooks {
   private readonly warnedEmpty = new Set<number>()
   /** A checkpoint written in the background, not committed yet. */
   private pending: PendingCheckpoint | undefined
+  private readonly staging = new StagingBuffers()
   private requested = false
 
   private constructor(
@@ -445,13 +447,19 @@ export class CheckpointService implements SkeletonHooks {
     if (includes('read')) {
       // In circulation the blocks have already moved: save what this rank now holds for the next step.
       const box = state.mode === 'circulation' && state.next ? state.next.needed[rank] : state.partition.possessed[rank]
-      out.push(domainEntry('read', state.write, box))
+      out.push(this.domainEntry('read', state.write, box))
     }
-    if (includes('write')) out.push(domainEntry('write', state.read, state.partition.possessed[rank].intersect(state.read.box)))
+    if (includes('write')) out.push(this.domainEntry('write', state.read, state.partition.possessed[rank].intersect(state.read.box)))
     if (includes('iterator')) out.push({ name: 'iterator', kind: 'light', bytes: encodeLight(state.it, undefined, 'iterator') })
     for (const h of reg.heavy.values()) out.push({ name: h.name, kind: 'heavy', dtype: dtypeOf(h.array), bytes: bytesOf(h.array) })
     for (const l of reg.light.values()) out.push({ name: l.name, kind: 'light', bytes: encodeLight(l.cell.value, l.serializer, l.name) })
-    return copy ? out.map((e) => (e.kind === 'heavy' ? { ...e, bytes: staged(e.bytes) } : e)) : out
+    return copy ? out.map((e) => (e.kind === 'heavy' ? { ...e, bytes: this.staging.copy(e.name, e.bytes) } : e)) : out
+  }
+
+  /** A domain's cells in `box` as a payload written from the domain's memory (see domainPayload). */
+  private domainEntry(name: string, d: Domain, box: DomainDesc): EntryInput {
+    const record = { lower: [...box.lower], upper: [...box.upper] }
+    return { name, kind: 'heavy', dtype: d.dtype, box: record, bytes: domainPayload(d, box, this.staging, name) }
   }
 
   private digests(state: SkeletonState): Record<string, string> {
@@ -487,19 +495,6 @@ export class CheckpointService implements SkeletonHooks {
   }
 }
 
-/** A domain's cells in `box` as one payload: a view when contiguous, else packed. */
-function domainEntry(name: string, d: Domain, box: DomainDesc): EntryInput {
-  const record = { lower: [...box.lower], upper: [...box.upper] }
-  if (d.isContiguous(box)) return { name, kind: 'heavy', dtype: d.dtype, box: record, bytes: bytesOf(d.view(box)) }
-  const packed = arrayOver(d.dtype, new ArrayBuffer(box.volume * DTYPES[d.dtype].BYTES_PER_ELEMENT), 0, box.volume)
-  let pos = 0
-  forEachRun(d.strides, d.offset, box, d.order, (s, len) => {
-    packed.set(d.data.subarray(s, s + len) as never, pos)
-    pos += len
-  })
-  return { name, kind: 'heavy', dtype: d.dtype, box: record, bytes: bytesOf(packed) }
-}
-
 function restoreDomain(d: Domain, e: DecodedEntry): void {
   if (!e.box) throw new CheckpointError(`checkpoint entry "${e.name}" has no box`)
   const box = DomainDesc.of(e.box.lower, e.box.upper)
@@ -517,13 +512,6 @@ function requireEntry(file: DecodedRankFile, name: string, seq: number): Decoded
   const e = file.entries.get(name)
   if (!e) throw new CheckpointError(`checkpoint ${seq} has no entry "${name}", which this program registers; it was written by another version of the program`)
   return e
-}
-
-/** A copy of `bytes` in its own (plain, aligned) buffer: the staging of a background checkpoint. */
-function staged(bytes: Uint8Array): Uint8Array {
-  const copy = new Uint8Array(bytes.byteLength)
-  copy.set(bytes)
-  return copy
 }
 
 /** Failure injection: leave half a rank file under a temporary name, then die. */

@@ -1,4 +1,4 @@
-import { mkdir, open, readdir, readFile, rm, stat, unlink } from 'node:fs/promises'
+import { mkdir, open, readdir, readFile, rename, rm, stat, unlink } from 'node:fs/promises'
 import { join, resolve } from 'node:path'
 import { performance } from 'node:perf_hooks'
 import { CheckpointCorruptError, CheckpointError, ConfigError } from '../errors.js'
@@ -55,12 +55,15 @@ export interface PruneResult {
 const CKPT_DIR = /^ckpt-(\d{8,})$/
 const RANK_FILE = /^rank-(\d+)\.mlf$/
 const MARKER = 'COMMIT'
+const SPARE_DIR = 'spare'
 
 /**
  * Checkpoints in a directory: `<dir>/ckpt-<seq, 8 digits>/rank-<r>.mlf` plus a
  * `COMMIT` marker written last. Every file is written durably (temporary name,
  * fsync, rename, directory fsync), so a crash or a full disk never damages an
  * earlier checkpoint; every failure is a CheckpointError naming the path.
+ * Pruning keeps each rank's newest discarded file in `<dir>/spare/`, and that
+ * rank's next write overwrites it instead of allocating a new file.
  *
  * ```ts
  * const store = new CheckpointStore('/scratch/ckpt')
@@ -92,6 +95,16 @@ export class CheckpointStore {
     return join(this.pathOf(seq), `rank-${rank}.mlf`)
   }
 
+  /**
+   * Where a pruned checkpoint leaves rank `rank`'s file for that rank's next
+   * write to overwrite (see writeDurably's `reuse`): the directory then holds
+   * the kept checkpoints plus one spare file per rank — the same peak as
+   * while a new checkpoint is being written.
+   */
+  spareOf(rank: number): string {
+    return join(this.dir, SPARE_DIR, `rank-${rank}.mlf`)
+  }
+
   /** Path of the commit marker of checkpoint `seq`. */
   markerOf(seq: number): string {
     return join(this.pathOf(seq), MARKER)
@@ -117,7 +130,7 @@ export class CheckpointStore {
     }
     let bytes: number
     try {
-      bytes = await writeDurably(path, parts)
+      bytes = await writeDurably(path, parts, { reuse: this.spareOf(rank) })
     } catch (e) {
       throw checkpointFsError('cannot write checkpoint file', path, e)
     }
@@ -251,7 +264,7 @@ export class CheckpointStore {
     const removed: number[] = []
     for (const s of all) {
       if (s.seq < newest && !kept.has(s.seq)) {
-        await this.remove(s.seq)
+        await this.remove(s.seq, { keepSpares: true })
         removed.push(s.seq)
       }
     }
@@ -283,14 +296,31 @@ export class CheckpointStore {
     return count
   }
 
-  /** Deletes checkpoint `seq`, marker first, so an interrupted delete leaves an incomplete checkpoint, never a "complete" one with missing files. */
-  async remove(seq: number): Promise<void> {
+  /**
+   * Deletes checkpoint `seq`, marker first, so an interrupted delete leaves an
+   * incomplete checkpoint, never a "complete" one with missing files. With
+   * `keepSpares`, its rank files become the spares the next writes overwrite.
+   */
+  async remove(seq: number, options: { keepSpares?: boolean } = {}): Promise<void> {
     const dir = this.pathOf(seq)
     try {
       await rm(this.markerOf(seq), { force: true })
+      if (options.keepSpares) await this.keepAsSpares(dir)
       await rm(dir, { recursive: true, force: true })
     } catch (e) {
       throw checkpointFsError('cannot delete checkpoint', dir, e)
+    }
+  }
+
+  /** Moves the rank files of a checkpoint directory (already uncommitted) to the spare slots, replacing older spares. */
+  private async keepAsSpares(dir: string): Promise<void> {
+    const names = await readdir(dir).catch(() => [] as string[])
+    const files = names.map((n) => RANK_FILE.exec(n)).filter((m): m is RegExpExecArray => m !== null)
+    if (files.length === 0) return
+    await mkdir(join(this.dir, SPARE_DIR), { recursive: true })
+    for (const m of files) {
+      // A rank racing for its spare or a vanished file only means one spare fewer.
+      await rename(join(dir, m[0]), this.spareOf(Number(m[1]))).catch(() => undefined)
     }
   }
 

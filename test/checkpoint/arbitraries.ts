@@ -38,13 +38,29 @@ export const lightValueArb: fc.Arbitrary<unknown> = fc.letrec<{ value: unknown; 
   set: fc.array(leafArb, { maxLength: 4 }).map((a) => new Set(a)),
 })).value
 
+/** Bytes in one piece, or cut at random places into a gather list (pieces may be empty). */
+const piecesArb = (bytes: Uint8Array): fc.Arbitrary<Uint8Array | Uint8Array[]> =>
+  fc.oneof(
+    fc.constant(bytes),
+    fc.array(fc.integer({ min: 0, max: bytes.length }), { maxLength: 4 }).map((cuts) => {
+      const at = [0, ...cuts.sort((a, b) => a - b), bytes.length]
+      return at.slice(1).map((end, i) => bytes.subarray(at[i], end))
+    }),
+  )
+
 const heavyArb = fc.tuple(dtypeArb, fc.integer({ min: 0, max: 40 }), fc.option(boxArb, { nil: undefined })).chain(([dtype, n, box]) =>
-  fc.uint8Array({ minLength: n * DTYPES[dtype].BYTES_PER_ELEMENT, maxLength: n * DTYPES[dtype].BYTES_PER_ELEMENT }).map(
-    (bytes): Omit<EntryInput, 'name'> => ({ kind: 'heavy', dtype, bytes, ...(box ? { box } : {}) }),
-  ),
+  fc
+    .uint8Array({ minLength: n * DTYPES[dtype].BYTES_PER_ELEMENT, maxLength: n * DTYPES[dtype].BYTES_PER_ELEMENT })
+    .chain(piecesArb)
+    .map((bytes): Omit<EntryInput, 'name'> => ({ kind: 'heavy', dtype, bytes, ...(box ? { box } : {}) })),
 )
 
-const lightEntryArb = lightValueArb.map((v): Omit<EntryInput, 'name'> & { value: unknown } => ({ kind: 'light', bytes: encodeLight(v), value: v }))
+/** The payload of an entry in one buffer (a gather list joined). */
+export function wholeBytes(bytes: EntryInput['bytes']): Uint8Array {
+  return bytes instanceof Uint8Array ? bytes : join(bytes)
+}
+
+const lightEntryArb = lightValueArb.map((v): Omit<EntryInput, 'name'> & { value: unknown; bytes: Uint8Array } => ({ kind: 'light', bytes: encodeLight(v), value: v }))
 
 /** A list of entries with unique names, heavy and light mixed. */
 export const entriesArb = fc

@@ -1,4 +1,4 @@
-import { readdir, readFile, rm, truncate, unlink, writeFile } from 'node:fs/promises'
+import { appendFile, readdir, readFile, rm, stat, truncate, unlink, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import { CheckpointCorruptError, CheckpointError } from '../../src/errors.js'
@@ -163,6 +163,40 @@ describe('prune and temporary files', () => {
     expect(await readdir(store.pathOf(1))).not.toContain('rank-1.mlf.tmp-4242-deadbeef')
     expect(await readdir(store.pathOf(2))).toContain('rank-0.mlf.tmp-4243-cafe0000')
     expect(await store.removeTemporaryFiles()).toBe(1)
+  })
+})
+
+describe('spare files: pruned rank files are overwritten by the next writes', () => {
+  it('prune leaves one spare per rank; the next write of that rank takes it over (same inode) and stores exactly its own bytes', async () => {
+    await twoCheckpoints()
+    const pruned = await Promise.all([0, 1, 2].map((r) => stat(store.fileOf(0, r))))
+    await writeCheckpoint(store, 2)
+    expect((await store.prune(2)).removed).toEqual([0])
+    expect((await readdir(join(dir, 'spare'))).sort()).toEqual(['rank-0.mlf', 'rank-1.mlf', 'rank-2.mlf'])
+    expect((await stat(store.spareOf(1))).ino).toBe(pruned[1].ino)
+
+    // A longer spare: the new file must be cut to its own length.
+    await appendFile(store.spareOf(1), new Uint8Array(5000).fill(7))
+    await writeCheckpoint(store, 3)
+    const reused = await stat(store.fileOf(3, 1))
+    expect(reused.ino).toBe(pruned[1].ino)
+    expect(await readdir(join(dir, 'spare'))).toEqual([])
+    expect((await store.validate(3, SIZE, { checksums: true })).ok).toBe(true)
+    const file = await store.loadRankFile(3, 1)
+    expect(Array.from(entryArray(file.entries.get('write')!, 'float64'))).toEqual(Array.from(payloadOf(1, 30)))
+    // The listing and the recovery line never see the spare directory.
+    expect((await store.list()).map((c) => c.seq)).toEqual([1, 2, 3])
+    expect((await recoveryLine()).seq).toBe(3)
+  })
+
+  it('without a spare a new file is written; the spare directory never holds more than one file per rank', async () => {
+    for (let seq = 0; seq < 6; seq++) {
+      await writeCheckpoint(store, seq)
+      await store.prune(1)
+      expect((await readdir(join(dir, 'spare')).catch(() => [])).length).toBeLessThanOrEqual(SIZE)
+    }
+    expect((await store.list()).map((c) => c.seq)).toEqual([5])
+    expect((await store.validate(5, SIZE, { checksums: true })).ok).toBe(true)
   })
 })
 
