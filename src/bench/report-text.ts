@@ -44,7 +44,7 @@ export function textReport(r: BenchReport, s: BenchSummary): string {
   }
   if (s.derived.length) {
     out.push('')
-    out.push('Derived from the measured cost of one checkpoint (extra runtime per checkpoint at the largest count):')
+    out.push('Derived from the measured cost of one checkpoint (median of the pairwise slopes of median runtime against checkpoints per run, over all counts):')
     out.push(
       table(
         ['contents', 'cost/ckpt ms', 'overhead, every 2 s', 'Young/Daly interval (MTBF 1 h)', 'overhead there'],

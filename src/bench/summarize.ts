@@ -22,8 +22,10 @@ export interface ConfigSummary {
 
 /**
  * Overheads at other checkpoint intervals, derived from the measured cost of
- * one checkpoint (extra runtime per checkpoint at the largest count, where the
- * signal is strongest).
+ * one checkpoint: the slope of the median runtime against the number of
+ * checkpoints per run over every count measured and the run without
+ * checkpoints (Theil–Sen: the median of the pairwise slopes), so one noisy
+ * configuration does not decide the figure.
  */
 export interface DerivedOverhead {
   contents: 'default' | 'minimal'
@@ -71,11 +73,28 @@ export function summarize(r: BenchReport): BenchSummary {
     : undefined
   const derived: DerivedOverhead[] = []
   for (const contents of ['default', 'minimal'] as const) {
-    const c = configs.filter((x) => x.contents === contents && x.placed > 0).pop()
+    const measured = configs.filter((x) => x.contents === contents && x.placed > 0)
+    const c = measured[measured.length - 1]
     if (!c || c.writeMs === undefined) continue
-    const costMs = Math.max(0, (c.runtime.median - base) / c.placed)
+    const costMs = Math.max(0, robustSlope([[0, base], ...measured.map((x): [number, number] => [x.placed, x.runtime.median])]))
     const tau = Math.sqrt(2 * (c.writeMs / 1000) * 3600)
     derived.push({ contents, costMs, every2sPct: (costMs / 2000) * 100, youngDalyIntervalS: tau, youngDalyPct: (costMs / 1000 / tau) * 100 })
   }
   return { configs, derived, recovery: { median, allSame: runs.every((x) => x.sameResult), runs } }
+}
+
+/**
+ * Theil–Sen slope of y against x: the median of the slopes between every two
+ * points with different x. Unlike a least-squares fit, one noisy point (often
+ * the largest count, which has the most leverage) cannot move it far.
+ */
+export function robustSlope(points: readonly (readonly [number, number])[]): number {
+  const slopes: number[] = []
+  for (let i = 0; i < points.length; i++) {
+    for (let j = i + 1; j < points.length; j++) {
+      const dx = points[j][0] - points[i][0]
+      if (dx !== 0) slopes.push((points[j][1] - points[i][1]) / dx)
+    }
+  }
+  return slopes.length === 0 ? 0 : summary(slopes).median
 }

@@ -67,6 +67,22 @@ describe('bench reports', () => {
     expect(textReport(report, s)).toMatch(/minimal\/default 0\.500.*minimal\/system 0\.125/)
   })
 
+  it('derives the cost of one checkpoint from every count, not from one noisy configuration', () => {
+    // 12 ms per checkpoint exactly, except that the 10-checkpoint run caught 60 ms of noise.
+    const linear = (contents: 'default' | 'minimal', count: number, extra = 0) =>
+      ({ contents, requested: count, every: 10, runs: [run(1000 + 12 * count + extra, count, 1000)] }) as BenchReport['configs'][number]
+    const r: BenchReport = {
+      ...report,
+      configs: [report.configs[0], ...[2, 5, 10, 20].map((k) => linear('minimal', k, k === 20 ? 60 : 0)), ...[2, 5].map((k) => linear('default', k))],
+    }
+    r.configs[0] = { ...r.configs[0], runs: [run(1000, 0, 0)] }
+    const d = Object.fromEntries(summarize(r).derived.map((x) => [x.contents, x]))
+    expect(d.default.costMs).toBeCloseTo(12, 9)
+    expect(d.default.every2sPct).toBeCloseTo(0.6, 9)
+    // The last point alone (or a least-squares fit, which it dominates) would say 15 ms.
+    expect(d.minimal.costMs).toBeCloseTo(12, 9)
+  })
+
   it('renders its three charts with data in a real headless Chromium', async () => {
     expect(existsSync(CHROMIUM), `${CHROMIUM} is missing: apt-get install chromium (npm test's pretest does it as root)`).toBe(true)
     const s = summarize(report)
