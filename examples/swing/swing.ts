@@ -33,6 +33,7 @@ const PARAM_HELP: Record<keyof SwingParams, string> = {
   sigma: 'volatility of the (first) factor',
   a2: 'mean reversion of the second factor (g2d)',
   sigma2: 'volatility of the second factor (g2d)',
+  drift: 'drift correction c_k (g, g2d): ou (closed form) or lattice (log E[e^X_k] on the tree)',
   curve: 'forward curve: stopt, seasonal or flat',
   base: 'curve base level',
   amp: 'seasonal curve amplitude',
@@ -53,9 +54,11 @@ const PARAM_HELP: Record<keyof SwingParams, string> = {
   nigQuad: 'Simpson sub-intervals per NIG cell (even)',
 }
 
-// Every model parameter can be overridden; an empty value keeps the preset's.
+// Every model parameter can be overridden; an empty value keeps the preset's
+// (the presets leave drift to the model: ou for g and g2d, lattice for nig).
+const defaultOf = (name: keyof SwingParams) => (name === 'drift' ? 'ou; nig is always lattice' : "the preset's")
 const paramOptions = Object.fromEntries(
-  PARAM_NAMES.map((name) => [name, option.string('', `${PARAM_HELP[name]} (default: the preset's)`)]),
+  PARAM_NAMES.map((name) => [name, option.string('', `${PARAM_HELP[name]} (default: ${defaultOf(name)})`)]),
 ) as Record<keyof SwingParams, OptionSpec & { type: 'string' }>
 
 const presetNames = Object.keys(PRESETS) as [string, ...string[]]
@@ -102,7 +105,8 @@ export default defineProgram({
   },
   format: (r) =>
     [
-      `swing ${r.preset}: model ${r.params.model}, N=${r.params.N}, nGrid=${r.params.nGrid}, control ${r.params.control}`,
+      `swing ${r.preset}: model ${r.params.model}, N=${r.params.N}, nGrid=${r.params.nGrid}, control ${r.params.control}` +
+        (r.params.drift === undefined ? '' : `, drift ${r.params.drift}`),
       `value      ${r.value.toPrecision(15)}`,
       `intrinsic  ${r.intrinsic.toPrecision(15)}`,
       `lattice    ${r.latticeSeconds.toFixed(3)} s`,
@@ -110,7 +114,7 @@ export default defineProgram({
     ].join('\n'),
 })
 
-const ENUMS = new Set<keyof SwingParams>(['model', 'curve', 'rates', 'control'])
+const ENUMS = new Set<keyof SwingParams>(['model', 'drift', 'curve', 'rates', 'control'])
 
 /** Command-line overrides (strings) as typed parameters; bad numbers name the parameter. */
 function overridesFrom(o: Record<string, string>): Partial<SwingParams> {

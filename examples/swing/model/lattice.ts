@@ -86,3 +86,45 @@ export function spotsFromFactor(f: number, x: Float64Array, c: number): Float64A
   for (let n = 0; n < x.length; n++) s[n] = f * Math.exp(x[n] - c)
   return s
 }
+
+/**
+ * The drift correction computed on the lattice itself: c_k = log Σ_n π_k(n)·e^{x_k(n)},
+ * k = 0..N, where π_k is the distribution at date k reached from the root by
+ * propagating the node probabilities forward through transitions(0..k−1). With it,
+ * E[F_k·exp(x − c_k)] = F_k on the lattice up to round-off, whatever its
+ * discretisation error (entries dropped from the transitions included).
+ * `x(k)` gives the factor values of date k's nodes. Probabilities stay in [0, 1];
+ * the exponential moment is summed shifted by the largest x (log-sum-exp), so no
+ * overflow or underflow whatever the width of the lattice.
+ * Only transitions(k) is used, one date at a time, in increasing k.
+ */
+export function latticeDrift(
+  l: Pick<PriceLattice, 'dates' | 'nodes' | 'transitions'>,
+  x: (k: number) => Float64Array,
+): Float64Array {
+  const c = new Float64Array(l.dates + 1)
+  let dist = Float64Array.of(1)
+  for (let k = 0; ; k++) {
+    c[k] = logExpMoment(dist, x(k))
+    if (k === l.dates) break
+    const next = new Float64Array(l.nodes(k + 1))
+    const { rowPtr, col, p } = l.transitions(k)
+    for (let n = 0; n < dist.length; n++) {
+      const m = dist[n]
+      if (m === 0) continue
+      for (let e = rowPtr[n]; e < rowPtr[n + 1]; e++) next[col[e]] += m * p[e]
+    }
+    dist = next
+  }
+  return c
+}
+
+/** log Σ w_n·e^{x_n} over the nodes of positive weight, as max x + log Σ w_n·e^{x_n − max x}. */
+function logExpMoment(w: Float64Array, x: Float64Array): number {
+  if (w.length !== x.length) throw new Error(`latticeDrift: ${w.length} probabilities for ${x.length} nodes`)
+  let top = -Infinity
+  for (let n = 0; n < w.length; n++) if (w[n] > 0 && x[n] > top) top = x[n]
+  let s = 0
+  for (let n = 0; n < w.length; n++) if (w[n] > 0) s += w[n] * Math.exp(x[n] - top)
+  return top + Math.log(s)
+}

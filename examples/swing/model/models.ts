@@ -2,7 +2,7 @@ import { match } from 'ts-pattern'
 import { forwardCurve } from './curves.js'
 import type { PriceLattice } from './lattice.js'
 import { NigLattice } from './nig.js'
-import type { SwingParams } from './params.js'
+import { type SwingParams, driftOf } from './params.js'
 import { TreeLattice, buildOuTree } from './tree.js'
 import { ProductTreeLattice } from './tree2d.js'
 
@@ -12,8 +12,9 @@ import { ProductTreeLattice } from './tree2d.js'
  */
 export function buildLattice(p: SwingParams): PriceLattice {
   const forward = forwardCurve(p)
+  const drift = driftOf(p) // nig: always 'lattice' (validateParams refuses 'ou'); NigLattice computes it itself
   return match(p.model)
-    .with('g', () => new TreeLattice(buildOuTree(p.a, p.sigma, p.T, p.N, p.subSteps), forward))
+    .with('g', () => new TreeLattice(buildOuTree(p.a, p.sigma, p.T, p.N, p.subSteps), forward, drift))
     .with(
       'g2d',
       () =>
@@ -21,6 +22,7 @@ export function buildLattice(p: SwingParams): PriceLattice {
           buildOuTree(p.a, p.sigma, p.T, p.N, p.subSteps),
           buildOuTree(p.a2, p.sigma2, p.T, p.N, p.subSteps),
           forward,
+          drift,
         ),
     )
     .with(

@@ -21,6 +21,15 @@ export interface SwingParams {
   /** Mean reversion and volatility of the second OU factor (g2d only). */
   a2: number
   sigma2: number
+  /**
+   * Drift correction c_k of the tree models g and g2d (S = F_k·exp(x − c_k)):
+   * `ou` (the default) is SWING.md's closed form ½·σ²/(2a)·(1 − e^{−2a·t_k}), half
+   * the continuous OU variance; `lattice` is log E[e^{X_k}] on the tree itself, so
+   * that E[S_k] = F_k holds on the lattice to round-off even for coarse trees.
+   * nig always computes c_k on its lattice: `lattice` is accepted there, `ou`
+   * refused. Unset means the model's own (see driftOf); presets leave it unset.
+   */
+  drift?: 'ou' | 'lattice'
   /** Forward curve shape, see curves.ts. */
   curve: 'stopt' | 'seasonal' | 'flat'
   base: number
@@ -51,7 +60,7 @@ export interface SwingParams {
 
 /** The keys of SwingParams, to reject misspelt overrides. */
 export const PARAM_NAMES: readonly (keyof SwingParams)[] = [
-  'model', 'N', 'T', 'subSteps', 'a', 'sigma', 'a2', 'sigma2', 'curve', 'base', 'amp',
+  'model', 'N', 'T', 'subSteps', 'a', 'sigma', 'a2', 'sigma2', 'drift', 'curve', 'base', 'amp',
   'vmin', 'vmax', 'nGrid', 'v0', 'injRate', 'wdRate', 'cInj', 'cWd', 'rates', 'control',
   'nigAlpha', 'nigBeta', 'nigDxFactor', 'nigWidth', 'nigQuad',
 ]
@@ -128,6 +137,11 @@ export function resolveParams(presetName: string, overrides: Partial<SwingParams
   return p
 }
 
+/** The drift correction in effect: `p.drift`, or the model's own (ou for g and g2d, lattice for nig). */
+export function driftOf(p: SwingParams): 'ou' | 'lattice' {
+  return p.drift ?? (p.model === 'nig' ? 'lattice' : 'ou')
+}
+
 /** Volume step h = (vmax − vmin)/nGrid. */
 export function volumeStep(p: SwingParams): number {
   return (p.vmax - p.vmin) / p.nGrid
@@ -189,6 +203,16 @@ export function validateParams(p: SwingParams): void {
   if (p.model === 'g2d') {
     positive(p, 'a2')
     positive(p, 'sigma2')
+  }
+  if (p.drift !== undefined) {
+    oneOf(p, 'drift', ['ou', 'lattice'])
+    if (p.model === 'nig' && p.drift === 'ou') {
+      fail(
+        'drift',
+        'model nig always computes c_k = log E[e^{X_k}] on its lattice; the closed-form OU correction "ou" ' +
+          'applies only to the tree models g and g2d (leave drift unset or use lattice)',
+      )
+    }
   }
   finite(p, 'base')
   finite(p, 'amp')

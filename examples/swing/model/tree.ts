@@ -1,4 +1,4 @@
-import { type Csr, type PriceLattice, spotsFromFactor } from './lattice.js'
+import { type Csr, type PriceLattice, latticeDrift, spotsFromFactor } from './lattice.js'
 
 /** Transition entries at or below this are dropped (SWING.md), without renormalising. */
 export const TREE_DROP = 1e-9
@@ -174,24 +174,32 @@ export function dateTransitions(tree: OuTree, k: number): Csr {
 }
 
 /**
+ * Which drift correction c_k a tree lattice uses: `ou`, the closed form of SWING.md
+ * (OuTree.c), or `lattice`, log E[e^{X_k}] on the lattice itself (latticeDrift).
+ */
+export type Drift = 'ou' | 'lattice'
+
+/**
  * The `g` price lattice: one OU tree, S_k(n) = F_k·exp(x_n − c_k). `forward` holds
- * F_k for k = 0..N-1 (forwardCurve(params)). Everything is precomputed.
+ * F_k for k = 0..N-1 (forwardCurve(params)); `drift` chooses c_k (default `ou`,
+ * SWING.md's tree.c). Everything is precomputed.
  */
 export class TreeLattice implements PriceLattice {
   readonly dates: number
   readonly tree: OuTree
+  /** The drift correction c_k used in the spots, k = 0..N: tree.c itself for `ou`. */
+  readonly c: Float64Array
   private readonly xs: Float64Array[] = []
   private readonly spotArr: Float64Array[] = []
   private readonly trans: Csr[] = []
 
-  constructor(tree: OuTree, forward: Float64Array) {
+  constructor(tree: OuTree, forward: Float64Array, drift: Drift = 'ou') {
     this.tree = tree
     this.dates = tree.N
     for (let k = 0; k <= tree.N; k++) this.xs.push(dateX(tree, k))
-    for (let k = 0; k < tree.N; k++) {
-      this.spotArr.push(spotsFromFactor(forward[k], this.xs[k], tree.c[k]))
-      this.trans.push(dateTransitions(tree, k))
-    }
+    for (let k = 0; k < tree.N; k++) this.trans.push(dateTransitions(tree, k))
+    this.c = drift === 'ou' ? tree.c : latticeDrift(this, (k) => this.xs[k])
+    for (let k = 0; k < tree.N; k++) this.spotArr.push(spotsFromFactor(forward[k], this.xs[k], this.c[k]))
   }
   nodes(k: number): number {
     return this.xs[k].length

@@ -1,5 +1,5 @@
-import { type Csr, type PriceLattice } from './lattice.js'
-import { type OuTree, TREE_DROP, TreeLattice } from './tree.js'
+import { type Csr, type PriceLattice, latticeDrift } from './lattice.js'
+import { type Drift, type OuTree, TREE_DROP, TreeLattice } from './tree.js'
 
 interface Slot {
   k: number
@@ -15,7 +15,13 @@ interface Slot {
 /**
  * The `g2d` price lattice: the product of two independent OU trees (same dates and
  * sub-steps). Node n of date k is the pair (n1, n2) with n = n1·n2count(k) + n2,
- * factor 1 major; x = x1 + x2, c_k = c1_k + c2_k, S = F_k·exp((x1 + x2) − c_k).
+ * factor 1 major; x = x1 + x2, S = F_k·exp((x1 + x2) − c_k). With drift `ou`
+ * (the default) c_k = c1_k + c2_k, the two trees' closed forms. With `lattice`,
+ * c_k = log E[e^{x1 + x2}] under the product lattice's own marginals: the sum of
+ * the two trees' lattice drifts when no product of transition entries is dropped
+ * (then the product's marginals are the products of the factors'), otherwise
+ * (tiny entries, many sub-steps) computed on the product itself, one pass over
+ * all its transitions.
  * Transition probabilities are the products p1·p2 of the two trees' date
  * transitions, in (factor-1 successor, factor-2 successor) order, which is
  * ascending in n'; products ≤ 1e-9 are dropped like the trees' own entries.
@@ -33,24 +39,12 @@ export class ProductTreeLattice implements PriceLattice {
   private readonly slots: Slot[] = []
   private clock = 0
 
-  constructor(tree1: OuTree, tree2: OuTree, forward: Float64Array) {
+  constructor(tree1: OuTree, tree2: OuTree, forward: Float64Array, drift: Drift = 'ou') {
     if (tree1.N !== tree2.N || tree1.subSteps !== tree2.subSteps) throw new Error('product of trees with different dates')
-    this.f1 = new TreeLattice(tree1, forward)
-    this.f2 = new TreeLattice(tree2, forward)
+    // With `lattice`, f1.c and f2.c are the factors' own lattice drifts.
+    this.f1 = new TreeLattice(tree1, forward, drift)
+    this.f2 = new TreeLattice(tree2, forward, drift)
     this.dates = tree1.N
-    this.c = new Float64Array(tree1.N + 1)
-    for (let k = 0; k <= tree1.N; k++) this.c[k] = tree1.c[k] + tree2.c[k]
-    for (let k = 0; k < tree1.N; k++) {
-      const x1 = this.f1.x(k)
-      const x2 = this.f2.x(k)
-      const s = new Float64Array(x1.length * x2.length)
-      const f = forward[k]
-      const c = this.c[k]
-      for (let i1 = 0; i1 < x1.length; i1++) {
-        for (let i2 = 0; i2 < x2.length; i2++) s[i1 * x2.length + i2] = f * Math.exp(x1[i1] + x2[i2] - c)
-      }
-      this.spotArr.push(s)
-    }
     let maxRows = 0
     let maxNnz = 0
     for (let k = 0; k < tree1.N; k++) {
@@ -63,6 +57,44 @@ export class ProductTreeLattice implements PriceLattice {
       const p = new Float64Array(maxNnz)
       this.slots.push({ k: -1, used: 0, rowPtr, col, p, csr: { rowPtr, col, p } })
     }
+    if (drift === 'ou' || this.nothingDropped()) {
+      this.c = new Float64Array(tree1.N + 1)
+      for (let k = 0; k <= tree1.N; k++) this.c[k] = this.f1.c[k] + this.f2.c[k]
+    } else {
+      this.c = latticeDrift(this, (k) => this.xSums(k))
+    }
+    for (let k = 0; k < tree1.N; k++) {
+      const x1 = this.f1.x(k)
+      const x2 = this.f2.x(k)
+      const s = new Float64Array(x1.length * x2.length)
+      const f = forward[k]
+      const c = this.c[k]
+      for (let i1 = 0; i1 < x1.length; i1++) {
+        for (let i2 = 0; i2 < x2.length; i2++) s[i1 * x2.length + i2] = f * Math.exp(x1[i1] + x2[i2] - c)
+      }
+      this.spotArr.push(s)
+    }
+  }
+  /**
+   * Whether fill() keeps every product p1·p2 at every date: true when the smallest
+   * entries of the two trees' transitions multiply to more than TREE_DROP
+   * (floating-point multiplication is monotone, so every other product does too).
+   */
+  private nothingDropped(): boolean {
+    for (let k = 0; k < this.dates; k++) {
+      if (!(minEntry(this.f1.transitions(k).p) * minEntry(this.f2.transitions(k).p) > TREE_DROP)) return false
+    }
+    return true
+  }
+  /** x1 + x2 of every node of date k, summed as in the spots. */
+  private xSums(k: number): Float64Array {
+    const x1 = this.f1.x(k)
+    const x2 = this.f2.x(k)
+    const x = new Float64Array(x1.length * x2.length)
+    for (let i1 = 0; i1 < x1.length; i1++) {
+      for (let i2 = 0; i2 < x2.length; i2++) x[i1 * x2.length + i2] = x1[i1] + x2[i2]
+    }
+    return x
   }
   nodes(k: number): number {
     return this.f1.nodes(k) * this.f2.nodes(k)
@@ -130,4 +162,10 @@ export class ProductTreeLattice implements PriceLattice {
     }
     return e
   }
+}
+
+function minEntry(p: Float64Array): number {
+  let m = Infinity
+  for (let e = 0; e < p.length; e++) if (p[e] < m) m = p[e]
+  return m
 }

@@ -1,6 +1,6 @@
 import { ConfigError } from 'molotof'
 import { describe, expect, it } from 'vitest'
-import { PRESETS, type SwingParams, resolveParams, validateParams } from '../../../examples/swing/model/params.js'
+import { PRESETS, type SwingParams, driftOf, resolveParams, validateParams } from '../../../examples/swing/model/params.js'
 
 function rejects(preset: string, overrides: Partial<SwingParams>, name: string, extra?: RegExp): void {
   let err: unknown
@@ -50,6 +50,18 @@ describe('presets', () => {
     expect(resolveParams('small-g', { nGrid: 40 }).nGrid).toBe(40)
     expect(PRESETS['small-g'].nGrid).toBe(20)
   })
+
+  it('drift: unset in the presets, the model decides (ou for the trees, lattice for nig)', () => {
+    for (const name of Object.keys(PRESETS)) expect(PRESETS[name].drift).toBeUndefined()
+    expect(driftOf(resolveParams('daily-g'))).toBe('ou')
+    expect(driftOf(resolveParams('weekly-g2d'))).toBe('ou')
+    expect(driftOf(resolveParams('daily-nig'))).toBe('lattice')
+    expect(driftOf(resolveParams('daily-g', { model: 'nig' }))).toBe('lattice')
+    expect(driftOf(resolveParams('small-g', { drift: 'lattice' }))).toBe('lattice')
+    expect(driftOf(resolveParams('daily-g2d', { drift: 'lattice' }))).toBe('lattice')
+    expect(driftOf(resolveParams('daily-nig', { drift: 'lattice' }))).toBe('lattice') // what nig does anyway
+    expect(driftOf(resolveParams('daily-g', { drift: 'ou' }))).toBe('ou')
+  })
 })
 
 describe('bad input names the parameter', () => {
@@ -89,6 +101,12 @@ describe('bad input names the parameter', () => {
     rejects('daily-nig', { nigBeta: -20 }, 'nigBeta')
     rejects('daily-nig', { nigQuad: 63 }, 'nigQuad', /even/)
     rejects('daily-nig', { nigAlpha: 0 }, 'nigAlpha')
+  })
+
+  it('unknown drift, or drift ou with model nig', () => {
+    rejects('small-g', { drift: 'foo' as SwingParams['drift'] }, 'drift', /must be one of ou, lattice \(got foo\)/)
+    rejects('daily-nig', { drift: 'ou' }, 'drift', /model nig always computes c_k .* on its lattice/)
+    rejects('daily-g', { model: 'nig', drift: 'ou' }, 'drift', /nig/)
   })
 
   it('unknown model, curve, rates or control', () => {

@@ -25,6 +25,33 @@ describe('examples/swing on the framework', () => {
     },
   )
 
+  it('--drift lattice: 1, 2, 3 and 4 ranks, full grid and window, bit-identical to the serial valuation (small-g)', async () => {
+    const serial = valueSwing(resolveParams('small-g', { drift: 'lattice' })).value
+    expect(Object.is(serial, valueSwing(resolveParams('small-g')).value)).toBe(false) // the option has an effect
+    for (const ranks of [1, 2, 3, 4]) {
+      for (const window of ['--window', '--no-window']) {
+        const r = await run(ranks, ['--preset', 'small-g', '--drift', 'lattice', window])
+        expect(r.params.drift).toBe('lattice')
+        expect(Object.is(r.value, serial), `ranks=${ranks} ${window}: ${r.value} vs ${serial}`).toBe(true)
+        expect(r.value).toBeGreaterThanOrEqual(r.intrinsic)
+      }
+    }
+  })
+
+  it('--drift is a setting: a resume with another drift is refused', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'molotof-swing-'))
+    try {
+      const cfg = { dir, policy: { every: 5 }, keep: 2, resume: false }
+      const argv = ['--preset', 'small-g']
+      await expect(runLocal(swing, { ranks: 2, argv, checkpoint: { ...cfg, interrupt: { skeleton: 0, step: 12 } } })).rejects.toThrow(/interrupted/)
+      await expect(
+        runLocal(swing, { ranks: 2, argv: [...argv, '--drift', 'lattice'], checkpoint: { ...cfg, resume: true } }),
+      ).rejects.toThrow(/drift/)
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+    }
+  })
+
   it('overrides parameters from the command line and rejects bad ones naming the parameter', async () => {
     const r = await run(2, ['--preset', 'small-g', '--n-grid', '40', '--vmax', '40'])
     expect(r.params.nGrid).toBe(40)
@@ -37,6 +64,8 @@ describe('examples/swing on the framework', () => {
     await expect(run(1, ['--preset', 'daily-g', '--n-grid', '10'])).rejects.toThrow(/grid|coarse/i)
     await expect(run(1, ['--preset', 'small-g', '--n-gird', '10'])).rejects.toThrow(/unknown option --n-gird.*--n-grid/)
     await expect(run(1, ['--preset', 'small-g', '--sigma', 'abc'])).rejects.toThrow(/sigma.*not a number/)
+    await expect(run(1, ['--preset', 'small-g', '--drift', 'foo'])).rejects.toThrow(/"drift": must be one of ou, lattice \(got foo\)/)
+    await expect(run(1, ['--preset', 'daily-nig', '--drift', 'ou'])).rejects.toThrow(/"drift": model nig always computes c_k/)
   })
 
   it('interrupted at an arbitrary date and resumed gives the bit-identical value (2 and 3 ranks)', async () => {

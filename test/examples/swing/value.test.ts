@@ -16,6 +16,13 @@ const ROUNDOFF_CASES: [string, () => SwingParams][] = [
   ['round-off grid', () => resolveParams('small-g', { ...ROUNDOFF, control: 'grid' })],
 ]
 const presetCases = (names: string[]): [string, () => SwingParams][] => names.map((n) => [n, () => resolveParams(n)])
+// The drift correction computed on the tree (c_k = log E[e^{X_k}]) instead of SWING.md's closed form.
+const LATTICE_DRIFT_CASES: [string, () => SwingParams][] = [
+  ['small-g drift lattice', () => resolveParams('small-g', { drift: 'lattice' })],
+]
+const LATTICE_DRIFT_G2D: [string, () => SwingParams] = [
+  'weekly-g2d drift lattice', () => resolveParams('weekly-g2d', { drift: 'lattice' }),
+]
 
 describe('value ≥ intrinsic value', () => {
   // daily-g2d takes about 2 s here (window mode); large-g2d (~25 s serially) is left out.
@@ -26,7 +33,7 @@ describe('value ≥ intrinsic value', () => {
       expect(Number.isFinite(value)).toBe(true)
     })
   }
-  for (const [name, params] of ROUNDOFF_CASES) {
+  for (const [name, params] of [...ROUNDOFF_CASES, ...LATTICE_DRIFT_CASES, LATTICE_DRIFT_G2D]) {
     it(name, () => {
       const { value, intrinsic } = valueSwing(params())
       expect(Number.isFinite(value)).toBe(true)
@@ -67,6 +74,8 @@ describe('reachable window', () => {
   for (const [name, params] of [
     ...presetCases(['stopt-tree', 'stopt-tree-grid', 'daily-g', 'daily-nig', 'weekly-g2d', 'small-g']),
     ...ROUNDOFF_CASES,
+    ...LATTICE_DRIFT_CASES,
+    LATTICE_DRIFT_G2D,
   ]) {
     it(`${name}: full grid and reachable window give the bit-identical value`, () => {
       const p = params()
@@ -123,6 +132,7 @@ describe('splitting the volume range', () => {
   for (const [name, params] of [
     ...presetCases(['stopt-tree', 'stopt-tree-grid', 'daily-g', 'daily-nig', 'small-g']),
     ...ROUNDOFF_CASES,
+    ...LATTICE_DRIFT_CASES,
   ]) {
     it(`${name}: 2, 3, 4 parts (and uneven ones) are bit-identical to one part at every date`, () => {
       const p = params()
