@@ -38,8 +38,9 @@ export interface FaultToleranceConfig {
    * Write checkpoints in the background: at the checkpoint point the data is
    * copied to a staging buffer and the write and fsync run while the next
    * supersteps compute; the checkpoint is committed (and becomes the recovery
-   * line) at a later vote once every rank's file is durable. Needs votes (a
-   * supervised run, or a time-based policy); otherwise writes stay synchronous.
+   * line) once every rank's file is durable: at a later vote when the run
+   * votes (time-based policy or supervised run), otherwise asked with one
+   * allreduce at each checkpoint point while the write is in flight.
    */
   async?: boolean
   /** Stop every rank right after this checkpoint point (tests and demonstrations). */
@@ -323,12 +324,16 @@ export class CheckpointService implements SkeletonHooks {
         // A background checkpoint is committed at the first vote where every rank's write is done.
         if (this.pending && (await this.comm.allreduce(this.pending.done ? 0 : 1, 'max')) === 0) await this.finishPending()
       }
-    } else if (requested) {
-      // No votes in this run: a request comes from requestCheckpoint(), which every rank calls (SPMD).
-      go = true
-      this.clearRequests()
+    } else {
+      if (requested) {
+        // No votes in this run: a request comes from requestCheckpoint(), which every rank calls (SPMD).
+        go = true
+        this.clearRequests()
+      }
+      // Without votes, a background checkpoint is polled at every checkpoint point until all ranks are done.
+      if (this.pending && (await this.comm.allreduce(this.pending.done ? 0 : 1, 'max')) === 0) await this.finishPending()
     }
-    const background = this.cfg.async === true && (clock.clock.timeBased || control?.preemptible === true) && !preempt && !last
+    const background = this.cfg.async === true && !preempt && !last
     if (go) await this.write(state, clock, now, background)
     const stop = this.cfg.interrupt
     const stopping = stop !== undefined && stop.skeleton === state.index && stop.step === state.step

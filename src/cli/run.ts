@@ -17,7 +17,7 @@ export const RUN_FLAGS: Record<string, FlagSpec> = {
   checkpoint: { kind: 'string', help: 'checkpoint policy: off, every:<steps>, <seconds>s, mtbf:<duration>, request', default: 'off' },
   'checkpoint-dir': { kind: 'string', help: 'checkpoint directory [default: .molotof/<program file name>]' },
   keep: { kind: 'int', help: 'complete checkpoints kept', default: 2 },
-  'async-checkpoints': { kind: 'boolean', help: 'write checkpoints in the background (staging copy), commit at a later vote' },
+  'async-checkpoints': { kind: 'boolean', help: 'write checkpoints in the background (staging copy), commit once every rank is durable' },
   resume: { kind: 'boolean', help: 'resume from the newest checkpoint valid on every rank (a clean start if there is none)' },
   restarts: { kind: 'int', help: 'automatic restarts after failures', default: 3 },
   heartbeat: { kind: 'int', help: 'heartbeat period of rank processes, ms', default: 200 },

@@ -2,7 +2,7 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync, truncateSync, unlinkSyn
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
-import { runLocal, type FaultToleranceConfig } from '../../src/index.js'
+import { CheckpointStore, runLocal, type FaultToleranceConfig } from '../../src/index.js'
 import jacobi, { type JacobiResult } from '../../examples/jacobi/jacobi.js'
 import twoPhase from '../fixtures/two-phase.js'
 
@@ -49,6 +49,33 @@ describe('recovery by replay: Jacobi', () => {
         }
       }
     }
+  })
+
+  it.each([2, 3])('background checkpoints under a step policy: stopped after every step k and resumed gives the bit-identical grid on %i ranks', async (ranks) => {
+    const reference = grid(await runLocal(jacobi, { ranks, argv: argv(true) }))
+    for (const every of [1, 3]) {
+      for (let k = 0; k < iterations; k++) {
+        const dir = freshDir()
+        const cfg = ft(dir, { policy: { every }, async: true })
+        await expect(runLocal(jacobi, { ranks, argv: argv(true), checkpoint: { ...cfg, interrupt: { skeleton: 0, step: k } } })).rejects.toThrow(/interrupted/)
+        const logs: string[] = []
+        const resumed = await runLocal(jacobi, { ranks, argv: argv(true), checkpoint: { ...cfg, resume: true }, onLog: (_r, t) => logs.push(t) })
+        expect(grid(resumed), `ranks=${ranks} every=${every} k=${k}`).toEqual(reference)
+        // The interruption commits the checkpoint still in flight: the line is the last checkpoint point, as without background writes.
+        const lastCheckpoint = Math.floor((k + 1) / every) * every - 1
+        if (lastCheckpoint >= 0) expect(logs.join('\n')).toMatch(new RegExp(`resuming from checkpoint \\d+ \\(skeleton 0, step ${lastCheckpoint}\\)`))
+        else expect(logs.join('\n')).toMatch(/no valid checkpoint .* starting from the beginning/)
+      }
+    }
+  })
+
+  it('background checkpoints under a step policy are all committed and verify', async () => {
+    const dir = freshDir()
+    await runLocal(jacobi, { ranks: 2, argv: ['--n', '256', '--iterations', '40'], checkpoint: ft(dir, { policy: { every: 4 }, async: true, keep: 100 }) })
+    const store = new CheckpointStore(dir)
+    const all = await store.list()
+    expect(all.map((c) => [c.complete, c.marker?.step])).toEqual([3, 7, 11, 15, 19, 23, 27, 31, 35, 39].map((s) => [true, s]))
+    for (const c of all) expect((await store.validate(c.seq, 2, { checksums: true })).ok).toBe(true)
   })
 
   it('a minimal checkpoint is about half the default one', async () => {
