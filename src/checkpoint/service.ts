@@ -1,7 +1,7 @@
 import { performance } from 'node:perf_hooks'
 import { DomainDesc } from '../domains/desc.js'
 import { forEachRun, type Domain } from '../domains/domain.js'
-import { arrayOver, bytesOf, dtypeOf, DTYPES } from '../domains/dtype.js'
+import { bytesOf, dtypeOf } from '../domains/dtype.js'
 import { CheckpointCorruptError, CheckpointError, ConfigError, ReplayDivergenceError } from '../errors.js'
 import type { Communicator } from '../runtime/communicator.js'
 import type { RecoveryDecision, ResumeFigures, SkeletonHooks } from '../skeletons/runtime.js'
