@@ -17,7 +17,8 @@ import { Worker } from 'node:worker_threads'
 import { runProgram } from './load-program.mjs'
 
 const HEARTBEAT_FD = 4
-// Same order as PHASES in status.ts (only used to name the phase of an uncaught error).
+// Same order as PHASES in status.ts (only used to name the phase of an uncaught error);
+// test/runtime/boot-constants.test.ts checks that the two agree.
 const PHASES = ['start', 'light', 'init', 'calculate', 'route', 'checkpoint', 'swap', 'replay', 'restore', 'done']
 
 const spec = deserialize(Buffer.from(process.argv[2] ?? '', 'base64'))
