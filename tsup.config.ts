@@ -1,14 +1,19 @@
 import { copyFileSync } from 'node:fs'
 import { defineConfig } from 'tsup'
 
+// dist/ unless told otherwise: the build test builds elsewhere, so that running
+// the tests never leaves a dist/ that bin/molotof.mjs would prefer to newer sources.
+const outDir = process.env.MOLOTOF_BUILD_DIR ?? 'dist'
+
 /** Ranks start from these plain-JS files, which must sit next to the bundles. */
 function copyBootFiles(): void {
-  for (const f of ['rank-boot.mjs', 'process-boot.mjs', 'load-program.mjs']) copyFileSync(`src/runtime/${f}`, `dist/${f}`)
+  for (const f of ['rank-boot.mjs', 'process-boot.mjs', 'load-program.mjs']) copyFileSync(`src/runtime/${f}`, `${outDir}/${f}`)
 }
 
 export default defineConfig([
   {
     entry: { index: 'src/index.ts' },
+    outDir,
     format: ['esm', 'cjs'],
     dts: true,
     sourcemap: true,
@@ -19,6 +24,7 @@ export default defineConfig([
   },
   {
     entry: { cli: 'src/cli/bin.ts' },
+    outDir,
     format: ['esm'],
     sourcemap: true,
     target: 'node20',
