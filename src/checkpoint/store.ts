@@ -105,6 +105,18 @@ export class CheckpointStore {
     return join(this.dir, SPARE_DIR, `rank-${rank}.mlf`)
   }
 
+  /** The spare files present (see spareOf), in rank order; none when the directory has none. */
+  async spares(): Promise<{ rank: number; bytes: number }[]> {
+    const names = await readdir(join(this.dir, SPARE_DIR)).catch(() => [] as string[])
+    const out: { rank: number; bytes: number }[] = []
+    for (const name of names) {
+      const m = RANK_FILE.exec(name)
+      const st = m ? await stat(join(this.dir, SPARE_DIR, name)).catch(() => undefined) : undefined
+      if (m && st?.isFile()) out.push({ rank: Number(m[1]), bytes: st.size })
+    }
+    return out.sort((a, b) => a.rank - b.rank)
+  }
+
   /** Path of the commit marker of checkpoint `seq`. */
   markerOf(seq: number): string {
     return join(this.pathOf(seq), MARKER)

@@ -14,7 +14,7 @@ const USAGE = `Usage: molotof inspect <checkpoint-dir> [--verify] [--json]
 
 Lists the checkpoints in a directory: skeleton, step, ranks, entries, sizes,
 completeness (commit marker present) and validity (sizes and headers, and with
---verify every checksum).
+--verify every checksum), and the spare files pruning left for the next writes.
 
 Options:
 ${formatFlags(FLAGS)}`
@@ -61,8 +61,9 @@ export async function inspectCommand(argv: readonly string[], out: (s: string) =
       problems: [...(c.problem ? [c.problem] : []), ...(report?.problems ?? []).map((p) => `${p.file}: ${p.reason}`)],
     })
   }
+  const spares = await store.spares()
   if (args.flags.json) {
-    out(JSON.stringify({ dir: store.dir, checkpoints: rows }, null, 2))
+    out(JSON.stringify({ dir: store.dir, checkpoints: rows, spares }, null, 2))
   } else if (rows.length === 0) {
     out(`no checkpoints in ${store.dir}`)
   } else {
@@ -74,6 +75,10 @@ export async function inspectCommand(argv: readonly string[], out: (s: string) =
       )
       for (const p of r.problems) out(`      ${p}`)
     }
+  }
+  if (spares.length > 0 && !args.flags.json) {
+    const bytes = spares.reduce((n, f) => n + f.bytes, 0)
+    out(`  spare: ${spares.length} rank file${spares.length === 1 ? '' : 's'} of pruned checkpoints, ${formatBytes(bytes)} (overwritten by the next checkpoints instead of new files)`)
   }
   const newest = rows[rows.length - 1]
   return newest && newest.complete && newest.valid ? 0 : 1
