@@ -44,8 +44,9 @@ describe('domainPayload', () => {
           const d = new Free(dims, { order, dtype: dtype as never })
           d.resize(DomainDesc.of(ext.map(() => 0), ext))
           for (let i = 0; i < d.data.length; i++) d.data[i] = (i * 7 + 3) % 120
-          const lower = ext.map((e, k) => Math.floor(Math.min(cut[k][0], cut[k][1]) * e))
-          const upper = ext.map((e, k) => Math.max(lower[k] + 1, Math.ceil(Math.max(cut[k][0], cut[k][1]) * e)))
+          // A non-empty box inside the domain: lower in [0, e), upper in (lower, e].
+          const lower = ext.map((e, k) => Math.min(e - 1, Math.floor(Math.min(cut[k][0], cut[k][1]) * e)))
+          const upper = ext.map((e, k) => Math.min(e, Math.max(lower[k] + 1, Math.ceil(Math.max(cut[k][0], cut[k][1]) * e))))
           const box = DomainDesc.of(lower, upper)
           const p = domainPayload(d, box, new StagingBuffers(), 'read')
           expect(Buffer.from(joined(p)).equals(Buffer.from(expectedBytes(d, box)))).toBe(true)
