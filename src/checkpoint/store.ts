@@ -107,14 +107,9 @@ export class CheckpointStore {
 
   /** The spare files present (see spareOf), in rank order; none when the directory has none. */
   async spares(): Promise<{ rank: number; bytes: number }[]> {
-    const names = await readdir(join(this.dir, SPARE_DIR)).catch(() => [] as string[])
-    const out: { rank: number; bytes: number }[] = []
-    for (const name of names) {
-      const m = RANK_FILE.exec(name)
-      const st = m ? await stat(join(this.dir, SPARE_DIR, name)).catch(() => undefined) : undefined
-      if (m && st?.isFile()) out.push({ rank: Number(m[1]), bytes: st.size })
-    }
-    return out.sort((a, b) => a.rank - b.rank)
+    const dir = join(this.dir, SPARE_DIR)
+    const names = await readdir(dir).catch(() => [] as string[])
+    return (await rankFilesIn(dir, names)).map(({ rank, bytes }) => ({ rank, bytes }))
   }
 
   /** Path of the commit marker of checkpoint `seq`. */
@@ -193,14 +188,7 @@ export class CheckpointStore {
         if (errorCode(e) === 'ENOENT') continue
         throw checkpointFsError('cannot list checkpoint directory', path, e)
       }
-      const files: CheckpointSummary['files'] = []
-      for (const name of names) {
-        const m = RANK_FILE.exec(name)
-        if (!m) continue
-        const st = await stat(join(path, name)).catch(() => undefined)
-        if (st?.isFile()) files.push({ rank: Number(m[1]), file: name, bytes: st.size })
-      }
-      files.sort((a, b) => a.rank - b.rank)
+      const files = await rankFilesIn(path, names)
       const summary: CheckpointSummary = { seq, path, complete: false, files }
       if (!names.includes(MARKER)) {
         summary.problem = 'no commit marker: the checkpoint was not completed'
@@ -419,6 +407,18 @@ function headerMismatch(h: RankFileHeader, m: CommitMarker, rank: number): strin
   }
   if (h.fingerprint !== m.fingerprint) return `the file was written by another program (fingerprint ${JSON.stringify(h.fingerprint)})`
   return undefined
+}
+
+/** The rank files among `names` (entries of `dir`) that are regular files, with their sizes, in rank order. */
+async function rankFilesIn(dir: string, names: readonly string[]): Promise<CheckpointSummary['files']> {
+  const files: CheckpointSummary['files'] = []
+  for (const name of names) {
+    const m = RANK_FILE.exec(name)
+    if (!m) continue
+    const st = await stat(join(dir, name)).catch(() => undefined)
+    if (st?.isFile()) files.push({ rank: Number(m[1]), file: name, bytes: st.size })
+  }
+  return files.sort((a, b) => a.rank - b.rank)
 }
 
 function reasonOf(e: unknown): string {
