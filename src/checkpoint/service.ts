@@ -322,7 +322,7 @@ export class CheckpointService implements SkeletonHooks {
         clock.lastVote = { step: state.step, at: now }
         if (decided >= 1) this.clearRequests()
         // A background checkpoint is committed at the first vote where every rank's write is done.
-        if (this.pending && (await this.comm.allreduce(this.pending.done ? 0 : 1, 'max')) === 0) await this.finishPending()
+        await this.commitIfAllDurable()
       }
     } else {
       if (requested) {
@@ -331,7 +331,7 @@ export class CheckpointService implements SkeletonHooks {
         this.clearRequests()
       }
       // Without votes, a background checkpoint is polled at every checkpoint point until all ranks are done.
-      if (this.pending && (await this.comm.allreduce(this.pending.done ? 0 : 1, 'max')) === 0) await this.finishPending()
+      await this.commitIfAllDurable()
     }
     const background = this.cfg.async === true && !preempt && !last
     if (go) await this.write(state, clock, now, background)
@@ -357,6 +357,11 @@ export class CheckpointService implements SkeletonHooks {
   private clearRequests(): void {
     this.requested = false
     if (this.hooks.control) this.hooks.control.checkpointRequested = false
+  }
+
+  /** Commit the background checkpoint if every rank's write is done (collective: one allreduce while one is in flight). */
+  private async commitIfAllDurable(): Promise<void> {
+    if (this.pending && (await this.comm.allreduce(this.pending.done ? 0 : 1, 'max')) === 0) await this.finishPending()
   }
 
   /** Commit the background checkpoint, if any (collective: all ranks reach it together). */

@@ -44,11 +44,6 @@ export class StagingBuffers {
     }
     return out
   }
-
-  /** Drops every buffer (e.g. when checkpointing stops for good). */
-  clear(): void {
-    this.buffers.clear()
-  }
 }
 
 /**
