@@ -1,4 +1,4 @@
-import { type Csr, type PriceLattice, latticeDrift } from './lattice.js'
+import { type Csr, type PriceLattice, latticeDrift, spotsFromFactor } from './lattice.js'
 import { type Drift, type OuTree, TREE_DROP, TreeLattice } from './tree.js'
 
 interface Slot {
@@ -63,17 +63,7 @@ export class ProductTreeLattice implements PriceLattice {
     } else {
       this.c = latticeDrift(this, (k) => this.xSums(k))
     }
-    for (let k = 0; k < tree1.N; k++) {
-      const x1 = this.f1.x(k)
-      const x2 = this.f2.x(k)
-      const s = new Float64Array(x1.length * x2.length)
-      const f = forward[k]
-      const c = this.c[k]
-      for (let i1 = 0; i1 < x1.length; i1++) {
-        for (let i2 = 0; i2 < x2.length; i2++) s[i1 * x2.length + i2] = f * Math.exp(x1[i1] + x2[i2] - c)
-      }
-      this.spotArr.push(s)
-    }
+    for (let k = 0; k < tree1.N; k++) this.spotArr.push(spotsFromFactor(forward[k], this.xSums(k), this.c[k]))
   }
   /**
    * Whether fill() keeps every product p1·p2 at every date: true when the smallest
@@ -86,7 +76,7 @@ export class ProductTreeLattice implements PriceLattice {
     }
     return true
   }
-  /** x1 + x2 of every node of date k, summed as in the spots. */
+  /** x1 + x2 of every node of date k (factor 1 major), for the spots and the lattice drift. */
   private xSums(k: number): Float64Array {
     const x1 = this.f1.x(k)
     const x2 = this.f2.x(k)
