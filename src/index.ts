@@ -1,4 +1,6 @@
 // The public API of molotof. Everything not exported here is internal.
+// Installs how ranks run the programs this copy declares (see skeletons/program.ts).
+import './runtime/rank-entry.js'
 export * from './errors.js'
 export { DomainDesc, type StorageOrder } from './domains/desc.js'
 export { Domain, type DomainOptions, type NumericDType } from './domains/domain.js'
@@ -7,20 +9,22 @@ export { Domain3D } from './domains/domain3d.js'
 export { splitPoint } from './domains/split.js'
 export { type DType, type NumericArray, type AnyTypedArray } from './domains/dtype.js'
 export { CalcKernel } from './skeletons/kernel.js'
-export { Skeleton, type SkeletonOptions, type SkeletonState } from './skeletons/skeleton.js'
+export { Skeleton, type SkeletonOptions } from './skeletons/skeleton.js'
+export type { SkeletonState } from './checkpoint/skeleton-hooks.js'
 export { RankContext } from './skeletons/context.js'
 export { defineProgram, isProgram, type Program, type ProgramDefinition } from './skeletons/program.js'
 export { option, notSetting, settingsOf, parseOptions, formatOptions, type OptionSpec, type OptionSpecs, type OptionValues } from './skeletons/options.js'
 export { RoutingPlan, type RoutingMode, type PeerTransfer } from './routing/plan.js'
 export { Router, type Schedule } from './routing/router.js'
 export { partitionAt, validatePartition, samePartition, type Partition } from './routing/partition.js'
-export type { Communicator, Message, ReduceOp } from './runtime/communicator.js'
+export type { Communicator, Message, ReduceOp } from './routing/communicator.js'
 export { launch, describe, type LaunchOptions, type RunResult, type ProgramDescription } from './runtime/launcher.js'
 export { localGroup, runLocal } from './runtime/local.js'
 export { CheckpointRegistry, Cell, type DefaultEntry } from './checkpoint/registry.js'
 export { parsePolicy, describePolicy, type CheckpointPolicy } from './checkpoint/policy.js'
 export type { Serializer } from './checkpoint/light.js'
-export { RunInterrupted, type FaultToleranceConfig, type CheckpointEvent, type RecoveryInfo } from './checkpoint/service.js'
+export type { FaultToleranceConfig } from './checkpoint/config.js'
+export { RunInterrupted, type CheckpointEvent, type RecoveryInfo } from './checkpoint/service.js'
 export {
   Supervisor,
   RestartBudgetExhausted,

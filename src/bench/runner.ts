@@ -1,7 +1,7 @@
 import { mkdtempSync, rmSync } from 'node:fs'
 import { cpus, totalmem, tmpdir } from 'node:os'
 import { join } from 'node:path'
-import type { FaultToleranceConfig } from '../checkpoint/service.js'
+import type { FaultToleranceConfig } from '../checkpoint/config.js'
 import { ConfigError } from '../errors.js'
 import type { RankGroup, Transport } from '../runtime/group.js'
 import { launch } from '../runtime/launcher.js'

@@ -3,55 +3,18 @@ import { DomainDesc } from '../domains/desc.js'
 import { forEachRun, type Domain } from '../domains/domain.js'
 import { bytesOf, dtypeOf } from '../domains/dtype.js'
 import { CheckpointCorruptError, CheckpointError, ConfigError, ReplayDivergenceError } from '../errors.js'
-import type { Communicator } from '../runtime/communicator.js'
-import type { RecoveryDecision, ResumeFigures, SkeletonHooks } from '../skeletons/runtime.js'
-import type { ResumedFigures, SessionControl } from '../runtime/rank-session.js'
-import type { SkeletonState } from '../skeletons/skeleton.js'
+import type { Communicator } from '../routing/communicator.js'
+import type { FaultToleranceConfig, ProgramIdentity } from './config.js'
+import type { RecoveryDecision, ResumeFigures, SkeletonHooks, SkeletonState } from './skeleton-hooks.js'
 import { encodeRankFile, type DecodedEntry, type DecodedRankFile, type EntryInput } from './format.js'
-import type { JsonObject } from './json.js'
 import { decodeLight, diffLight, digestOf, encodeLight } from './light.js'
 import type { RankFileRecord } from './marker.js'
 import { entryArray } from './payload.js'
-import { parsePolicy, type CheckpointPolicy } from './policy.js'
+import { parsePolicy } from './policy.js'
 import { PolicyClock } from './policy-clock.js'
 import { assertSameSettings, chooseRecoveryLine, localView, type SkipReason } from './recovery-line.js'
 import { domainPayload, StagingBuffers } from './staging.js'
 import { CheckpointStore } from './store.js'
-
-/** How a run checkpoints and whether it resumes. Plain data: it crosses to every rank. */
-export interface FaultToleranceConfig {
-  /** Checkpoint directory (created on first use). */
-  dir: string
-  /** The run's default policy; a skeleton may override it. */
-  policy: CheckpointPolicy
-  /** Complete checkpoints kept (older ones are deleted once a newer one is complete). */
-  keep: number
-  /** Start from the recovery line when there is one. */
-  resume: boolean
-  /**
-   * `program` (default): what the program registers. `default`: the framework
-   * defaults whatever the program unregistered (both domains and the
-   * iterator), to measure what minimal registration saves.
-   */
-  contents?: 'program' | 'default'
-  /**
-   * Write checkpoints in the background: at the checkpoint point the data is
-   * copied to a staging buffer and the write and fsync run while the next
-   * supersteps compute; the checkpoint is committed (and becomes the recovery
-   * line) once every rank's file is durable: at a later vote when the run
-   * votes (time-based policy or supervised run), otherwise asked with one
-   * allreduce at each checkpoint point while the write is in flight.
-   */
-  async?: boolean
-  /** Stop every rank right after this checkpoint point (tests and demonstrations). */
-  interrupt?: { skeleton: number; step: number }
-}
-
-/** Who is checkpointing: the program and the settings its checkpoints must match. */
-export interface ProgramIdentity {
-  fingerprint: string
-  settings: JsonObject
-}
 
 /** Figures of one committed checkpoint, for progress lines, events and benchmarks. */
 export interface CheckpointEvent {
@@ -80,6 +43,33 @@ export interface RecoveryInfo {
   /** Load, restore and re-route (ms), once done. */
   restoreMs?: number
   warnings: string[]
+}
+
+/**
+ * Requests from outside the program that the checkpoint service honours at
+ * checkpoint points: preemption (checkpoint now, then stop) and the
+ * mid-checkpoint failure injection.
+ */
+export interface SessionControl {
+  /** Set when the launcher asks this rank to checkpoint and stop. */
+  preemptRequested: boolean
+  /** Set when the launcher asks for a checkpoint (SIGUSR1), without stopping. */
+  checkpointRequested?: boolean
+  /** Die halfway through writing the checkpoint file of (skeleton, step). */
+  dieMidCheckpoint: { skeleton: number; step: number; die: () => never } | undefined
+  /** Agree on preemption at every checkpoint point (ranks launched by a supervisor). */
+  preemptible?: boolean
+}
+
+/** Figures of a finished recovery on one rank. */
+export interface ResumedFigures {
+  seq: number
+  skeleton: number
+  step: number
+  negotiateMs: number
+  loadMs: number
+  replayMs: number
+  restoreMs: number
 }
 
 /** Callbacks and outside requests the service reports to or honours. */

@@ -2,7 +2,7 @@ import type { DomainDesc } from '../domains/desc.js'
 import { copyBox, forEachRun, type Domain } from '../domains/domain.js'
 import { arrayOver, bytesOf, DTYPES, type NumericArray } from '../domains/dtype.js'
 import { ConfigError } from '../errors.js'
-import type { Communicator } from '../runtime/communicator.js'
+import type { Communicator } from './communicator.js'
 import { samePartition, validatePartition, type Partition } from './partition.js'
 import { RoutingPlan, type PeerTransfer, type RoutingMode } from './plan.js'
 

@@ -2,7 +2,7 @@ import { ConfigError, MolotofError, ProgramLoadError, RankFailedError, type Rank
 import type { CheckpointEvent } from '../checkpoint/service.js'
 import type { RankGroup, RankGroupSpec, StartRankGroup } from './group.js'
 import type { RankToLauncher } from './protocol.js'
-import type { ResumedFigures } from './rank-session.js'
+import type { ResumedFigures } from '../checkpoint/service.js'
 
 /** How one attempt ended. */
 export type AttemptOutcome =

@@ -1,6 +1,6 @@
 import SuperJSON from 'superjson'
 import type { BufferAllocator } from '../domains/dtype.js'
-import type { Communicator, Message, ReduceOp } from './communicator.js'
+import type { Communicator, Message, ReduceOp } from '../routing/communicator.js'
 
 /** The point-to-point part a transport provides; collectives are built on it. */
 export interface PointToPoint {

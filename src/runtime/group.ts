@@ -1,7 +1,7 @@
-import type { FaultToleranceConfig } from '../checkpoint/service.js'
+import type { FaultToleranceConfig } from '../checkpoint/config.js'
 import type { Injection, RandomInjection } from './inject.js'
-import type { RankToLauncher } from './protocol.js'
-import type { Phase } from './status.js'
+import type { LauncherToRank, RankToLauncher } from './protocol.js'
+import type { Phase } from '../skeletons/phase.js'
 
 /** What every rank of one attempt is started with, whatever the transport. */
 export interface RankGroupSpec {
@@ -31,9 +31,6 @@ export interface RankWhere {
   step: number
   phase: Phase
 }
-
-/** Messages from the launcher to a rank. */
-export type LauncherToRank = { type: 'preempt' } | { type: 'checkpoint' }
 
 /** How a rank ended, as the transport saw it. */
 export interface RankExit {

@@ -1,5 +1,5 @@
 import type { RankWhere } from './group.js'
-import { PHASES } from './status.js'
+import { PHASES } from '../skeletons/phase.js'
 
 // One heartbeat record, as process-boot.mjs writes it to fd 4 (keep both in step):
 //   i32 magic | i32 seq | i32 skeleton | i32 step | i32 phase index | i32 beats   (little-endian)

@@ -1,11 +1,11 @@
 import { plainAllocator, sharedAllocator } from '../domains/dtype.js'
 import { PointToPointCommunicator } from './collectives.js'
-import type { Communicator, Message } from './communicator.js'
+import type { Communicator, Message } from '../routing/communicator.js'
 import { Mailbox } from './mailbox.js'
 import { ConfigError, MolotofError, RankFailedError } from '../errors.js'
 import { parseOptions, type OptionSpecs } from '../skeletons/options.js'
 import type { Program } from '../skeletons/program.js'
-import type { FaultToleranceConfig } from '../checkpoint/service.js'
+import type { FaultToleranceConfig } from '../checkpoint/config.js'
 import { runSession } from './rank-session.js'
 import { createStatusBuffer, RankStatus, readStatus } from './status.js'
 

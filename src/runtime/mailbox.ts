@@ -1,4 +1,4 @@
-import type { Message } from './communicator.js'
+import type { Message } from '../routing/communicator.js'
 
 /**
  * Matches incoming messages with pending receives by (source, tag), keeping

@@ -1,5 +1,3 @@
-import type { LauncherToRank } from './group.js'
-
 /** Messages from a rank to the launcher (plain data, so any framework copy can speak it). */
 export type RankToLauncher =
   | { type: 'describe'; name: string; description: string; optionsHelp: string }
@@ -22,6 +20,9 @@ export type RankToLauncher =
       message: string
       stack: string | undefined
     }
+
+/** Messages from the launcher to a rank. */
+export type LauncherToRank = { type: 'preempt' } | { type: 'checkpoint' }
 
 /** The rank's end of its control channel to the launcher. */
 export interface ControlPort {

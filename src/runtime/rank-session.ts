@@ -1,37 +1,11 @@
-import { CheckpointService, type CheckpointEvent, type FaultToleranceConfig } from '../checkpoint/service.js'
+import type { FaultToleranceConfig } from '../checkpoint/config.js'
+import { CheckpointService, type CheckpointEvent, type ResumedFigures, type SessionControl } from '../checkpoint/service.js'
 import { RankContext } from '../skeletons/context.js'
 import { settingsOf, type OptionSpecs, type OptionValues } from '../skeletons/options.js'
 import type { Program } from '../skeletons/program.js'
 import { noHooks, type RankRuntime } from '../skeletons/runtime.js'
-import type { Communicator } from './communicator.js'
+import type { Communicator } from '../routing/communicator.js'
 import type { RankStatus } from './status.js'
-
-/**
- * Requests from outside the program that the checkpoint service honours at
- * checkpoint points: preemption (checkpoint now, then stop) and the
- * mid-checkpoint failure injection.
- */
-export interface SessionControl {
-  /** Set when the launcher asks this rank to checkpoint and stop. */
-  preemptRequested: boolean
-  /** Set when the launcher asks for a checkpoint (SIGUSR1), without stopping. */
-  checkpointRequested?: boolean
-  /** Die halfway through writing the checkpoint file of (skeleton, step). */
-  dieMidCheckpoint: { skeleton: number; step: number; die: () => never } | undefined
-  /** Agree on preemption at every checkpoint point (ranks launched by a supervisor). */
-  preemptible?: boolean
-}
-
-/** Figures of a finished recovery on one rank. */
-export interface ResumedFigures {
-  seq: number
-  skeleton: number
-  step: number
-  negotiateMs: number
-  loadMs: number
-  replayMs: number
-  restoreMs: number
-}
 
 /** Everything one rank needs to run a program, whatever the transport. */
 export interface RankSession {

@@ -2,7 +2,7 @@ import { unlinkSync } from 'node:fs'
 import { createConnection, createServer, type Server, type Socket } from 'node:net'
 import { plainAllocator } from '../domains/dtype.js'
 import { PointToPointCommunicator } from './collectives.js'
-import type { Communicator, Message } from './communicator.js'
+import type { Communicator, Message } from '../routing/communicator.js'
 
 // Wire format, both directions: a 16-byte header then `length` payload bytes.
 //   u32 length | u32 kind | f64 tag      (little-endian)

@@ -1,9 +1,9 @@
-/**
+import { PHASES, type Phase, type PhaseReporter } from '../skeletons/phase.js'
+
+/*
  * Where each rank is, in shared memory the launcher can read even while the
  * rank is busy computing or has died: skeleton, step, phase and a beat counter.
  */
-export const PHASES = ['start', 'light', 'init', 'calculate', 'route', 'checkpoint', 'swap', 'replay', 'restore', 'done'] as const
-export type Phase = (typeof PHASES)[number]
 
 const FIELDS = 4
 
@@ -17,7 +17,7 @@ export function createStatusBuffer(size: number): Int32Array {
 }
 
 /** One rank's view of its own status slot. */
-export class RankStatus {
+export class RankStatus implements PhaseReporter {
   /** Called on every change (failure injection watches it). */
   onChange: ((skeleton: number, step: number, phase: Phase) => void) | undefined
 

@@ -1,7 +1,7 @@
 import type { MessagePort } from 'node:worker_threads'
 import { sharedAllocator } from '../domains/dtype.js'
 import { PointToPointCommunicator } from './collectives.js'
-import type { Message } from './communicator.js'
+import type { Message } from '../routing/communicator.js'
 import { Mailbox } from './mailbox.js'
 
 /** Wire format between two rank threads. */

@@ -1,5 +1,5 @@
 import type { Domain } from '../domains/domain.js'
-import type { Communicator, ReduceOp } from '../runtime/communicator.js'
+import type { Communicator, ReduceOp } from '../routing/communicator.js'
 import type { CalcKernel } from './kernel.js'
 import type { RankRuntime } from './runtime.js'
 import { Skeleton, type SkeletonOptions } from './skeleton.js'

@@ -1,5 +1,4 @@
 import { ConfigError } from '../errors.js'
-import { runRank, type RankInit } from '../runtime/rank-main.js'
 import type { RankContext } from './context.js'
 import type { OptionSpecs, OptionValues } from './options.js'
 
@@ -19,7 +18,23 @@ export interface ProgramDefinition<O extends OptionSpecs, R> {
 }
 
 export interface Program<O extends OptionSpecs = OptionSpecs, R = unknown> extends Readonly<ProgramDefinition<O, R>> {
-  readonly [RANK_ENTRY]: (init: RankInit) => Promise<void>
+  /** Runs this program as one rank; `init` comes from the launcher (see src/runtime/rank-main.ts). */
+  readonly [RANK_ENTRY]: (init: unknown) => Promise<void>
+}
+
+/** How a rank runs a program: installed by the runtime of the same molotof copy. */
+export type RankEntry = (program: Program, init: unknown) => Promise<void>
+
+// Declaring a program loads no runtime: the runtime of this copy of molotof
+// installs the rank entry when it is loaded (src/runtime/rank-entry.ts, pulled
+// in by src/index.ts). The program keeps a reference to *its* copy's entry, so
+// a rank runs the framework copy the program imported even when the launcher's
+// copy is another one (the boot files find the entry by Symbol.for).
+let rankEntry: RankEntry | undefined
+
+/** Install how ranks run programs (the runtime calls it once, when loaded). */
+export function installRankEntry(entry: RankEntry): void {
+  rankEntry = entry
 }
 
 /**
@@ -42,7 +57,12 @@ export function defineProgram<O extends OptionSpecs, R>(def: ProgramDefinition<O
   const program: Program<O, R> = {
     ...def,
     options: def.options ?? ({} as O),
-    [RANK_ENTRY]: (init: RankInit) => runRank(program as unknown as Program, init),
+    [RANK_ENTRY]: (init: unknown) => {
+      if (!rankEntry) {
+        return Promise.reject(new ConfigError(`program ${def.name}: no molotof runtime is loaded in this copy of molotof (import defineProgram from 'molotof')`))
+      }
+      return rankEntry(program as unknown as Program, init)
+    },
   }
   return Object.freeze(program)
 }

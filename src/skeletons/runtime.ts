@@ -1,35 +1,8 @@
-import type { Communicator } from '../runtime/communicator.js'
-import type { RankStatus } from '../runtime/status.js'
-import type { SkeletonState } from './skeleton.js'
+import type { SkeletonHooks } from '../checkpoint/skeleton-hooks.js'
+import type { Communicator } from '../routing/communicator.js'
+import type { PhaseReporter } from './phase.js'
 
-/** What recovery decided for one skeleton. */
-export type RecoveryDecision = { kind: 'normal' } | { kind: 'skip' } | { kind: 'resume'; step: number }
-
-/**
- * The fault-tolerance side of a run as skeletons see it. The default does
- * nothing (no checkpoints, no recovery); the checkpoint service fills it in.
- */
-export interface SkeletonHooks {
-  recoveryFor(index: number): RecoveryDecision
-  /** Restore registered data at the recovery step; `reroute` when halos must be refilled. */
-  restore(state: SkeletonState): Promise<{ reroute: boolean }>
-  checkpointPoint(state: SkeletonState, last: boolean): Promise<void>
-  /** Ask for a checkpoint at the next checkpoint point. */
-  request(): void
-  /** Replay and restore are done; the skeleton continues in normal mode. */
-  resumed(figures: ResumeFigures): void
-}
-
-/** How long getting back to work took on this rank. */
-export interface ResumeFigures {
-  skeleton: number
-  step: number
-  /** Fast-forward of the iterator (and skipped light code inside the loop). */
-  replayMs: number
-  /** Reading the rank file, restoring registered data and re-routing halos. */
-  restoreMs: number
-}
-
+/** Skeletons without fault tolerance: no checkpoints, no recovery. */
 export const noHooks: SkeletonHooks = {
   recoveryFor: () => ({ kind: 'normal' }),
   restore: () => Promise.reject(new Error('no checkpoint to restore')),
@@ -41,7 +14,7 @@ export const noHooks: SkeletonHooks = {
 /** Per-rank services a skeleton runs on (internal). */
 export interface RankRuntime {
   readonly comm: Communicator
-  readonly status: RankStatus
+  readonly status: PhaseReporter
   hooks: SkeletonHooks
   /** Called after every superstep (progress reports; throttled by the receiver). */
   onStep?: (skeleton: number, step: number, total: number | undefined) => void

@@ -4,10 +4,11 @@ import { ConfigError } from '../errors.js'
 import { partitionAt, validatePartition, type Partition } from '../routing/partition.js'
 import type { RoutingMode } from '../routing/plan.js'
 import { Router, validateSchedule, type Schedule } from '../routing/router.js'
-import type { RankRuntime } from './runtime.js'
 import { CheckpointRegistry } from '../checkpoint/registry.js'
 import { parsePolicy, type CheckpointPolicy } from '../checkpoint/policy.js'
+import type { SkeletonState } from '../checkpoint/skeleton-hooks.js'
 import { CalcKernel } from './kernel.js'
+import type { RankRuntime } from './runtime.js'
 
 export interface SkeletonOptions {
   /** `border` (halo exchange, the default) or `circulation` (blocks move between ranks). */
@@ -18,25 +19,6 @@ export interface SkeletonOptions {
   name?: string
   /** When this skeleton checkpoints, overriding the run's policy (`{ every: 50 }`, `'30s'`, `{ mtbf: '6h' }`…). */
   checkpoint?: CheckpointPolicy | string
-}
-
-/** What a skeleton exposes to checkpoint hooks at a checkpoint point. */
-export interface SkeletonState<It = unknown, D extends Domain = Domain> {
-  readonly index: number
-  readonly name: string
-  readonly step: number
-  readonly it: It
-  /** The domain read in this superstep (written by the next one). */
-  readonly read: D
-  /** The domain written in this superstep (read by the next one). */
-  readonly write: D
-  readonly mode: RoutingMode
-  readonly partition: Partition
-  /** The partition of the next superstep (undefined after the last one). */
-  readonly next: Partition | undefined
-  readonly registry: CheckpointRegistry
-  /** The skeleton's own checkpoint policy, if it has one. */
-  readonly policy: CheckpointPolicy | undefined
 }
 
 /**

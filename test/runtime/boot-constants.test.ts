@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs'
 import { describe, expect, it } from 'vitest'
 import { HEARTBEAT_MAGIC, HEARTBEAT_RECORD_BYTES } from '../../src/runtime/heartbeat.js'
-import { PHASES } from '../../src/runtime/status.js'
+import { PHASES } from '../../src/skeletons/phase.js'
 
 // process-boot.mjs is plain JavaScript (it runs before tsx is loaded) and keeps
 // its own copies of the phase list and the heartbeat record layout.

@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
-import type { Communicator } from '../../src/runtime/communicator.js'
+import type { Communicator } from '../../src/routing/communicator.js'
 import { connectSocketCommunicator } from '../../src/runtime/sockets.js'
 
 const dirs: string[] = []

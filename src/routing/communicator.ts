@@ -11,9 +11,10 @@ export type ReduceOp = 'sum' | 'max' | 'min'
 
 /**
  * Point-to-point and small collective communication between the ranks of one
- * run. Implementations: threads (worker_threads, the default) and processes.
- * Skeletons and routing only see this interface, so a new transport plugs in
- * without touching them.
+ * run. Implementations: threads (worker_threads, the default) and processes,
+ * in src/runtime. Declared here, by the lowest layer that sends messages:
+ * routing, skeletons and checkpoints only see this interface, so a new
+ * transport plugs in without touching them.
  *
  * ```ts
  * await comm.send(1, tag, bytes)          // resolves when `bytes` may be modified again

@@ -1,0 +1,41 @@
+import type { JsonObject } from './json.js'
+import type { CheckpointPolicy } from './policy.js'
+
+// The run's fault-tolerance configuration, in a module of its own: the CLI,
+// the launcher, the supervisor and the benchmarks build it, the checkpoint
+// coordinator of every rank reads it.
+
+/** How a run checkpoints and whether it resumes. Plain data: it crosses to every rank. */
+export interface FaultToleranceConfig {
+  /** Checkpoint directory (created on first use). */
+  dir: string
+  /** The run's default policy; a skeleton may override it. */
+  policy: CheckpointPolicy
+  /** Complete checkpoints kept (older ones are deleted once a newer one is complete). */
+  keep: number
+  /** Start from the recovery line when there is one. */
+  resume: boolean
+  /**
+   * `program` (default): what the program registers. `default`: the framework
+   * defaults whatever the program unregistered (both domains and the
+   * iterator), to measure what minimal registration saves.
+   */
+  contents?: 'program' | 'default'
+  /**
+   * Write checkpoints in the background: at the checkpoint point the data is
+   * copied to a staging buffer and the write and fsync run while the next
+   * supersteps compute; the checkpoint is committed (and becomes the recovery
+   * line) once every rank's file is durable: at a later vote when the run
+   * votes (time-based policy or supervised run), otherwise asked with one
+   * allreduce at each checkpoint point while the write is in flight.
+   */
+  async?: boolean
+  /** Stop every rank right after this checkpoint point (tests and demonstrations). */
+  interrupt?: { skeleton: number; step: number }
+}
+
+/** Who is checkpointing: the program and the settings its checkpoints must match. */
+export interface ProgramIdentity {
+  fingerprint: string
+  settings: JsonObject
+}
