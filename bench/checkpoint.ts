@@ -9,8 +9,8 @@ import { closeSync, fsyncSync, mkdtempSync, openSync, readdirSync, renameSync, r
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
-import { encodeRankFile } from '../src/checkpoint/format.js'
-import { CheckpointStore } from '../src/checkpoint/store.js'
+import { encodeRankFile } from '../src/checkpoint/format/rank-file.js'
+import { CheckpointStore } from '../src/checkpoint/store/checkpoint-store.js'
 import { launch } from '../src/index.js'
 import { summary, table } from '../src/bench/stats.js'
 

@@ -21,10 +21,11 @@ export type { Communicator, Message, ReduceOp } from './routing/communicator.js'
 export { launch, describe, type LaunchOptions, type RunResult, type ProgramDescription } from './runtime/launcher.js'
 export { localGroup, runLocal } from './runtime/local.js'
 export { CheckpointRegistry, Cell, type DefaultEntry } from './checkpoint/registry.js'
-export { parsePolicy, describePolicy, type CheckpointPolicy } from './checkpoint/policy.js'
-export type { Serializer } from './checkpoint/light.js'
+export { parsePolicy, describePolicy, type CheckpointPolicy } from './checkpoint/policy/policy.js'
+export type { Serializer } from './checkpoint/light/codec.js'
 export type { FaultToleranceConfig } from './checkpoint/config.js'
-export { RunInterrupted, type CheckpointEvent, type RecoveryInfo } from './checkpoint/service.js'
+export { RunInterrupted } from './checkpoint/stops.js'
+export type { CheckpointEvent, RecoveryInfo } from './checkpoint/events.js'
 export {
   Supervisor,
   RestartBudgetExhausted,
@@ -35,4 +36,4 @@ export {
 } from './runtime/supervisor.js'
 export { parseInjection, type Injection, type RandomInjection } from './runtime/inject.js'
 export type { Transport, RankGroup } from './runtime/group.js'
-export { CheckpointStore } from './checkpoint/store.js'
+export { CheckpointStore } from './checkpoint/store/checkpoint-store.js'

@@ -6,8 +6,26 @@ import { describe, expect, it } from 'vitest'
 // The layers of src/, lowest first, as in docs/ARCHITECTURE.md ("Layers"). A
 // module may import modules of its own layer or of lower layers, never of a
 // higher one; type-only imports count like the others. A layer is a file or a
-// folder of src/ (a folder holds all the files below it).
-const LAYERS = ['errors.ts', 'domains', 'routing', 'checkpoint', 'skeletons', 'runtime', 'bench', 'cli', 'index.ts']
+// folder of src/; a file belongs to the longest layer path that holds it, so
+// `checkpoint` alone means the files directly in src/checkpoint (its contracts
+// with skeletons and the runtime), between its sub-folders.
+const LAYERS = [
+  'errors.ts',
+  'domains',
+  'routing',
+  'checkpoint/format',
+  'checkpoint/light',
+  'checkpoint/policy',
+  'checkpoint/store',
+  'checkpoint',
+  'checkpoint/recovery',
+  'checkpoint/coordination',
+  'skeletons',
+  'runtime',
+  'bench',
+  'cli',
+  'index.ts',
+]
 
 const SRC = resolve(__dirname, '../src')
 
@@ -64,9 +82,12 @@ function importGraph(): Map<string, string[]> {
 
 /** Index in LAYERS of the layer holding `file` (relative to src/). */
 function layerOf(file: string, layers: readonly string[] = LAYERS): number {
-  const i = layers.findIndex((l) => file === l || file.startsWith(`${l}/`))
-  if (i < 0) throw new Error(`src/${file} belongs to no layer: add it to LAYERS here and to docs/ARCHITECTURE.md`)
-  return i
+  let best = -1
+  layers.forEach((l, i) => {
+    if ((file === l || file.startsWith(`${l}/`)) && (best < 0 || l.length > layers[best].length)) best = i
+  })
+  if (best < 0) throw new Error(`src/${file} belongs to no layer: add it to LAYERS here and to docs/ARCHITECTURE.md`)
+  return best
 }
 
 /** Imports that go from a lower layer to a higher one, as "from → to" lines. */
@@ -143,6 +164,9 @@ describe('structure of src/', () => {
     ])
     expect(importCircles(g)).toEqual([['a.ts', 'b.ts', 'c.ts'], ['d.ts']])
     expect(upwardImports(new Map([['low/x.ts', ['high/y.ts']], ['high/y.ts', ['low/x.ts']]]), ['low', 'high'])).toEqual(['low/x.ts → high/y.ts'])
+    // The longest layer path wins: root files of a folder sit between its sub-folders.
+    const nested = ['c/base', 'c', 'c/top']
+    expect(upwardImports(new Map([['c/x.ts', ['c/base/y.ts', 'c/top/z.ts']]]), nested)).toEqual(['c/x.ts → c/top/z.ts'])
     expect(importsOf('x.ts', "import type { A } from './a.js'\nexport { B } from './b.js'\nconst c = await import('./c.js')\ntype D = import('./d.js').D\nimport 'node:fs'")).toEqual([
       './a.js',
       './b.js',

@@ -1,5 +1,5 @@
-import type { JsonObject } from './json.js'
-import type { CheckpointPolicy } from './policy.js'
+import type { JsonObject } from './format/json.js'
+import type { CheckpointPolicy } from './policy/policy.js'
 
 // The run's fault-tolerance configuration, in a module of its own: the CLI,
 // the launcher, the supervisor and the benchmarks build it, the checkpoint

@@ -1,7 +1,7 @@
 import { freeze } from 'immer'
 import { dtypeOf, type AnyTypedArray } from '../domains/dtype.js'
 import { ConfigError } from '../errors.js'
-import { checkSerializable, type Serializer } from './light.js'
+import { checkSerializable, type Serializer } from './light/codec.js'
 
 /**
  * The framework's default checkpoint entries, named by their role in the

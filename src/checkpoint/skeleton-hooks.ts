@@ -1,7 +1,7 @@
 import type { Domain } from '../domains/domain.js'
 import type { Partition } from '../routing/partition.js'
 import type { RoutingMode } from '../routing/plan.js'
-import type { CheckpointPolicy } from './policy.js'
+import type { CheckpointPolicy } from './policy/policy.js'
 import type { CheckpointRegistry } from './registry.js'
 
 // The checkpoint layer sits below skeletons: it declares what it reads of a

@@ -1,6 +1,6 @@
 import { existsSync } from 'node:fs'
-import { readHeaderOnly } from '../checkpoint/format.js'
-import { CheckpointStore } from '../checkpoint/store.js'
+import { readHeaderOnly } from '../checkpoint/format/rank-file.js'
+import { CheckpointStore } from '../checkpoint/store/checkpoint-store.js'
 import { ConfigError } from '../errors.js'
 import { formatFlags, splitArgs, type FlagSpec } from './args.js'
 import { formatBytes } from './run.js'

@@ -1,8 +1,7 @@
 import { ConfigError, MolotofError, ProgramLoadError, RankFailedError, type RankLocation } from '../errors.js'
-import type { CheckpointEvent } from '../checkpoint/service.js'
+import type { CheckpointEvent, ResumedFigures } from '../checkpoint/events.js'
 import type { RankGroup, RankGroupSpec, StartRankGroup } from './group.js'
 import type { RankToLauncher } from './protocol.js'
-import type { ResumedFigures } from '../checkpoint/service.js'
 
 /** How one attempt ended. */
 export type AttemptOutcome =

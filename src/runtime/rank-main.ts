@@ -1,12 +1,13 @@
 import type { MessagePort } from 'node:worker_threads'
 import type { FaultToleranceConfig } from '../checkpoint/config.js'
+import type { CheckpointControl } from '../checkpoint/control.js'
 import { MolotofError } from '../errors.js'
 import { formatOptions, parseOptions, type OptionSpecs, type OptionValues } from '../skeletons/options.js'
 import type { Program } from '../skeletons/program.js'
 import type { Communicator } from '../routing/communicator.js'
-import { randomPoints, sameInjection, type Injection, type RandomInjection } from './inject.js'
+import type { Injection, RandomInjection } from './inject.js'
 import type { ControlPort } from './protocol.js'
-import type { SessionControl } from '../checkpoint/service.js'
+import { RankInjections } from './rank-injections.js'
 import { runSession } from './rank-session.js'
 import { connectSocketCommunicator } from './sockets.js'
 import { PHASES } from '../skeletons/phase.js'
@@ -57,8 +58,8 @@ export async function runRank(program: Program, init: RankInit): Promise<void> {
     return
   }
   const status = new RankStatus(init.status, rank)
-  const session: SessionControl = { preemptRequested: false, dieMidCheckpoint: undefined, preemptible: true }
-  const injections = new Injections(init, status, session)
+  const injections = new RankInjections(init, status)
+  const session: CheckpointControl = { preemptRequested: false, preemptible: true, faults: injections }
   control.onMessage((m) => {
     if (m.type === 'preempt') session.preemptRequested = true
     if (m.type === 'checkpoint') session.checkpointRequested = true
@@ -117,45 +118,5 @@ function progressReporter(control: ControlPort): (skeleton: number, step: number
     if (now - lastAt < 250 && (total === undefined || step < total - 1)) return
     lastAt = now
     control.postMessage({ type: 'progress', rank: 0, skeleton, step, total })
-  }
-}
-
-/**
- * Failure injection on this rank: die at the injected (skeleton, step, phase).
- * `calculate` and `route` fire when the rank enters that phase; `checkpoint`
- * fires halfway through writing the checkpoint file (see CheckpointService).
- * Points that already fired in an earlier attempt are left out.
- */
-class Injections {
-  private points: Injection[] = []
-
-  constructor(
-    private readonly init: RankInit,
-    private readonly status: RankStatus,
-    private readonly session: SessionControl,
-  ) {
-    this.add(init.inject)
-  }
-
-  /** Random points are drawn once the first skeleton's step count is known. */
-  skeletonStarts(skeleton: number, total: number | undefined): void {
-    const r = this.init.injectRandom
-    if (!r || skeleton !== 0) return
-    const points = randomPoints(r, skeleton, total ?? 100, this.init.size)
-    this.add(points.filter((p) => p.rank === this.init.rank))
-  }
-
-  private add(list: Injection[]): void {
-    const fired = this.init.injectFired ?? []
-    this.points.push(...list.filter((p) => !fired.some((f) => sameInjection(f, p))))
-    const mid = this.points.find((p) => p.phase === 'checkpoint')
-    this.session.dieMidCheckpoint = mid ? { skeleton: mid.skeleton, step: mid.step, die: this.init.die } : undefined
-    const direct = this.points.filter((p) => p.phase !== 'checkpoint')
-    this.status.onChange =
-      direct.length === 0
-        ? undefined
-        : (skeleton, step, phase) => {
-            for (const p of direct) if (p.skeleton === skeleton && p.step === step && p.phase === phase) this.init.die()
-          }
   }
 }

@@ -1,5 +1,7 @@
 import type { FaultToleranceConfig } from '../checkpoint/config.js'
-import { CheckpointService, type CheckpointEvent, type ResumedFigures, type SessionControl } from '../checkpoint/service.js'
+import type { CheckpointControl } from '../checkpoint/control.js'
+import { CheckpointCoordinator } from '../checkpoint/coordination/coordinator.js'
+import type { CheckpointEvent, ResumedFigures } from '../checkpoint/events.js'
 import { RankContext } from '../skeletons/context.js'
 import { settingsOf, type OptionSpecs, type OptionValues } from '../skeletons/options.js'
 import type { Program } from '../skeletons/program.js'
@@ -15,7 +17,7 @@ export interface RankSession {
   options: OptionValues<OptionSpecs>
   /** Checkpointing and recovery; none when undefined. */
   ft: FaultToleranceConfig | undefined
-  control?: SessionControl
+  control?: CheckpointControl
   log: (text: string) => void
   onCheckpoint?: (e: CheckpointEvent) => void
   onResumed?: (r: ResumedFigures) => void
@@ -28,23 +30,23 @@ export function fingerprintOf(program: Program): string {
   return `molotof-program:${program.name}`
 }
 
-/** Open the checkpoint service (negotiating the recovery line on resume) and run `main`. */
+/** Open the checkpoint coordinator (negotiating the recovery line on resume) and run `main`. */
 export async function runSession(s: RankSession): Promise<unknown> {
   const rt: RankRuntime = { comm: s.comm, status: s.status, hooks: noHooks, onStep: s.onStep, onSkeletonStart: s.onSkeletonStart }
   s.status.set(-1, -1, 'light')
   let recovering = false
   if (s.ft) {
-    const service = await CheckpointService.open(
+    const coordinator = await CheckpointCoordinator.open(
       s.comm,
       s.ft,
       { fingerprint: fingerprintOf(s.program), settings: settingsOf(s.program.options, s.options) },
       s.log,
       { onCheckpoint: s.onCheckpoint, onResumed: s.onResumed, control: s.control },
     )
-    rt.hooks = service
-    recovering = service.recovering
+    rt.hooks = coordinator
+    recovering = coordinator.recovering
     if (recovering && s.comm.rank === 0) {
-      const r = service.recovery!
+      const r = coordinator.recovery!
       s.log(
         `resuming from checkpoint ${r.seq} (skeleton ${r.skeleton}, step ${r.step}); recovery line agreed in ${r.negotiateMs.toFixed(1)} ms, ` +
           `rank file read and verified in ${r.loadMs.toFixed(1)} ms`,

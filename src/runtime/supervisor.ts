@@ -3,7 +3,7 @@ import { ConfigError, MolotofError, type RankLocation } from '../errors.js'
 import { runAttempt, type AttemptOutcome, type FailureReason } from './attempt.js'
 import type { RankGroup } from './group.js'
 import { GROUP_STARTERS, groupSpec, hangTimeoutOf, type LaunchOptions, type RunResult } from './launcher.js'
-import type { ResumedFigures } from '../checkpoint/service.js'
+import type { ResumedFigures } from '../checkpoint/events.js'
 import type { Injection } from './inject.js'
 
 /** One failure the supervisor saw and recovered from (or gave up on). */

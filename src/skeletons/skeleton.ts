@@ -5,7 +5,7 @@ import { partitionAt, validatePartition, type Partition } from '../routing/parti
 import type { RoutingMode } from '../routing/plan.js'
 import { Router, validateSchedule, type Schedule } from '../routing/router.js'
 import { CheckpointRegistry } from '../checkpoint/registry.js'
-import { parsePolicy, type CheckpointPolicy } from '../checkpoint/policy.js'
+import { parsePolicy, type CheckpointPolicy } from '../checkpoint/policy/policy.js'
 import type { SkeletonState } from '../checkpoint/skeleton-hooks.js'
 import { CalcKernel } from './kernel.js'
 import type { RankRuntime } from './runtime.js'

@@ -1,8 +1,8 @@
 // fast-check generators shared by the checkpoint tests.
 import fc from 'fast-check'
 import { DTYPES, type DType } from '../../src/domains/dtype.js'
-import type { EntryInput, RankFileMeta } from '../../src/checkpoint/format.js'
-import { encodeLight } from '../../src/checkpoint/light.js'
+import type { EntryInput, RankFileMeta } from '../../src/checkpoint/format/rank-file.js'
+import { encodeLight } from '../../src/checkpoint/light/codec.js'
 
 export const dtypeArb: fc.Arbitrary<DType> = fc.constantFrom(...(Object.keys(DTYPES) as DType[]))
 

@@ -3,9 +3,9 @@ import { mkdtemp } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { bytesOf } from '../../src/domains/dtype.js'
-import { encodeRankFile } from '../../src/checkpoint/format.js'
-import { encodeLight } from '../../src/checkpoint/light.js'
-import type { CheckpointStore } from '../../src/checkpoint/store.js'
+import { encodeRankFile } from '../../src/checkpoint/format/rank-file.js'
+import { encodeLight } from '../../src/checkpoint/light/codec.js'
+import type { CheckpointStore } from '../../src/checkpoint/store/checkpoint-store.js'
 
 export const FINGERPRINT = 'jacobi@1'
 export const SETTINGS = { n: 64, tol: 1e-6, grid: { rows: 8, cols: 8 } }

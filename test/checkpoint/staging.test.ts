@@ -1,6 +1,6 @@
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
-import { domainPayload, StagingBuffers } from '../../src/checkpoint/staging.js'
+import { domainPayload, StagingBuffers } from '../../src/checkpoint/store/staging.js'
 import { Domain, DomainDesc, type StorageOrder } from '../../src/index.js'
 import { dtypeArb } from './arbitraries.js'
 

@@ -5,8 +5,8 @@
 import { readdir, rm } from 'node:fs/promises'
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
 import { CheckpointError } from '../../src/errors.js'
-import { chooseRecoveryLine, localView } from '../../src/checkpoint/recovery-line.js'
-import { CheckpointStore } from '../../src/checkpoint/store.js'
+import { chooseRecoveryLine, localView } from '../../src/checkpoint/recovery/line.js'
+import { CheckpointStore } from '../../src/checkpoint/store/checkpoint-store.js'
 import { tempDir, writeCheckpoint } from './helpers.js'
 
 const disk = vi.hoisted(() => ({ full: false }))

@@ -1,6 +1,6 @@
 import { rm } from 'node:fs/promises'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
-import { CheckpointStore } from '../../src/checkpoint/store.js'
+import { CheckpointStore } from '../../src/checkpoint/store/checkpoint-store.js'
 import { main } from '../../src/cli/main.js'
 import { tempDir, writeCheckpoint } from '../checkpoint/helpers.js'
 

@@ -4,7 +4,7 @@ import { join } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
 import type { JacobiResult } from '../../examples/jacobi/jacobi.js'
 import { interiorSum, jacobiSerial } from '../../examples/jacobi/serial.js'
-import { CheckpointStore } from '../../src/checkpoint/store.js'
+import { CheckpointStore } from '../../src/checkpoint/store/checkpoint-store.js'
 import { randomPoints } from '../../src/runtime/inject.js'
 import { Supervisor, type SupervisorEvent } from '../../src/runtime/supervisor.js'
 

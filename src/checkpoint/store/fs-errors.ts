@@ -1,4 +1,4 @@
-import { CheckpointError } from '../errors.js'
+import { CheckpointError } from '../../errors.js'
 
 /**
  * Turns a Node file-system error into a CheckpointError that names the path

@@ -1,6 +1,6 @@
-import { CheckpointError } from '../errors.js'
-import { arrayOver, DTYPES, type AnyTypedArray, type DType, type TypedArrayOf } from '../domains/dtype.js'
-import type { DecodedEntry } from './format.js'
+import { CheckpointError } from '../../errors.js'
+import { arrayOver, DTYPES, type AnyTypedArray, type DType, type TypedArrayOf } from '../../domains/dtype.js'
+import type { DecodedEntry } from './rank-file.js'
 
 /**
  * The typed array stored in a decoded heavy entry. It is a view over the file

@@ -1,7 +1,7 @@
 import { match, P } from 'ts-pattern'
-import { ConfigError } from '../errors.js'
+import { ConfigError } from '../../errors.js'
 import { formatDuration, parseDuration } from './duration.js'
-import { isPlainObject } from './json.js'
+import { isPlainObject } from '../format/json.js'
 
 /**
  * When to take checkpoints, as plain data (fits in a config file or a CLI flag):

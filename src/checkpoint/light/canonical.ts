@@ -1,4 +1,4 @@
-import { lightKind } from './light-kind.js'
+import { lightKind } from './kind.js'
 
 /**
  * A canonical text for a (checked) light value: equal values give equal text

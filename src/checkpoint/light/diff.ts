@@ -1,6 +1,6 @@
-import { childPath, describeKind } from './json.js'
-import { keyLabel } from './light-check.js'
-import { lightKind } from './light-kind.js'
+import { childPath, describeKind } from '../format/json.js'
+import { keyLabel } from './check.js'
+import { lightKind } from './kind.js'
 
 /**
  * Describes the first place where two light values differ, as

@@ -1,6 +1,6 @@
-import { ConfigError, SettingsMismatchError, type SettingDifference } from '../errors.js'
-import { childPath, isPlainObject } from './json.js'
-import type { CheckpointStore } from './store.js'
+import { ConfigError, SettingsMismatchError, type SettingDifference } from '../../errors.js'
+import { childPath, isPlainObject } from '../format/json.js'
+import type { CheckpointStore } from '../store/checkpoint-store.js'
 
 /** Why one checkpoint cannot be used, as seen by one rank. */
 export interface SkipReason {

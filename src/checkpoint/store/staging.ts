@@ -1,6 +1,6 @@
-import { forEachRun, type Domain } from '../domains/domain.js'
-import type { DomainDesc } from '../domains/desc.js'
-import { bytesOf } from '../domains/dtype.js'
+import { forEachRun, type Domain } from '../../domains/domain.js'
+import type { DomainDesc } from '../../domains/desc.js'
+import { bytesOf } from '../../domains/dtype.js'
 
 // Below this mean run length a gather list costs more (one iovec per run) than one copy.
 const MIN_GATHER_RUN_BYTES = 4096
@@ -11,7 +11,7 @@ const MIN_GATHER_RUN_BYTES = 4096
  * keeps checkpoints allocation-free in steady state — a fresh 16 MiB buffer
  * costs page faults on every checkpoint, more than the copy itself. A buffer is
  * handed out again only at the next checkpoint, after the previous one's write
- * has finished (the service commits or abandons a checkpoint before starting
+ * has finished (the committer commits or abandons a checkpoint before starting
  * the next).
  *
  * ```ts

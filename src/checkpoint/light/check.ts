@@ -1,5 +1,5 @@
-import { childPath } from './json.js'
-import { lightKind } from './light-kind.js'
+import { childPath } from '../format/json.js'
+import { lightKind } from './kind.js'
 
 /** Where inside a value something cannot be saved, and why. */
 export interface LightProblem {

@@ -1,7 +1,7 @@
 import { open } from 'node:fs/promises'
 import { crc32 } from 'node:zlib'
-import { CheckpointCorruptError, ConfigError } from '../errors.js'
-import { DTYPES, isDType, type DType } from '../domains/dtype.js'
+import { CheckpointCorruptError, ConfigError } from '../../errors.js'
+import { DTYPES, isDType, type DType } from '../../domains/dtype.js'
 import { checkJsonObject, isPlainObject, type JsonObject } from './json.js'
 
 /*
@@ -42,7 +42,7 @@ export interface BoxRecord {
 /** One entry of the header's table: where a payload is and how to check it. */
 export interface EntryRecord {
   name: string
-  /** `heavy`: raw typed-array bytes; `light`: a superjson encoding (see light.ts). */
+  /** `heavy`: raw typed-array bytes; `light`: a superjson encoding (see light/codec.ts). */
   kind: 'heavy' | 'light'
   /** Element type of a heavy payload (raw bytes, read as uint8, when absent). */
   dtype?: DType

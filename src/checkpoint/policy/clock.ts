@@ -1,5 +1,5 @@
 import { match } from 'ts-pattern'
-import { ConfigError } from '../errors.js'
+import { ConfigError } from '../../errors.js'
 import { parsePolicy, toRule, type CheckpointPolicy, type PolicyRule } from './policy.js'
 
 /** What a rank knows at a checkpoint point. Times are milliseconds on one clock (e.g. `performance.now()`). */

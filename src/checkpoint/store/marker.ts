@@ -1,6 +1,6 @@
 import { crc32 } from 'node:zlib'
-import { CheckpointCorruptError, ConfigError } from '../errors.js'
-import { checkJsonObject, isPlainObject, type JsonObject } from './json.js'
+import { CheckpointCorruptError, ConfigError } from '../../errors.js'
+import { checkJsonObject, isPlainObject, type JsonObject } from '../format/json.js'
 
 /** What the commit marker says about one rank's file. */
 export interface RankFileRecord {

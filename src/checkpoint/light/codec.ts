@@ -1,10 +1,10 @@
 import { createHash } from 'node:crypto'
 import { SuperJSON, type SuperJSONResult, type SuperJSONValue } from 'superjson'
-import { CheckpointError, ConfigError } from '../errors.js'
-import { isPlainObject } from './json.js'
-import { canonicalOf } from './light-canonical.js'
-import { findUnserializable } from './light-check.js'
-import { diffLight } from './light-diff.js'
+import { CheckpointError, ConfigError } from '../../errors.js'
+import { isPlainObject } from '../format/json.js'
+import { canonicalOf } from './canonical.js'
+import { findUnserializable } from './check.js'
+import { diffLight } from './diff.js'
 import { dropNaNIdentities } from './superjson-nan.js'
 
 export { diffLight }

@@ -1,9 +1,9 @@
 import { mkdir, open, readdir, readFile, rename, rm, stat, unlink } from 'node:fs/promises'
 import { join, resolve } from 'node:path'
 import { performance } from 'node:perf_hooks'
-import { CheckpointCorruptError, CheckpointError, ConfigError } from '../errors.js'
+import { CheckpointCorruptError, CheckpointError, ConfigError } from '../../errors.js'
 import { isTemporaryName, syncDirectory, writeDurably } from './durable.js'
-import { decodeRankFile, headerChecksumOf, readHeaderOnly, type DecodedRankFile, type RankFileHeader } from './format.js'
+import { decodeRankFile, headerChecksumOf, readHeaderOnly, type DecodedRankFile, type RankFileHeader } from '../format/rank-file.js'
 import { checkpointFsError, errorCode, explainFsError } from './fs-errors.js'
 import { encodeMarker, parseMarker, type CommitMarker, type RankFileRecord } from './marker.js'
 

@@ -1,4 +1,4 @@
-import { describeKind } from './json.js'
+import { describeKind } from '../format/json.js'
 
 /** The shapes of data a light value may contain: what superjson restores faithfully. */
 export type LightKind =

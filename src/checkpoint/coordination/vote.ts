@@ -1,0 +1,117 @@
+import { performance } from 'node:perf_hooks'
+import type { Communicator } from '../../routing/communicator.js'
+import type { CheckpointControl } from '../control.js'
+import { PolicyClock } from '../policy/clock.js'
+import type { CheckpointPolicy } from '../policy/policy.js'
+import type { SkeletonState } from '../skeleton-hooks.js'
+
+/** One skeleton's checkpoint timing: its policy clock, measured costs, and when the ranks vote next. */
+export interface ClockState {
+  clock: PolicyClock
+  /** When the last checkpoint was committed (or restored, or the skeleton started). */
+  lastAt: number
+  /** Measured commit times (ms, slowest rank), for Young/Daly. */
+  costs: number[]
+  /** Next superstep at which the ranks vote (time-based policies, preemption). */
+  voteStep: number
+  lastVote: { step: number; at: number }
+}
+
+/** What the ranks agreed at one checkpoint point. */
+export interface VoteOutcome {
+  /** Checkpoint at this point. */
+  go: boolean
+  /** Checkpoint, then stop every rank. */
+  preempt: boolean
+  /** The ranks met at a collective here: the place to commit a background checkpoint whose writes are done. */
+  pollCommit: boolean
+}
+
+/** Ranks vote about this often (ms of supersteps): often enough to react, rare enough to cost nothing. */
+const VOTE_PERIOD_MS = 100
+
+/**
+ * The decision at each checkpoint point: whether to checkpoint (policy,
+ * requests) and whether to stop (preemption), the same on every rank.
+ * Step-based policies decide locally (every rank gets the same answer);
+ * time-based ones, requests under a supervisor and preemption need
+ * agreement: one allreduce carries the vote and the spacing of the next
+ * vote, chosen so that votes are ~100 ms of supersteps apart.
+ *
+ * ```ts
+ * const vote = new CheckpointVote(comm, cfg.policy, control)
+ * const clock = vote.clockFor(state)
+ * const { go, preempt } = await vote.decide(state, clock, performance.now())
+ * ```
+ */
+export class CheckpointVote {
+  private readonly clocks = new Map<number, ClockState>()
+  private requested = false
+
+  constructor(
+    private readonly comm: Communicator,
+    /** The run's policy, for skeletons without their own. */
+    private readonly runPolicy: CheckpointPolicy,
+    private readonly control: CheckpointControl | undefined,
+  ) {}
+
+  /** The timing state of `state`'s skeleton, created at its first checkpoint point (or restore). */
+  clockFor(state: SkeletonState): ClockState {
+    let c = this.clocks.get(state.index)
+    if (!c) {
+      const now = performance.now()
+      c = { clock: new PolicyClock(state.policy ?? this.runPolicy), lastAt: now, costs: [], voteStep: state.step, lastVote: { step: state.step, at: now } }
+      this.clocks.set(state.index, c)
+    }
+    return c
+  }
+
+  /**
+   * Checkpoint at the next checkpoint point (policy `request`, or sooner than
+   * the policy would). Under a supervisor one rank asking is enough; in a run
+   * without votes, call it on every rank.
+   */
+  request(): void {
+    this.requested = true
+  }
+
+  /** Decide this checkpoint point (collective when the run votes and a vote is due). */
+  async decide(state: SkeletonState, clock: ClockState, now: number): Promise<VoteOutcome> {
+    const control = this.control
+    const input = { step: state.step, now, lastCheckpointAt: clock.lastAt, measuredCostMs: clock.costs }
+    const requested = this.requested || control?.checkpointRequested === true
+    // Step-based policies give every rank the same answer; time-based ones are decided by vote.
+    let go = !clock.clock.timeBased && clock.clock.shouldCheckpoint(input)
+    let preempt = false
+    if (clock.clock.timeBased || control?.preemptible) {
+      // Clock votes, requests and preemption need agreement, which costs a
+      // collective: vote only every `voteStep`, spaced ~VOTE_PERIOD_MS apart.
+      if (state.step < clock.voteStep) return { go, preempt, pollCommit: false }
+      const stepMs = (now - clock.lastVote.at) / Math.max(1, state.step - clock.lastVote.step)
+      const every = Math.min(1000, Math.max(1, Math.ceil(VOTE_PERIOD_MS / Math.max(stepMs, 1e-3))))
+      const vote = control?.preemptRequested ? 2 : requested || (clock.clock.timeBased && clock.clock.shouldCheckpoint(input)) ? 1 : 0
+      // One allreduce carries both: the vote (2 = preempt, 1 = checkpoint) and the spacing (min over ranks).
+      const agreed = await this.comm.allreduce(vote * 4096 - every, 'max')
+      const decided = Math.ceil(agreed / 4096)
+      preempt = decided === 2
+      go = go || decided >= 1
+      clock.voteStep = state.step + (decided * 4096 - agreed)
+      clock.lastVote = { step: state.step, at: now }
+      if (decided >= 1) this.clearRequests()
+      // A background checkpoint is committed at the first vote where every rank's write is done.
+      return { go, preempt, pollCommit: true }
+    }
+    if (requested) {
+      // No votes in this run: a request comes from request(), which every rank calls (SPMD).
+      go = true
+      this.clearRequests()
+    }
+    // Without votes, a background checkpoint is polled at every checkpoint point until all ranks are done.
+    return { go, preempt, pollCommit: true }
+  }
+
+  private clearRequests(): void {
+    this.requested = false
+    if (this.control) this.control.checkpointRequested = false
+  }
+}

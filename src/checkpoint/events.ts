@@ -1,0 +1,42 @@
+// What the checkpoint layer reports to the runtime: progress lines, launcher
+// events, supervisor records and benchmark figures are built from these.
+
+/** Figures of one committed checkpoint, for progress lines, events and benchmarks. */
+export interface CheckpointEvent {
+  seq: number
+  skeleton: number
+  step: number
+  /** Bytes of this rank's file. */
+  bytes: number
+  /** Bytes over all ranks. */
+  totalBytes: number
+  /** Wall time from the checkpoint point to the commit, slowest rank. */
+  ms: number
+}
+
+/** What recovery found, for logs and events. */
+export interface RecoveryInfo {
+  seq: number | undefined
+  skeleton: number
+  step: number
+  /** Time to agree on the line from headers and sizes (ms). */
+  negotiateMs: number
+  /** Time to read and verify this rank's file of the line (ms). */
+  loadMs: number
+  /** Fast-forward of the recovery skeleton (ms), once done. */
+  replayMs?: number
+  /** Load, restore and re-route (ms), once done. */
+  restoreMs?: number
+  warnings: string[]
+}
+
+/** Figures of a finished recovery on one rank. */
+export interface ResumedFigures {
+  seq: number
+  skeleton: number
+  step: number
+  negotiateMs: number
+  loadMs: number
+  replayMs: number
+  restoreMs: number
+}

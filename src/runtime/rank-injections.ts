@@ -1,0 +1,87 @@
+import { mkdir, writeFile } from 'node:fs/promises'
+import type { CheckpointAt, CheckpointFaults, RankFileToWrite } from '../checkpoint/control.js'
+import { TMP_INFIX } from '../checkpoint/store/durable.js'
+import { randomPoints, sameInjection, type Injection, type RandomInjection } from './inject.js'
+import type { RankStatus } from './status.js'
+
+/** What a rank needs to know to inject its failures (a part of what the launcher hands it). */
+export interface RankInjectionSetup {
+  rank: number
+  size: number
+  /** Failures to inject on this rank. */
+  inject: Injection[]
+  injectRandom?: RandomInjection
+  /** Points that already fired in an earlier attempt. */
+  injectFired?: Injection[]
+  /** End this rank abruptly (SIGKILL for a process). */
+  die: () => never
+}
+
+/**
+ * Failure injection on this rank: die at the injected (skeleton, step, phase).
+ * `calculate` and `route` fire when the rank enters that phase (watching its
+ * status); `checkpoint` fires halfway through writing the checkpoint file —
+ * a torn temporary file is left behind — or, when that checkpoint point
+ * writes nothing, at its end (the checkpoint layer calls the CheckpointFaults
+ * methods). Points that already fired in an earlier attempt are left out.
+ *
+ * ```ts
+ * const injections = new RankInjections(init, status)
+ * control.faults = injections            // checkpoint points call it
+ * injections.skeletonStarts(0, total)    // draws random points, if any
+ * ```
+ */
+export class RankInjections implements CheckpointFaults {
+  private points: Injection[] = []
+  /** The `checkpoint`-phase point, if any. */
+  private midCheckpoint: Injection | undefined
+
+  constructor(
+    private readonly setup: RankInjectionSetup,
+    private readonly status: RankStatus,
+  ) {
+    this.add(setup.inject)
+  }
+
+  /** Random points are drawn once the first skeleton's step count is known. */
+  skeletonStarts(skeleton: number, total: number | undefined): void {
+    const r = this.setup.injectRandom
+    if (!r || skeleton !== 0) return
+    const points = randomPoints(r, skeleton, total ?? 100, this.setup.size)
+    this.add(points.filter((p) => p.rank === this.setup.rank))
+  }
+
+  tornWrite(at: CheckpointAt, file: RankFileToWrite): Promise<never> | undefined {
+    return this.diesAt(at) ? tornWrite(file, this.setup.die) : undefined
+  }
+
+  checkpointPointDone(at: CheckpointAt): void {
+    if (this.diesAt(at)) this.setup.die()
+  }
+
+  private diesAt(at: CheckpointAt): boolean {
+    const p = this.midCheckpoint
+    return p !== undefined && p.skeleton === at.skeleton && p.step === at.step
+  }
+
+  private add(list: Injection[]): void {
+    const fired = this.setup.injectFired ?? []
+    this.points.push(...list.filter((p) => !fired.some((f) => sameInjection(f, p))))
+    this.midCheckpoint = this.points.find((p) => p.phase === 'checkpoint')
+    const direct = this.points.filter((p) => p.phase !== 'checkpoint')
+    this.status.onChange =
+      direct.length === 0
+        ? undefined
+        : (skeleton, step, phase) => {
+            for (const p of direct) if (p.skeleton === skeleton && p.step === step && p.phase === phase) this.setup.die()
+          }
+  }
+}
+
+/** Leave half of the rank file under a temporary name (as a crash mid-write would), then die. */
+async function tornWrite(file: RankFileToWrite, die: () => never): Promise<never> {
+  await mkdir(file.dir, { recursive: true })
+  const whole = Buffer.concat(file.parts)
+  await writeFile(`${file.path}${TMP_INFIX}${process.pid}-torn`, whole.subarray(0, whole.length >> 1))
+  return die()
+}
