@@ -1,8 +1,8 @@
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
-import { CheckpointError, ConfigError } from '../../src/errors.js'
-import { checkSerializable, decodeLight, diffLight, digestOf, encodeLight, type Serializer } from '../../src/checkpoint/light/codec.js'
-import { lightValueArb } from './arbitraries.js'
+import { CheckpointError, ConfigError } from '../../../src/errors.js'
+import { checkSerializable, decodeLight, diffLight, digestOf, encodeLight, type Serializer } from '../../../src/checkpoint/light/codec.js'
+import { lightValueArb } from '../arbitraries.js'
 
 const roundTrip = <T>(v: T, s?: Serializer<T>): T => decodeLight(encodeLight(v, s), s)
 

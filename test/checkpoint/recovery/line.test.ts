@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest'
-import { ConfigError, SettingsMismatchError } from '../../src/errors.js'
-import { assertSameSettings, chooseRecoveryLine, compareSettings, type RankView } from '../../src/checkpoint/recovery/line.js'
+import { ConfigError, SettingsMismatchError } from '../../../src/errors.js'
+import { assertSameSettings, chooseRecoveryLine, compareSettings, type RankView } from '../../../src/checkpoint/recovery/line.js'
 
 describe('chooseRecoveryLine', () => {
   it('picks the newest checkpoint valid on every rank and explains each newer one', () => {

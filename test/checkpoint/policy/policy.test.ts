@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest'
-import { ConfigError } from '../../src/errors.js'
-import { formatDuration, parseDuration } from '../../src/checkpoint/policy/duration.js'
-import { describePolicy, parsePolicy, type CheckpointPolicy } from '../../src/checkpoint/policy/policy.js'
-import { dalyInterval, PolicyClock, youngInterval, type ClockInput } from '../../src/checkpoint/policy/clock.js'
+import { ConfigError } from '../../../src/errors.js'
+import { formatDuration, parseDuration } from '../../../src/checkpoint/policy/duration.js'
+import { describePolicy, parsePolicy, type CheckpointPolicy } from '../../../src/checkpoint/policy/policy.js'
+import { dalyInterval, PolicyClock, youngInterval, type ClockInput } from '../../../src/checkpoint/policy/clock.js'
 
 describe('parsePolicy', () => {
   const valid: [unknown, CheckpointPolicy][] = [

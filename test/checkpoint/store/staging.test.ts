@@ -1,8 +1,8 @@
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
-import { domainPayload, StagingBuffers } from '../../src/checkpoint/store/staging.js'
-import { Domain, DomainDesc, type StorageOrder } from '../../src/index.js'
-import { dtypeArb } from './arbitraries.js'
+import { domainPayload, StagingBuffers } from '../../../src/checkpoint/store/staging.js'
+import { Domain, DomainDesc, type StorageOrder } from '../../../src/index.js'
+import { dtypeArb } from '../arbitraries.js'
 
 class Free extends Domain {
   possessed(): DomainDesc {

@@ -4,10 +4,10 @@
 // else (open, fsync, rename, unlink) is the real thing.
 import { readdir, rm } from 'node:fs/promises'
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
-import { CheckpointError } from '../../src/errors.js'
-import { chooseRecoveryLine, localView } from '../../src/checkpoint/recovery/line.js'
-import { CheckpointStore } from '../../src/checkpoint/store/checkpoint-store.js'
-import { tempDir, writeCheckpoint } from './helpers.js'
+import { CheckpointError } from '../../../src/errors.js'
+import { chooseRecoveryLine, localView } from '../../../src/checkpoint/recovery/line.js'
+import { CheckpointStore } from '../../../src/checkpoint/store/checkpoint-store.js'
+import { tempDir, writeCheckpoint } from '../helpers.js'
 
 const disk = vi.hoisted(() => ({ full: false }))
 

@@ -3,12 +3,12 @@ import { tmpdir } from 'node:os'
 import { join as joinPath } from 'node:path'
 import fc from 'fast-check'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { CheckpointCorruptError, CheckpointError, ConfigError } from '../../src/errors.js'
-import { bytesOf, dtypeOf } from '../../src/domains/dtype.js'
-import { decodeRankFile, encodeRankFile, FORMAT_VERSION, readHeaderOnly, type RankFileMeta } from '../../src/checkpoint/format/rank-file.js'
-import { decodeLight, diffLight, encodeLight } from '../../src/checkpoint/light/codec.js'
-import { entryArray } from '../../src/checkpoint/format/payload.js'
-import { entriesArb, join, metaArb, wholeBytes } from './arbitraries.js'
+import { CheckpointCorruptError, CheckpointError, ConfigError } from '../../../src/errors.js'
+import { bytesOf, dtypeOf } from '../../../src/domains/dtype.js'
+import { decodeRankFile, encodeRankFile, FORMAT_VERSION, readHeaderOnly, type RankFileMeta } from '../../../src/checkpoint/format/rank-file.js'
+import { decodeLight, diffLight, encodeLight } from '../../../src/checkpoint/light/codec.js'
+import { entryArray } from '../../../src/checkpoint/format/payload.js'
+import { entriesArb, join, metaArb, wholeBytes } from '../arbitraries.js'
 
 const meta: RankFileMeta = { fingerprint: 'prog-1', skeleton: 0, step: 41, rank: 1, size: 3, settings: { n: 8 } }
 

@@ -1,12 +1,12 @@
 import { appendFile, readdir, readFile, rm, stat, truncate, unlink, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
-import { CheckpointCorruptError, CheckpointError } from '../../src/errors.js'
-import { decodeLight } from '../../src/checkpoint/light/codec.js'
-import { entryArray } from '../../src/checkpoint/format/payload.js'
-import { chooseRecoveryLine, localView, type RecoveryLine } from '../../src/checkpoint/recovery/line.js'
-import { CheckpointStore } from '../../src/checkpoint/store/checkpoint-store.js'
-import { FINGERPRINT, payloadOf, tempDir, writeCheckpoint } from './helpers.js'
+import { CheckpointCorruptError, CheckpointError } from '../../../src/errors.js'
+import { decodeLight } from '../../../src/checkpoint/light/codec.js'
+import { entryArray } from '../../../src/checkpoint/format/payload.js'
+import { chooseRecoveryLine, localView, type RecoveryLine } from '../../../src/checkpoint/recovery/line.js'
+import { CheckpointStore } from '../../../src/checkpoint/store/checkpoint-store.js'
+import { FINGERPRINT, payloadOf, tempDir, writeCheckpoint } from '../helpers.js'
 
 const SIZE = 3
 let dir: string
