@@ -37,3 +37,4 @@ export {
 export { parseInjection, type Injection, type RandomInjection } from './runtime/inject.js'
 export type { Transport, RankGroup } from './runtime/group.js'
 export { CheckpointStore } from './checkpoint/store/checkpoint-store.js'
+export type { NumberRange, OptionCommon } from './skeletons/options.js'

@@ -28,7 +28,7 @@ export default defineProgram({
     iterations: option.int(200, 'number of Jacobi sweeps', { min: 0 }),
     returnRows: notSetting(option.boolean(false, "return each rank's interior rows in the result (tests)")),
     minimal: notSetting(option.boolean(true, 'minimal checkpoints: only the grid just computed (--no-minimal saves both grids)')),
-    policy: notSetting(option.string('', "this skeleton's checkpoint policy, e.g. every:50, 30s, mtbf:6h (default: the run's --checkpoint)")),
+    policy: notSetting(option.string(undefined, "this skeleton's checkpoint policy, e.g. every:50, 30s, mtbf:6h (default: the run's --checkpoint)")),
   },
   async main(ctx): Promise<JacobiResult> {
     const { n, iterations } = ctx.options

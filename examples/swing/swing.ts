@@ -5,7 +5,7 @@
  *   molotof run examples/swing/swing.ts --ranks 2 --preset daily-g
  *   molotof run examples/swing/swing.ts --ranks 2 --preset stopt-tree --n-grid 100
  */
-import { ConfigError, defineProgram, notSetting, option, type OptionSpec } from 'molotof'
+import { defineProgram, notSetting, option, type OptionSpec } from 'molotof'
 import { SwingDomain } from './domain.js'
 import { Swing } from './kernel.js'
 import { createBellmanContext } from './model/bellman.js'
@@ -24,42 +24,39 @@ export interface SwingResult {
   dpSeconds: number
 }
 
-const PARAM_HELP: Record<keyof SwingParams, string> = {
-  model: 'price model: g, nig or g2d',
-  N: 'number of decision dates',
-  T: 'horizon in years',
-  subSteps: 'trinomial sub-steps per date (g, g2d)',
-  a: 'mean reversion of the (first) factor',
-  sigma: 'volatility of the (first) factor',
-  a2: 'mean reversion of the second factor (g2d)',
-  sigma2: 'volatility of the second factor (g2d)',
-  drift: 'drift correction c_k (g, g2d): ou (closed form) or lattice (log E[e^X_k] on the tree)',
-  curve: 'forward curve: stopt, seasonal or flat',
-  base: 'curve base level',
-  amp: 'seasonal curve amplitude',
-  vmin: 'minimum volume',
-  vmax: 'maximum volume',
-  nGrid: 'volume grid steps',
-  v0: 'initial volume (a grid point)',
-  injRate: 'maximum injection per date',
-  wdRate: 'maximum withdrawal per date',
-  cInj: 'cost per unit injected',
-  cWd: 'cost per unit withdrawn',
-  rates: 'rate profile: const or seasonal',
-  control: 'control set: bang or grid',
-  nigAlpha: 'NIG alpha',
-  nigBeta: 'NIG beta (|beta| < alpha)',
-  nigDxFactor: 'NIG grid step in units of the innovation std. dev.',
-  nigWidth: 'NIG grid half-width in stationary std. devs',
-  nigQuad: 'Simpson sub-intervals per NIG cell (even)',
-}
-
-// Every model parameter can be overridden; an empty value keeps the preset's
+// Every model parameter can be overridden; one left out keeps the preset's value
 // (the presets leave drift to the model: ou for g and g2d, lattice for nig).
-const defaultOf = (name: keyof SwingParams) => (name === 'drift' ? 'ou; nig is always lattice' : "the preset's")
-const paramOptions = Object.fromEntries(
-  PARAM_NAMES.map((name) => [name, option.string('', `${PARAM_HELP[name]} (default: ${defaultOf(name)})`)]),
-) as Record<keyof SwingParams, OptionSpec & { type: 'string' }>
+// Ranges here are the plain bounds; validateParams checks the rest (positive
+// reals, v0 on the grid, |beta| < alpha…) and names the parameter.
+const paramOptions = {
+  model: option.choice(['g', 'nig', 'g2d'] as const, undefined, 'price model'),
+  N: option.int(undefined, 'number of decision dates', { min: 1 }),
+  T: option.number(undefined, 'horizon in years (> 0)'),
+  subSteps: option.int(undefined, 'trinomial sub-steps per date (g, g2d)', { min: 1 }),
+  a: option.number(undefined, 'mean reversion of the (first) factor (> 0)'),
+  sigma: option.number(undefined, 'volatility of the (first) factor (> 0)'),
+  a2: option.number(undefined, 'mean reversion of the second factor (g2d; > 0)'),
+  sigma2: option.number(undefined, 'volatility of the second factor (g2d; > 0)'),
+  drift: option.choice(['ou', 'lattice'] as const, undefined, 'drift correction c_k: ou (closed form; g, g2d) or lattice (log E[e^X_k] on the lattice; nig always)'),
+  curve: option.choice(['stopt', 'seasonal', 'flat'] as const, undefined, 'forward curve'),
+  base: option.number(undefined, 'curve base level'),
+  amp: option.number(undefined, 'seasonal curve amplitude'),
+  vmin: option.number(undefined, 'minimum volume'),
+  vmax: option.number(undefined, 'maximum volume (> vmin)'),
+  nGrid: option.int(undefined, 'volume grid steps', { min: 1 }),
+  v0: option.number(undefined, 'initial volume (a grid point)'),
+  injRate: option.number(undefined, 'maximum injection per date', { min: 0 }),
+  wdRate: option.number(undefined, 'maximum withdrawal per date', { min: 0 }),
+  cInj: option.number(undefined, 'cost per unit injected', { min: 0 }),
+  cWd: option.number(undefined, 'cost per unit withdrawn', { min: 0 }),
+  rates: option.choice(['const', 'seasonal'] as const, undefined, 'rate profile'),
+  control: option.choice(['bang', 'grid'] as const, undefined, 'control set'),
+  nigAlpha: option.number(undefined, 'NIG alpha (> 0)'),
+  nigBeta: option.number(undefined, 'NIG beta (|beta| < alpha)'),
+  nigDxFactor: option.number(undefined, 'NIG grid step in units of the innovation std. dev. (> 0)'),
+  nigWidth: option.number(undefined, 'NIG grid half-width in stationary std. devs (> 0)'),
+  nigQuad: option.int(undefined, 'Simpson sub-intervals per NIG cell (even)', { min: 2 }),
+} satisfies Record<keyof SwingParams, OptionSpec>
 
 const presetNames = Object.keys(PRESETS) as [string, ...string[]]
 
@@ -67,15 +64,15 @@ export default defineProgram({
   name: 'swing',
   description: 'Gas storage valuation by dynamic programming on a price lattice (g, nig, g2d models).',
   options: {
-    preset: option.choice(presetNames, 'stopt-tree', 'parameter preset'),
+    preset: option.choice(presetNames, 'stopt-tree', 'parameter preset; the options below override its values'),
     ...paramOptions,
     window: option.boolean(true, 'compute only the volumes reachable from v0 (--no-window: the full grid)'),
     minimal: notSetting(option.boolean(true, 'minimal checkpoints: only the value function just computed')),
-    policy: notSetting(option.string('', "this skeleton's checkpoint policy (default: the run's --checkpoint)")),
+    policy: notSetting(option.string(undefined, "this skeleton's checkpoint policy (default: the run's --checkpoint)")),
   },
   async main(ctx): Promise<SwingResult> {
     const o = ctx.options
-    const params = resolveParams(o.preset, overridesFrom(o as unknown as Record<string, string>))
+    const params = resolveParams(o.preset, overridesFrom(o))
     // Light initialisation: the price lattice, rebuilt by replay, never checkpointed.
     const t0 = performance.now()
     const lattice = buildLattice(params)
@@ -114,20 +111,9 @@ export default defineProgram({
     ].join('\n'),
 })
 
-const ENUMS = new Set<keyof SwingParams>(['model', 'drift', 'curve', 'rates', 'control'])
-
-/** Command-line overrides (strings) as typed parameters; bad numbers name the parameter. */
-function overridesFrom(o: Record<string, string>): Partial<SwingParams> {
-  const out: Record<string, string | number> = {}
-  for (const name of PARAM_NAMES) {
-    const raw = o[name]
-    if (raw === undefined || raw === '') continue
-    if (ENUMS.has(name)) out[name] = raw
-    else {
-      const v = Number(raw)
-      if (!Number.isFinite(v)) throw new ConfigError(`invalid swing parameter "${name}": "${raw}" is not a number`)
-      out[name] = v
-    }
-  }
+/** The parameters given on the command line (the others keep the preset's values). */
+function overridesFrom(o: { readonly [K in keyof SwingParams]?: SwingParams[K] }): Partial<SwingParams> {
+  const out: Partial<Record<keyof SwingParams, unknown>> = {}
+  for (const name of PARAM_NAMES) if (o[name] !== undefined) out[name] = o[name]
   return out as Partial<SwingParams>
 }

@@ -1,71 +1,50 @@
-import { ConfigError } from '../errors.js'
+import { existsSync, statSync } from 'node:fs'
+import { option, parseArgv, type OptionSpecs, type OptionValues } from '../skeletons/options.js'
 
-/** A framework flag of a command: its value kind and help line. */
-export interface FlagSpec {
-  kind: 'int' | 'string' | 'boolean'
-  help: string
-  default?: string | number | boolean
-}
+/** The `--help` / `-h` switch of every command, declared like any other option. */
+export const HELP_OPTION = { help: { ...option.boolean(false, 'show this help'), short: 'h' } }
 
-export interface SplitArgs {
-  positional: string[]
-  flags: Record<string, string | number | boolean>
-  /** Words not recognised as framework flags, passed on to the program. */
-  rest: string[]
-  help: boolean
+/**
+ * The words of a command that takes no program (inspect, demo): its own
+ * options and at most `positionals` other words. Unknown options are refused
+ * naming the closest known one.
+ *
+ * ```ts
+ * const { values, positionals } = parseCommand({ ...HELP_OPTION, verify: option.boolean(false, 'check sums') }, argv, 1)
+ * ```
+ */
+export function parseCommand<O extends OptionSpecs>(specs: O, argv: readonly string[], positionals: number): { values: OptionValues<O>; positionals: string[] } {
+  const p = parseArgv(specs, argv, { positionals })
+  return { values: p.values, positionals: p.positionals }
 }
 
 /**
- * Split a command line into the command's own flags and the rest (which the
- * program parses). Framework flags may stand anywhere; `--` ends them.
+ * The words of a command that runs a program (run, bench): the command's own
+ * options, the program file, and the program's words in their order (parsed
+ * by the program's ranks with the same parser, against the program's options).
+ *
+ * The framework's options may stand anywhere. The program is the first other
+ * word, not an option, that names an existing file (so `--n 64 prog.ts` and
+ * `--no-window prog.ts` both find `prog.ts`); failing that, the first such
+ * word, which the launcher then reports as not found. Words after `--` all go
+ * to the program.
+ *
+ * ```ts
+ * parseProgramCommand(RUN_OPTIONS, ['--ranks', '4', 'jacobi.ts', '--n', '64'])
+ * // { values: { ranks: 4, … }, program: 'jacobi.ts', programArgv: ['--n', '64'] }
+ * ```
  */
-export function splitArgs(argv: readonly string[], specs: Record<string, FlagSpec>, maxPositional: number): SplitArgs {
-  const out: SplitArgs = { positional: [], flags: {}, rest: [], help: false }
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i]
-    if (a === '--') {
-      out.rest.push(...argv.slice(i + 1))
-      break
-    }
-    if (a === '--help' || a === '-h') {
-      out.help = true
-      continue
-    }
-    if (!a.startsWith('-')) {
-      if (out.positional.length < maxPositional) out.positional.push(a)
-      else out.rest.push(a)
-      continue
-    }
-    const eq = a.indexOf('=')
-    const name = (eq >= 0 ? a.slice(0, eq) : a).replace(/^--?/, '')
-    const spec = specs[name]
-    if (!spec) {
-      out.rest.push(a)
-      // Keep a program option's value with it.
-      if (eq < 0 && i + 1 < argv.length && !argv[i + 1].startsWith('--')) out.rest.push(argv[++i])
-      continue
-    }
-    if (spec.kind === 'boolean') {
-      out.flags[name] = eq >= 0 ? a.slice(eq + 1) !== 'false' : true
-      continue
-    }
-    const raw = eq >= 0 ? a.slice(eq + 1) : argv[++i]
-    if (raw === undefined) throw new ConfigError(`--${name} needs a value (${spec.help})`)
-    if (spec.kind === 'int') {
-      const v = Number(raw)
-      if (!Number.isInteger(v)) throw new ConfigError(`--${name} needs an integer, got "${raw}"`)
-      out.flags[name] = v
-    } else out.flags[name] = raw
-  }
-  for (const [k, s] of Object.entries(specs)) if (!(k in out.flags) && s.default !== undefined) out.flags[k] = s.default
-  return out
+export function parseProgramCommand<O extends OptionSpecs>(
+  specs: O,
+  argv: readonly string[],
+): { values: OptionValues<O>; program: string | undefined; programArgv: string[] } {
+  const p = parseArgv(specs, argv, { unknown: 'pass' })
+  const words = p.rest.map((w, i) => ({ w, i })).filter(({ w }) => !w.startsWith('-'))
+  const chosen = words.find(({ w }) => isFile(w)) ?? words[0]
+  const programArgv = p.rest.filter((_, i) => i !== chosen?.i)
+  return { values: p.values, program: chosen?.w, programArgv: [...programArgv, ...p.afterDashes] }
 }
 
-export function formatFlags(specs: Record<string, FlagSpec>): string {
-  const rows = Object.entries(specs).map(([k, s]) => [
-    `  --${k}${s.kind === 'boolean' ? '' : ` <${s.kind === 'int' ? 'n' : 'value'}>`}`,
-    `${s.help}${s.default !== undefined ? ` [default: ${String(s.default)}]` : ''}`,
-  ])
-  const w = Math.max(...rows.map((r) => r[0].length)) + 2
-  return rows.map(([a, b]) => a.padEnd(w) + b).join('\n')
+function isFile(path: string): boolean {
+  return existsSync(path) && statSync(path).isFile()
 }

@@ -5,23 +5,26 @@ import { textReport } from '../bench/report-text.js'
 import { runBench } from '../bench/runner.js'
 import { summarize } from '../bench/summarize.js'
 import { ConfigError, MolotofError } from '../errors.js'
-import { TRANSPORTS, type Transport } from '../runtime/group.js'
-import { formatFlags, splitArgs, type FlagSpec } from './args.js'
+import { TRANSPORTS } from '../runtime/group.js'
+import { option } from '../skeletons/options.js'
+import { HELP_OPTION, parseProgramCommand } from './args.js'
+import { formatHelp } from './help.js'
 
-const FLAGS: Record<string, FlagSpec> = {
-  ranks: { kind: 'int', help: 'number of ranks', default: 2 },
-  transport: { kind: 'string', help: 'processes (per-rank system-level figures) or threads', default: 'processes' },
-  counts: { kind: 'string', help: 'checkpoints per run to measure, comma-separated', default: '2,5,10,20' },
-  repeats: { kind: 'int', help: 'repeats of every configuration (after one warm-up run)', default: 3 },
-  'no-failure': { kind: 'boolean', help: 'skip the run with an injected failure' },
-  out: { kind: 'string', help: 'directory for bench-report.json and bench-report.html', default: 'bench-out' },
-  quick: { kind: 'boolean', help: 'small and fast: one repeat, counts 2,5 (checks that the report is produced)' },
-  'async-checkpoints': { kind: 'boolean', help: 'checkpointed configurations write in the background' },
+const BENCH_OPTIONS = {
+  ranks: option.int(2, 'number of ranks', { min: 1 }),
+  transport: option.choice(TRANSPORTS, 'processes', 'processes (per-rank system-level figures) or threads'),
+  counts: option.string('2,5,10,20', 'checkpoints per run to measure, comma-separated'),
+  repeats: option.int(3, 'repeats of every configuration (after one warm-up run)', { min: 1 }),
+  noFailure: option.boolean(false, 'skip the run with an injected failure'),
+  out: option.string('bench-out', 'directory for bench-report.json and bench-report.html'),
+  quick: option.boolean(false, 'small and fast: one repeat, counts 2,5 (checks that the report is produced)'),
+  asyncCheckpoints: option.boolean(false, 'checkpointed configurations write in the background'),
+  ...HELP_OPTION,
 }
 
-const USAGE = `Usage: molotof bench <program> [options] [program options]
-
-Measures, side by side in one invocation and on the same problem:
+const BENCH_HELP = formatHelp({
+  usage: 'molotof bench <program> [options] [program options]',
+  about: `Measures, side by side in one invocation and on the same problem:
   (a) no fault tolerance; (b) checkpoints with the default contents (both
   domains); (c) checkpoints with the program's own (minimal) registration —
   (b) and (c) at several checkpoint counts per run; (d) a run with a failure
@@ -31,28 +34,27 @@ Reports runtime and overhead, checkpoint sizes per rank and in total, the
 size a system-level checkpointer would save (private resident memory of each
 rank process, from /proc), write throughput, and the recovery breakdown.
 Writes a table to the terminal, bench-report.json and bench-report.html.
-
-Options:
-${formatFlags(FLAGS)}
-
-Example:
-  molotof bench examples/jacobi/jacobi.ts --ranks 2 --n 2048 --iterations 400`
+The program's own options (molotof run --help <program>) follow the program.`,
+  sections: [{ title: 'Options', specs: BENCH_OPTIONS }],
+  exitCodes: [
+    [0, 'done: the reports are written'],
+    [1, 'a measured run failed'],
+    [2, 'bad input (options, program file), refused before any computation'],
+  ],
+  examples: ['molotof bench examples/jacobi/jacobi.ts --ranks 2 --n 2048 --iterations 400'],
+})
 
 export async function benchCommand(argv: readonly string[], out: (s: string) => void, err: (s: string) => void): Promise<number> {
-  const args = splitArgs(argv, FLAGS, 1)
-  if (args.help) {
-    out(USAGE)
+  const { values: f, program, programArgv } = parseProgramCommand(BENCH_OPTIONS, argv)
+  if (f.help) {
+    out(BENCH_HELP)
     return 0
   }
-  const [program] = args.positional
   if (!program) throw new ConfigError('molotof bench: name the program (see molotof bench --help)')
-  const f = args.flags
-  const transport = String(f.transport) as Transport
-  if (!TRANSPORTS.includes(transport)) throw new ConfigError(`unknown transport "${transport}" (available: ${TRANSPORTS.join(', ')})`)
-  const quick = f.quick === true
-  const counts = (quick ? '2,5' : String(f.counts)).split(',').map((x) => Number(x.trim()))
-  if (counts.some((c) => !Number.isInteger(c) || c < 0)) throw new ConfigError(`--counts needs comma-separated whole numbers (got "${String(f.counts)}")`)
-  const outDir = resolve(String(f.out))
+  const { transport, quick } = f
+  const counts = (quick ? '2,5' : f.counts).split(',').map((x) => Number(x.trim()))
+  if (counts.some((c) => !Number.isInteger(c) || c < 0)) throw new ConfigError(`--counts needs comma-separated whole numbers (got "${f.counts}")`)
+  const outDir = resolve(f.out)
   try {
     mkdirSync(outDir, { recursive: true })
     writeFileSync(join(outDir, 'bench-report.json'), '')
@@ -61,13 +63,13 @@ export async function benchCommand(argv: readonly string[], out: (s: string) => 
   }
   const report = await runBench({
     program,
-    argv: args.rest,
-    ranks: f.ranks as number,
+    argv: programArgv,
+    ranks: f.ranks,
     transport,
     counts,
-    repeats: quick ? 1 : (f.repeats as number),
-    failure: f['no-failure'] !== true,
-    async: f['async-checkpoints'] === true,
+    repeats: quick ? 1 : f.repeats,
+    failure: !f.noFailure,
+    async: f.asyncCheckpoints,
     onNote: (t) => err(t),
   })
   const summary = summarize(report)

@@ -4,26 +4,33 @@ import { join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { privateResidentBytes } from '../bench/sysmem.js'
 import { table } from '../bench/stats.js'
-import type { RankGroup, Transport } from '../runtime/group.js'
+import { TRANSPORTS, type RankGroup } from '../runtime/group.js'
 import { launch } from '../runtime/launcher.js'
 import { Supervisor } from '../runtime/supervisor.js'
-import { formatFlags, splitArgs, type FlagSpec } from './args.js'
+import { option } from '../skeletons/options.js'
+import { HELP_OPTION, parseCommand } from './args.js'
+import { formatHelp } from './help.js'
 
-const FLAGS: Record<string, FlagSpec> = {
-  ranks: { kind: 'int', help: 'ranks', default: 4 },
-  n: { kind: 'int', help: 'Jacobi interior size', default: 2048 },
-  iterations: { kind: 'int', help: 'Jacobi sweeps', default: 200 },
-  transport: { kind: 'string', help: 'processes (a real SIGKILL) or threads', default: 'processes' },
+const DEMO_OPTIONS = {
+  ranks: option.int(4, 'ranks (the last one is killed)', { min: 1 }),
+  n: option.int(2048, 'Jacobi interior size', { min: 1 }),
+  iterations: option.int(200, 'Jacobi sweeps', { min: 1 }),
+  transport: option.choice(TRANSPORTS, 'processes', 'processes (a real SIGKILL) or threads'),
+  ...HELP_OPTION,
 }
 
-const USAGE = `Usage: molotof demo [options]
-
-What molotof does, in under a minute: Jacobi on several ranks, a rank killed
+const DEMO_HELP = formatHelp({
+  usage: 'molotof demo [options]',
+  about: `What molotof does, in under a minute: Jacobi on several ranks, a rank killed
 mid-run, the automatic recovery from the last checkpoint, the bit-identical
-result, and how small the checkpoints are.
-
-Options:
-${formatFlags(FLAGS)}`
+result, and how small the checkpoints are.`,
+  sections: [{ title: 'Options', specs: DEMO_OPTIONS }],
+  exitCodes: [
+    [0, 'the recovered result is bit-identical to the reference'],
+    [1, 'it is not, or a run failed'],
+    [2, 'bad input (options)'],
+  ],
+})
 
 interface JacobiValue {
   checksum: number
@@ -32,15 +39,12 @@ interface JacobiValue {
 
 /** `molotof demo` (the README's main job). */
 export async function demoCommand(argv: readonly string[], out: (s: string) => void): Promise<number> {
-  const args = splitArgs(argv, FLAGS, 0)
-  if (args.help) {
-    out(USAGE)
+  const { values: f } = parseCommand(DEMO_OPTIONS, argv, 0)
+  if (f.help) {
+    out(DEMO_HELP)
     return 0
   }
-  const ranks = args.flags.ranks as number
-  const n = args.flags.n as number
-  const iterations = args.flags.iterations as number
-  const transport = String(args.flags.transport) as Transport
+  const { ranks, n, iterations, transport } = f
   const program = jacobiFile()
   const jargv = ['--n', String(n), '--iterations', String(iterations)]
   const every = Math.max(1, Math.floor(iterations / 8))

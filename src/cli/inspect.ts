@@ -2,22 +2,30 @@ import { existsSync } from 'node:fs'
 import { readHeaderOnly } from '../checkpoint/format/rank-file.js'
 import { CheckpointStore } from '../checkpoint/store/checkpoint-store.js'
 import { ConfigError } from '../errors.js'
-import { formatFlags, splitArgs, type FlagSpec } from './args.js'
+import { option } from '../skeletons/options.js'
+import { HELP_OPTION, parseCommand } from './args.js'
+import { formatHelp } from './help.js'
 import { formatBytes } from './run.js'
 
-const FLAGS: Record<string, FlagSpec> = {
-  verify: { kind: 'boolean', help: 'read every payload and check its checksum' },
-  json: { kind: 'boolean', help: 'print the listing as JSON' },
+const INSPECT_OPTIONS = {
+  verify: option.boolean(false, 'read every payload and check its checksum'),
+  json: option.boolean(false, 'print the listing as JSON'),
+  ...HELP_OPTION,
 }
 
-const USAGE = `Usage: molotof inspect <checkpoint-dir> [--verify] [--json]
-
-Lists the checkpoints in a directory: skeleton, step, ranks, entries, sizes,
+const INSPECT_HELP = formatHelp({
+  usage: 'molotof inspect <checkpoint-dir> [--verify] [--json]',
+  about: `Lists the checkpoints in a directory: skeleton, step, ranks, entries, sizes,
 completeness (commit marker present) and validity (sizes and headers, and with
---verify every checksum), and the spare files pruning left for the next writes.
-
-Options:
-${formatFlags(FLAGS)}`
+--verify every checksum), and the spare files pruning left for the next writes.`,
+  sections: [{ title: 'Options', specs: INSPECT_OPTIONS }],
+  exitCodes: [
+    [0, 'the newest checkpoint is complete and valid'],
+    [1, 'it is not, or there is no checkpoint'],
+    [2, 'bad input (options, a directory that does not exist)'],
+  ],
+  examples: ['molotof inspect .molotof/jacobi --verify'],
+})
 
 interface Row {
   seq: number
@@ -33,20 +41,19 @@ interface Row {
 
 /** `molotof inspect`: exit 0 when the newest checkpoint is complete and valid, 1 otherwise. */
 export async function inspectCommand(argv: readonly string[], out: (s: string) => void): Promise<number> {
-  const args = splitArgs(argv, FLAGS, 1)
-  if (args.help) {
-    out(USAGE)
+  const { values: f, positionals } = parseCommand(INSPECT_OPTIONS, argv, 1)
+  if (f.help) {
+    out(INSPECT_HELP)
     return 0
   }
-  const [dir] = args.positional
+  const [dir] = positionals
   if (!dir) throw new ConfigError('molotof inspect: name the checkpoint directory (see molotof inspect --help)')
-  if (args.rest.length > 0) throw new ConfigError(`molotof inspect: unknown option ${args.rest[0]}`)
   if (!existsSync(dir)) throw new ConfigError(`molotof inspect: ${dir} does not exist`)
   const store = new CheckpointStore(dir)
   const rows: Row[] = []
   for (const c of await store.list()) {
     const size = c.marker?.size ?? c.files.length
-    const report = c.complete ? await store.validate(c.seq, size, { checksums: args.flags.verify === true }) : undefined
+    const report = c.complete ? await store.validate(c.seq, size, { checksums: f.verify }) : undefined
     const first = c.files[0]
     const header = first ? await readHeaderOnly(`${c.path}/${first.file}`).catch(() => undefined) : undefined
     rows.push({
@@ -62,12 +69,12 @@ export async function inspectCommand(argv: readonly string[], out: (s: string) =
     })
   }
   const spares = await store.spares()
-  if (args.flags.json) {
+  if (f.json) {
     out(JSON.stringify({ dir: store.dir, checkpoints: rows, spares }, null, 2))
   } else if (rows.length === 0) {
     out(`no checkpoints in ${store.dir}`)
   } else {
-    out(`checkpoints in ${store.dir}${args.flags.verify ? ' (checksums verified)' : ''}:`)
+    out(`checkpoints in ${store.dir}${f.verify ? ' (checksums verified)' : ''}:`)
     for (const r of rows) {
       const state = !r.complete ? 'INCOMPLETE' : r.valid ? 'valid' : 'INVALID'
       out(
@@ -76,7 +83,7 @@ export async function inspectCommand(argv: readonly string[], out: (s: string) =
       for (const p of r.problems) out(`      ${p}`)
     }
   }
-  if (spares.length > 0 && !args.flags.json) {
+  if (spares.length > 0 && !f.json) {
     const bytes = spares.reduce((n, f) => n + f.bytes, 0)
     out(`  spare: ${spares.length} rank file${spares.length === 1 ? '' : 's'} of pruned checkpoints, ${formatBytes(bytes)} (overwritten by the next checkpoints instead of new files)`)
   }

@@ -1,25 +1,34 @@
 import { readFileSync } from 'node:fs'
 import { match } from 'ts-pattern'
 import { MolotofError, RankFailedError } from '../errors.js'
+import { option } from '../skeletons/options.js'
+import { HELP_OPTION } from './args.js'
 import { benchCommand } from './bench.js'
 import { demoCommand } from './demo.js'
+import { formatHelp } from './help.js'
 import { inspectCommand } from './inspect.js'
 import { runCommand } from './run.js'
 
-const HELP = `molotof — fault-tolerant iterative SPMD programs
-
-Usage: molotof <command> [options]
-
-Commands:
-  run <program>     run a program on N ranks            (molotof run --help)
+const COMMANDS = `  run <program>     run a program on N ranks             (molotof run --help)
   inspect <dir>     list and verify checkpoints          (molotof inspect --help)
   bench <program>   overhead, checkpoint sizes, recovery (molotof bench --help)
   demo              a failure, its recovery, and checkpoint sizes, in under a minute
-  help [command]    show help
+  help [command]    show help`
 
-Options:
-  --help, -h        help for molotof or for a command
-  --version         print the version`
+const HELP = formatHelp({
+  usage: 'molotof <command> [options]',
+  about: 'molotof: fault-tolerant iterative SPMD programs.',
+  sections: [
+    { title: 'Commands', specs: COMMANDS },
+    { title: 'Options', specs: { ...HELP_OPTION, version: { ...option.boolean(false, 'print the version'), short: 'v' } } },
+  ],
+  exitCodes: [
+    [0, 'done'],
+    [1, 'failed: a run failed (inspect: the newest checkpoint is not valid)'],
+    [2, 'bad input, refused before any computation'],
+    [75, 'run: preempted, checkpointed and stopped; resume with --resume'],
+  ],
+})
 
 /** Exit codes: 0 success, 1 a run failed, 2 bad usage or input. */
 export async function main(argv: readonly string[], out = (s: string) => console.log(s), err = (s: string) => console.error(s)): Promise<number> {
@@ -35,10 +44,11 @@ export async function main(argv: readonly string[], out = (s: string) => console
         return 0
       })
       .with('--help', '-h', 'help', () => {
-        const sub = rest[0]
-        if (sub === 'run') return runCommand(['--help'], out)
+        const [sub, ...more] = rest
+        if (sub === 'run') return runCommand(['--help', ...more], out)
         if (sub === 'inspect') return inspectCommand(['--help'], out)
         if (sub === 'bench') return benchCommand(['--help'], out, err)
+        if (sub === 'demo') return demoCommand(['--help'], out)
         out(HELP)
         return 0
       })

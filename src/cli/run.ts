@@ -4,89 +4,97 @@ import { parseDuration } from '../checkpoint/policy/duration.js'
 import { parsePolicy } from '../checkpoint/policy/policy.js'
 import type { FaultToleranceConfig } from '../checkpoint/config.js'
 import { ConfigError, MolotofError } from '../errors.js'
-import type { Transport } from '../runtime/group.js'
+import { TRANSPORTS } from '../runtime/group.js'
 import { parseInjection, type Injection, type RandomInjection } from '../runtime/inject.js'
 import { describe } from '../runtime/launcher.js'
 import { Supervisor } from '../runtime/supervisor.js'
-import { formatFlags, splitArgs, type FlagSpec } from './args.js'
+import { option, type OptionSpecs, type OptionValues } from '../skeletons/options.js'
+import { HELP_OPTION, parseProgramCommand } from './args.js'
+import { formatHelp, RUN_EXIT_CODES } from './help.js'
 import { ProgressView } from './progress.js'
 
-export const RUN_FLAGS: Record<string, FlagSpec> = {
-  ranks: { kind: 'int', help: 'number of ranks (SPMD copies of the program)', default: 2 },
-  transport: { kind: 'string', help: 'threads (worker threads of one process) or processes (one child process per rank)', default: 'threads' },
-  checkpoint: { kind: 'string', help: 'checkpoint policy: off, every:<steps>, <seconds>s, mtbf:<duration>, request', default: 'off' },
-  'checkpoint-dir': { kind: 'string', help: 'checkpoint directory [default: .molotof/<program file name>]' },
-  keep: { kind: 'int', help: 'complete checkpoints kept', default: 2 },
-  'async-checkpoints': { kind: 'boolean', help: 'write checkpoints in the background (staging copy), commit once every rank is durable' },
-  resume: { kind: 'boolean', help: 'resume from the newest checkpoint valid on every rank (a clean start if there is none)' },
-  restarts: { kind: 'int', help: 'automatic restarts after failures', default: 3 },
-  heartbeat: { kind: 'int', help: 'heartbeat period of rank processes, ms', default: 200 },
-  'hang-timeout': { kind: 'int', help: 'a rank process silent this long (ms) is hung [default: max(2000, 10 × heartbeat)]' },
-  inject: { kind: 'string', help: 'inject failures: rank=R,step=S[,phase=calculate|route|checkpoint] or random[:seed][,count=K]; several separated by ;' },
-  'time-limit': { kind: 'string', help: 'checkpoint and stop before this wall time (e.g. 2h, 30m), leaving room for one checkpoint' },
-  events: { kind: 'string', help: 'write every event (start, checkpoint, failure, recovery, finish) as JSON lines to this file' },
-  json: { kind: 'boolean', help: "print rank 0's result as JSON instead of the program's text" },
-  quiet: { kind: 'boolean', help: 'print only the result' },
+/** The options of `molotof run` (the program's own options follow the program file). */
+export const RUN_OPTIONS = {
+  ranks: option.int(2, 'number of ranks (SPMD copies of the program)', { min: 1 }),
+  transport: option.choice(TRANSPORTS, 'threads', 'worker threads of one process, or one child process per rank'),
+  checkpoint: option.string('off', 'checkpoint policy: off, every:<steps>, <seconds>s, mtbf:<duration>, request'),
+  checkpointDir: option.string(undefined, 'checkpoint directory (default: .molotof/<program file name>)'),
+  keep: option.int(2, 'complete checkpoints kept', { min: 1 }),
+  asyncCheckpoints: option.boolean(false, 'write checkpoints in the background (staging copy), commit once every rank is durable'),
+  resume: option.boolean(false, 'resume from the newest checkpoint valid on every rank (a clean start if there is none)'),
+  restarts: option.int(3, 'automatic restarts after failures (the restart budget)', { min: 0 }),
+  heartbeat: option.int(200, 'heartbeat period of rank processes, ms', { min: 10 }),
+  hangTimeout: option.int(undefined, 'a rank process silent this long (ms) is hung (default: max(2000, 10 × heartbeat))', { min: 1 }),
+  inject: option.string(undefined, 'inject failures: rank=R,step=S[,phase=calculate|route|checkpoint] or random[:seed][,count=K]; several separated by ;'),
+  timeLimit: option.string(undefined, 'checkpoint and stop before this wall time (e.g. 2h, 30m), leaving room for one checkpoint'),
+  events: option.string(undefined, 'write every event (start, checkpoint, failure, recovery, finish) as JSON lines to this file'),
+  json: option.boolean(false, "print rank 0's result as JSON instead of the program's text"),
+  quiet: option.boolean(false, 'print only the result'),
+  ...HELP_OPTION,
 }
 
-const USAGE = `Usage: molotof run <program.ts|.js> [--ranks N] [framework options] [program options]
+type RunValues = OptionValues<typeof RUN_OPTIONS>
 
-Runs a molotof program (a module whose default export is defineProgram({...}))
+const RUN_HELP = {
+  usage: 'molotof run <program.ts|.js> [options] [program options]',
+  about: `Runs a molotof program (a module whose default export is defineProgram({...}))
 on N ranks under a supervisor: a rank that dies, throws or hangs is detected,
 the survivors are stopped, and all ranks restart from the newest checkpoint.
 SIGTERM or SIGINT make the ranks checkpoint and stop (exit code 75); a second
-signal stops at once. SIGUSR1 asks for a checkpoint and goes on. TypeScript programs run as they are, without a build.
+signal stops at once. SIGUSR1 asks for a checkpoint and goes on. TypeScript
+programs run as they are, without a build. Options may stand before or after
+the program file; the program's own options are listed by
+molotof run --help <program>.`,
+  exitCodes: RUN_EXIT_CODES,
+  examples: [
+    'molotof run examples/jacobi/jacobi.ts --ranks 4 --n 1024 --iterations 500',
+    'molotof run examples/jacobi/jacobi.ts --ranks 2 --checkpoint every:50 --inject rank=1,step=120',
+    'molotof run examples/jacobi/jacobi.ts --ranks 2 --transport processes --checkpoint 10s --time-limit 2h',
+    'molotof run examples/jacobi/jacobi.ts --ranks 2 --checkpoint every:50 --resume      # after a crash',
+    'molotof run --help examples/swing/swing.ts                                          # its options',
+  ],
+}
 
-Framework options:
-${formatFlags(RUN_FLAGS)}
-  --help                 this help, and the program's own options when a program is named
-
-Exit codes: 0 done, 1 the run failed, 2 bad input, 75 preempted (resume with --resume).
-
-Examples:
-  molotof run examples/jacobi/jacobi.ts --ranks 4 --n 1024 --iterations 500
-  molotof run examples/jacobi/jacobi.ts --ranks 2 --checkpoint every:50 --inject rank=1,step=120
-  molotof run examples/jacobi/jacobi.ts --ranks 2 --transport processes --checkpoint 10s --time-limit 2h
-  molotof run examples/jacobi/jacobi.ts --ranks 2 --checkpoint every:50 --resume      # after a crash`
+/** `molotof run --help [program]`: the run options, and the program's own when one is named. */
+async function runHelp(program: string | undefined): Promise<string> {
+  const sections: { title: string; specs: OptionSpecs | string }[] = [{ title: 'Options', specs: RUN_OPTIONS }]
+  if (program) {
+    const d = await describe(program)
+    sections.push({ title: 'Program options', specs: `  ${d.name}${d.description ? `: ${d.description}` : ''}\n\n${d.optionsHelp}` })
+  }
+  return formatHelp({ ...RUN_HELP, sections })
+}
 
 export const EXIT_PREEMPTED = 75
 
 export async function runCommand(argv: readonly string[], out: (s: string) => void, err: (s: string) => void = out): Promise<number> {
-  const args = splitArgs(argv, RUN_FLAGS, 1)
-  const [program] = args.positional
-  if (args.help) {
-    out(USAGE)
-    if (program) {
-      const d = await describe(program)
-      out(`\nProgram ${d.name}${d.description ? `: ${d.description}` : ''}\nProgram options:\n${d.optionsHelp || '  (none)'}`)
-    }
+  const { values: f, program, programArgv } = parseProgramCommand(RUN_OPTIONS, argv)
+  if (f.help) {
+    out(await runHelp(program))
     return 0
   }
   if (!program) throw new ConfigError('molotof run: name the program file to run (see molotof run --help)')
-  const f = args.flags
-  const transport = String(f.transport) as Transport
-  const ranks = f.ranks as number
-  const quiet = f.quiet === true
+  const { transport, ranks, quiet } = f
   const checkpoint = faultTolerance(program, f)
-  const { fixed, random } = injections(typeof f.inject === 'string' ? f.inject : undefined)
-  const timeLimit = typeof f['time-limit'] === 'string' ? parseDuration(f['time-limit']) : undefined
-  if (typeof f['time-limit'] === 'string' && timeLimit === undefined) {
-    throw new ConfigError(`--time-limit needs a positive duration such as 2h, 30m or 90s (got "${f['time-limit']}")`)
+  const { fixed, random } = injections(f.inject)
+  const timeLimit = f.timeLimit === undefined ? undefined : parseDuration(f.timeLimit)
+  if (f.timeLimit !== undefined && timeLimit === undefined) {
+    throw new ConfigError(`--time-limit needs a positive duration such as 2h, 30m or 90s (got "${f.timeLimit}")`)
   }
-  const eventsFile = typeof f.events === 'string' ? resolve(f.events) : undefined
+  const eventsFile = f.events === undefined ? undefined : resolve(f.events)
   if (eventsFile) writeFileSync(eventsFile, '')
 
   const view = new ProgressView((s) => process.stderr.write(s), process.stderr.isTTY === true)
   const supervisor = new Supervisor(program, {
     ranks,
     transport,
-    argv: args.rest,
+    argv: programArgv,
     checkpoint,
     inject: fixed,
     injectRandom: random,
-    restarts: f.restarts as number,
-    heartbeatMs: f.heartbeat as number,
-    hangTimeoutMs: typeof f['hang-timeout'] === 'number' ? f['hang-timeout'] : undefined,
+    restarts: f.restarts,
+    heartbeatMs: f.heartbeat,
+    hangTimeoutMs: f.hangTimeout,
     timeLimitMs: timeLimit === undefined ? undefined : timeLimit * 1000,
     onLog: (_rank, text) => {
       if (!quiet) {
@@ -117,7 +125,7 @@ export async function runCommand(argv: readonly string[], out: (s: string) => vo
     view.clear()
     if (r.kind === 'preempted') {
       const where = r.seq === undefined ? 'no checkpoint could be taken' : `checkpoint ${r.seq} (skeleton ${r.skeleton}, step ${r.step}) in ${r.checkpointDir}`
-      err(`preempted: ${where}.\nResume with: molotof run ${[program, ...argv.filter((a) => a !== program && a !== '--resume')].join(' ')} --resume`)
+      err(`preempted: ${where}.\nResume with: molotof run ${[program, ...argv.filter((a) => a !== program && !/^--(no-)?resume(=|$)/.test(a))].join(' ')} --resume`)
       return EXIT_PREEMPTED
     }
     if (f.json) out(JSON.stringify(r.value, jsonReplacer, 2))
@@ -135,12 +143,9 @@ export async function runCommand(argv: readonly string[], out: (s: string) => vo
 }
 
 /** Always on under the supervisor: restarts and preemption need somewhere to checkpoint to. */
-function faultTolerance(program: string, flags: Record<string, string | number | boolean>): FaultToleranceConfig {
-  const policy = parsePolicy(String(flags.checkpoint))
-  const keep = flags.keep as number
-  if (!Number.isInteger(keep) || keep < 1) throw new ConfigError(`--keep must be a positive integer (got ${keep})`)
-  const dir = typeof flags['checkpoint-dir'] === 'string' ? flags['checkpoint-dir'] : join('.molotof', basename(program).replace(/\.[^.]+$/, ''))
-  return { dir: resolve(dir), policy, keep, resume: flags.resume === true, async: flags['async-checkpoints'] === true }
+function faultTolerance(program: string, f: RunValues): FaultToleranceConfig {
+  const dir = f.checkpointDir ?? join('.molotof', basename(program).replace(/\.[^.]+$/, ''))
+  return { dir: resolve(dir), policy: parsePolicy(f.checkpoint), keep: f.keep, resume: f.resume, async: f.asyncCheckpoints }
 }
 
 function injections(text: string | undefined): { fixed: Injection[]; random: RandomInjection | undefined } {

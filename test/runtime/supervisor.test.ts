@@ -157,9 +157,9 @@ describe('molotof run: bad input', () => {
     [['--inject', 'random:abc'], /integer seed/],
     [['--time-limit', 'soon'], /--time-limit needs a positive duration/],
     [['--checkpoint', 'sometimes'], /accepted: off, request, every/],
-    [['--transport', 'pigeons'], /unknown transport "pigeons"/],
-    [['--ranks', '0'], /positive integer/],
-    [['--restarts', '-1'], /restart budget/],
+    [['--transport', 'pigeons'], /--transport must be one of threads, processes; got "pigeons"/],
+    [['--ranks', '0'], /--ranks must be an integer ≥ 1, got 0/],
+    [['--restarts', '-1'], /--restarts must be an integer ≥ 0, got -1/],
   ])('%j is refused with a clear message (exit 2)', async (args, message) => {
     const r = await run(...args)
     expect(r.code).toBe(2)

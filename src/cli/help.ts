@@ -1,0 +1,42 @@
+import { formatOptions, type OptionSpecs } from '../skeletons/options.js'
+
+/** One exit code of a command and what it means there. */
+export type ExitCodeLine = readonly [code: number, meaning: string]
+
+/** What every `molotof run` exit code means (the same words in every help page). */
+export const RUN_EXIT_CODES: readonly ExitCodeLine[] = [
+  [0, 'done'],
+  [1, 'the run failed (the restart budget is spent, or an unexpected error)'],
+  [2, 'bad input (options, program file, checkpoint settings), refused before any computation'],
+  [75, 'preempted: checkpointed and stopped on SIGTERM/SIGINT or --time-limit; resume with --resume'],
+]
+
+/** A command's help page; `formatHelp` lays it out, each section once. */
+export interface HelpPage {
+  /** After `Usage: `. */
+  usage: string
+  /** What the command does, a paragraph. */
+  about: string
+  /** In order: a title and its options (or a table already formatted, such as a program's `formatOptions`). */
+  sections: ReadonlyArray<{ title: string; specs: OptionSpecs | string }>
+  exitCodes: readonly ExitCodeLine[]
+  examples?: readonly string[]
+}
+
+/**
+ * The one layout of molotof's help pages: usage, description, option tables
+ * (`formatOptions`), exit codes, examples.
+ *
+ * ```ts
+ * const specs = { verify: option.boolean(false, 'check every checksum') }
+ * formatHelp({ usage: 'molotof inspect <dir>', about: 'Lists checkpoints.', sections: [{ title: 'Options', specs }], exitCodes: [[0, 'valid']] })
+ * ```
+ */
+export function formatHelp(page: HelpPage): string {
+  const parts = [`Usage: ${page.usage}`, page.about]
+  for (const { title, specs } of page.sections) parts.push(`${title}:\n${typeof specs === 'string' ? specs : formatOptions(specs)}`)
+  const w = Math.max(...page.exitCodes.map(([c]) => String(c).length)) + 2
+  parts.push(`Exit codes:\n${page.exitCodes.map(([c, m]) => `  ${String(c).padEnd(w)}${m}`).join('\n')}`)
+  if (page.examples && page.examples.length > 0) parts.push(`Examples:\n${page.examples.map((e) => `  ${e}`).join('\n')}`)
+  return parts.join('\n\n')
+}
