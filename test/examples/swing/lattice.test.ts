@@ -107,7 +107,19 @@ describe('trinomial tree (g)', () => {
       expect(step.facing[n] + 1).toBeLessThanOrEqual(2 * tree.nb[151])
       expect(Math.min(step.down[n], step.mid[n], step.up[n])).toBeGreaterThanOrEqual(0)
     }
-    expect(tree.c[100]).toBe(0.5 * ((0.94 * 0.94) / 0.58) * (1 - Math.exp(-0.58)))
+    // c_k is half the variance of X_{t_k} (E[e^X] = e^{Var/2} for a centred Gaussian) and
+    // Var X_t = ∫₀ᵗ σ²·e^{−2a(t−s)} ds: integrated here by Simpson's rule, not taken from
+    // the closed form the code uses.
+    const halfVariance = (t: number) => {
+      const m = 1000
+      const h = t / m
+      let sum = 0
+      for (let i = 0; i <= m; i++) sum += (i === 0 || i === m ? 1 : i % 2 === 1 ? 4 : 2) * 0.94 ** 2 * Math.exp(-0.58 * (t - i * h))
+      return (sum * h) / 3 / 2
+    }
+    expect(tree.t[100]).toBe(1)
+    for (let k = 0; k <= 100; k++) expect(Math.abs(tree.c[k] - halfVariance(tree.t[k]))).toBeLessThan(1e-13)
+    expect(tree.c[100]).toBeCloseTo(0.335236037, 9) // ½·0.8836/0.58·(1 − e^{−0.58}) on a calculator
   })
 
   // With the closed-form c_k of SWING.md (drift `ou`, the default), E[e^{x − c_k}] on
@@ -259,8 +271,11 @@ describe('NIG lattice', () => {
     const l = buildLattice(p) as NigLattice
     expect(l).toBeInstanceOf(NigLattice)
     expect(l.nodes(0)).toBe(1)
-    expect(l.nodes(1)).toBe(2 * l.grid.J + 1)
-    expect(l.grid.J).toBe(Math.floor((6 * 0.8) / Math.sqrt(8) / Math.sqrt(l.grid.v)))
+    // v = 0.8²·(1 − e^{−2·4/365})/(2·4) = 0.0017343…, hx = √v = 0.041646…, and the grid
+    // reaches nigWidth·σ/√(2a) = 6·0.8/√8 = 1.69706…: J = floor(1.69706/0.041646) = floor(40.75) = 40.
+    expect(l.grid.v).toBeCloseTo(0.0017343486670, 14)
+    expect(l.grid.J).toBe(40)
+    expect(l.nodes(1)).toBe(81)
     expect(maxRowDefect(l)).toBeLessThan(1e-12)
     expect(maxMeanSpotDefect(l, forwardCurve(p))).toBeLessThan(1e-13)
   })

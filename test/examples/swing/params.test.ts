@@ -1,5 +1,7 @@
 import { ConfigError } from 'molotof'
 import { describe, expect, it } from 'vitest'
+import { maxNodes } from '../../../examples/swing/model/lattice.js'
+import { buildLattice } from '../../../examples/swing/model/models.js'
 import { PRESETS, type SwingParams, driftOf, resolveParams, validateParams } from '../../../examples/swing/model/params.js'
 
 function rejects(preset: string, overrides: Partial<SwingParams>, name: string, extra?: RegExp): void {
@@ -43,7 +45,9 @@ describe('presets', () => {
     // The benchmark preset: at least 32 MB of V per rank on 2 ranks.
     const big = PRESETS['large-g2d']
     expect(big.model).toBe('g2d')
-    expect(((big.nGrid + 1) / 2) * 35 * 135 * 8).toBeGreaterThan(32 * 2 ** 20)
+    // Half the levels times the widest date's price nodes, 8 bytes each (the node count
+    // from the lattice itself, not assumed).
+    expect(((big.nGrid + 1) / 2) * maxNodes(buildLattice({ ...big })) * 8).toBeGreaterThan(32 * 2 ** 20)
   })
 
   it('applies overrides and validates them', () => {

@@ -89,9 +89,28 @@ describe('examples/swing on the framework', () => {
     }
   })
 
-  it('runs on worker threads with the same value', async () => {
+  it('runs on worker threads with the same value, and reports the value it computed', async () => {
     const r = await launch<SwingResult>('examples/swing/swing.ts', { ranks: 2, argv: ['--preset', 'stopt-tree'], onLog: () => {} })
-    expect(Object.is(r.value.value, valueSwing(resolveParams('stopt-tree')).value)).toBe(true)
-    expect(r.text).toMatch(/value {6}6\.09062440296334e\+7|value {6}60906244\.0296334/)
+    const serial = valueSwing(resolveParams('stopt-tree'))
+    expect(Object.is(r.value.value, serial.value)).toBe(true)
+    expect(Object.is(r.value.intrinsic, serial.intrinsic)).toBe(true)
+    expect(r.value.value).toBeGreaterThan(r.value.intrinsic)
+    // The report prints the result's own figures (15 significant digits), not a stored number.
+    expect(r.text).toContain(`value      ${r.value.value.toPrecision(15)}`)
+    expect(r.text).toContain(`intrinsic  ${r.value.intrinsic.toPrecision(15)}`)
+  })
+
+  it('closed-form bounds through the framework: a full storage on a flat curve is worth at least selling it all at once', async () => {
+    // stopt-tree-flat with prohibitive injection and a withdrawal rate that empties the
+    // storage at once: the flat forward curve gives an intrinsic value of 90000·(50 − 0.35),
+    // and the tree value is at least that (selling everything at date 0 is a policy whose
+    // cash does not depend on the price path: S_0 = F_0 = 50 at the root).
+    const argv = ['--preset', 'stopt-tree-flat', '--wd-rate', '90000', '--c-inj', '1000000']
+    for (const ranks of [1, 3]) {
+      const r = await run(ranks, argv)
+      expect([r.params.wdRate, r.params.cInj]).toEqual([90000, 1000000])
+      expect(r.intrinsic).toBe(90000 * (50 - 0.35))
+      expect(r.value).toBeGreaterThanOrEqual(90000 * (50 - 0.35))
+    }
   })
 })
