@@ -1,5 +1,27 @@
 // The public API of molotof. Everything not exported here is internal.
-export * from './errors.js'
+export {
+  MolotofError,
+  ConfigError,
+  PartitionError,
+  ProgramLoadError,
+  RankFailedError,
+  CheckpointError,
+  CheckpointCorruptError,
+  CheckpointMismatchError,
+  SettingsMismatchError,
+  ReplayDivergenceError,
+  RestartBudgetExhaustedError,
+  RunStoppedError,
+  PreemptedError,
+  RunInterruptedError,
+  CommunicationError,
+  InternalError,
+  type ExitClass,
+  type RankLocation,
+  type SettingDifference,
+  type FailureRecord,
+  type FailureReason,
+} from './errors.js'
 export { DomainDesc, type StorageOrder } from './domains/desc.js'
 export { Domain, type DomainOptions, type NumericDType } from './domains/domain.js'
 export { Domain2D } from './domains/domain2d.js'
@@ -20,15 +42,8 @@ export { localGroup, runLocal } from './runtime/local.js'
 export { CheckpointRegistry, Cell, type DefaultEntry } from './checkpoint/registry.js'
 export { parsePolicy, describePolicy, type CheckpointPolicy } from './checkpoint/policy.js'
 export type { Serializer } from './checkpoint/light.js'
-export { RunInterrupted, type FaultToleranceConfig, type CheckpointEvent, type RecoveryInfo } from './checkpoint/service.js'
-export {
-  Supervisor,
-  RestartBudgetExhausted,
-  type SuperviseOptions,
-  type SuperviseResult,
-  type SupervisorEvent,
-  type FailureRecord,
-} from './runtime/supervisor.js'
+export type { FaultToleranceConfig, CheckpointEvent, RecoveryInfo } from './checkpoint/service.js'
+export { Supervisor, type SuperviseOptions, type SuperviseResult, type SupervisorEvent } from './runtime/supervisor.js'
 export { parseInjection, type Injection, type RandomInjection } from './runtime/inject.js'
 export type { Transport, RankGroup } from './runtime/group.js'
 export { CheckpointStore } from './checkpoint/store.js'

@@ -2,7 +2,19 @@ import { performance } from 'node:perf_hooks'
 import { DomainDesc } from '../domains/desc.js'
 import { forEachRun, type Domain } from '../domains/domain.js'
 import { bytesOf, dtypeOf } from '../domains/dtype.js'
-import { CheckpointCorruptError, CheckpointError, ConfigError, ReplayDivergenceError } from '../errors.js'
+import {
+  CheckpointCorruptError,
+  CheckpointError,
+  CheckpointMismatchError,
+  ConfigError,
+  errorRecord,
+  InternalError,
+  PreemptedError,
+  ReplayDivergenceError,
+  reviveError,
+  RunInterruptedError,
+  type ErrorRecord,
+} from '../errors.js'
 import type { Communicator } from '../runtime/communicator.js'
 import type { RecoveryDecision, ResumeFigures, SkeletonHooks } from '../skeletons/runtime.js'
 import type { ResumedFigures, SessionControl } from '../runtime/rank-session.js'
@@ -89,27 +101,6 @@ export interface ServiceHooks {
   control?: SessionControl
 }
 
-/** Thrown on every rank after the checkpoint a preemption asked for: the run stops cleanly. */
-export class Preempted extends Error {
-  override readonly name = 'Preempted'
-  constructor(
-    /** The checkpoint taken for the preemption. */
-    readonly seq: number | undefined,
-  ) {
-    super('preempted: checkpoint taken, stopping')
-  }
-}
-
-/** Thrown on every rank by `interrupt`: the run stopped on purpose after a checkpoint point. */
-export class RunInterrupted extends Error {
-  constructor(
-    readonly skeleton: number,
-    readonly step: number,
-  ) {
-    super(`run interrupted after skeleton ${skeleton}, step ${step}`)
-  }
-}
-
 interface PendingCheckpoint {
   seq: number
   skeleton: number
@@ -183,9 +174,9 @@ export class CheckpointService implements SkeletonHooks {
     const check = await settle(() => store.assertFingerprint(id.fingerprint))
     const checks = await comm.allgather(check)
     const refused = checks.find((c) => c !== undefined)
-    if (refused) throw new CheckpointError(refused)
+    if (refused) throw reviveError(refused)
 
-    const listed = await store.list().catch(() => [])
+    const listed = await store.list()
     const nextSeq = listed.reduce((m, s) => Math.max(m, s.seq + 1), 0)
     const seq = await comm.allreduce(nextSeq, 'max')
     if (!cfg.resume) return new CheckpointService(comm, cfg, id, store, seq, undefined, log, hooks)
@@ -252,18 +243,18 @@ export class CheckpointService implements SkeletonHooks {
 
   async restore(state: SkeletonState): Promise<{ reroute: boolean }> {
     const r = this.recovery
-    if (!r || r.seq === undefined) throw new CheckpointError('restore called without a recovery line')
+    if (!r || r.seq === undefined) throw new InternalError('restore called without a recovery line')
     const file = this.restoredFile ?? (await this.store.loadRankFile(r.seq, this.comm.rank))
     this.restoredFile = undefined
     const h = file.header
     if (h.skeleton !== state.index || h.step !== state.step) {
-      throw new CheckpointError(`checkpoint ${r.seq} holds skeleton ${h.skeleton} step ${h.step}, but replay reached skeleton ${state.index} step ${state.step}`)
+      throw new ReplayDivergenceError('the replay position', `checkpoint ${r.seq} holds skeleton ${h.skeleton} step ${h.step}, but replay reached skeleton ${state.index} step ${state.step}`)
     }
     this.checkReplay(state, file)
 
     const domainEntry = (name: 'read' | 'write') => file.entries.get(name)
     const read = domainEntry('read')
-    if (!read) throw new CheckpointError(`checkpoint ${r.seq}, rank ${this.comm.rank}: no "read" entry (the domain just written); nothing to resume from`)
+    if (!read) throw new CheckpointMismatchError(`checkpoint ${r.seq}, rank ${this.comm.rank}: no "read" entry (the domain just written); nothing to resume from`)
     restoreDomain(state.write, read)
     const write = domainEntry('write')
     if (write) restoreDomain(state.read, write)
@@ -272,7 +263,7 @@ export class CheckpointService implements SkeletonHooks {
       const e = requireEntry(file, reg.name, r.seq)
       const saved = entryArray(e)
       if (saved.constructor !== reg.array.constructor || saved.length !== reg.array.length) {
-        throw new CheckpointError(
+        throw new CheckpointMismatchError(
           `checkpoint entry "${reg.name}" holds ${saved.length} ${e.dtype} values; the registered array has ${reg.array.length} of another shape or type`,
         )
       }
@@ -341,8 +332,8 @@ export class CheckpointService implements SkeletonHooks {
     if (last || preempt || stopping) await this.finishPending()
     const dying = control?.dieMidCheckpoint
     if (dying && dying.skeleton === state.index && dying.step === state.step) dying.die()
-    if (preempt) throw new Preempted(go ? this.seq - 1 : undefined)
-    if (stopping) throw new RunInterrupted(state.index, state.step)
+    if (preempt) throw new PreemptedError(go ? this.seq - 1 : undefined)
+    if (stopping) throw new RunInterruptedError(state.index, state.step)
   }
 
   /**
@@ -506,11 +497,11 @@ export class CheckpointService implements SkeletonHooks {
 }
 
 function restoreDomain(d: Domain, e: DecodedEntry): void {
-  if (!e.box) throw new CheckpointError(`checkpoint entry "${e.name}" has no box`)
+  if (!e.box) throw new CheckpointMismatchError(`checkpoint entry "${e.name}" has no box`)
   const box = DomainDesc.of(e.box.lower, e.box.upper)
-  if (!d.box.contains(box)) throw new CheckpointError(`checkpoint entry "${e.name}" covers ${box}, outside this rank's domain ${d.box}`)
+  if (!d.box.contains(box)) throw new CheckpointMismatchError(`checkpoint entry "${e.name}" covers ${box}, outside this rank's domain ${d.box}`)
   const saved = entryArray(e, d.dtype)
-  if (saved.length !== box.volume) throw new CheckpointError(`checkpoint entry "${e.name}" has ${saved.length} values for ${box.volume} cells`)
+  if (saved.length !== box.volume) throw new CheckpointMismatchError(`checkpoint entry "${e.name}" has ${saved.length} values for ${box.volume} cells`)
   let pos = 0
   forEachRun(d.strides, d.offset, box, d.order, (s, len) => {
     d.data.set(saved.subarray(pos, pos + len) as never, s)
@@ -520,7 +511,7 @@ function restoreDomain(d: Domain, e: DecodedEntry): void {
 
 function requireEntry(file: DecodedRankFile, name: string, seq: number): DecodedEntry {
   const e = file.entries.get(name)
-  if (!e) throw new CheckpointError(`checkpoint ${seq} has no entry "${name}", which this program registers; it was written by another version of the program`)
+  if (!e) throw new CheckpointMismatchError(`checkpoint ${seq} has no entry "${name}", which this program registers; it was written by another version of the program`)
   return e
 }
 
@@ -533,11 +524,12 @@ async function tornWrite(store: CheckpointStore, seq: number, rank: number, part
   return die()
 }
 
-async function settle(f: () => Promise<void>): Promise<string | undefined> {
+/** Run `f`; its error as plain data (for an allgather), or undefined. */
+async function settle(f: () => Promise<void>): Promise<ErrorRecord | undefined> {
   try {
     await f()
     return undefined
   } catch (e) {
-    return (e as Error).message
+    return errorRecord(e)
   }
 }

@@ -3,12 +3,13 @@ import { basename, join, resolve } from 'node:path'
 import { parseDuration } from '../checkpoint/duration.js'
 import { parsePolicy } from '../checkpoint/policy.js'
 import type { FaultToleranceConfig } from '../checkpoint/service.js'
-import { ConfigError, MolotofError } from '../errors.js'
+import { ConfigError } from '../errors.js'
 import type { Transport } from '../runtime/group.js'
 import { parseInjection, type Injection, type RandomInjection } from '../runtime/inject.js'
 import { describe } from '../runtime/launcher.js'
 import { Supervisor } from '../runtime/supervisor.js'
 import { formatFlags, splitArgs, type FlagSpec } from './args.js'
+import { EXIT } from './exit-codes.js'
 import { ProgressView } from './progress.js'
 
 export const RUN_FLAGS: Record<string, FlagSpec> = {
@@ -48,8 +49,6 @@ Examples:
   molotof run examples/jacobi/jacobi.ts --ranks 2 --checkpoint every:50 --inject rank=1,step=120
   molotof run examples/jacobi/jacobi.ts --ranks 2 --transport processes --checkpoint 10s --time-limit 2h
   molotof run examples/jacobi/jacobi.ts --ranks 2 --checkpoint every:50 --resume      # after a crash`
-
-export const EXIT_PREEMPTED = 75
 
 export async function runCommand(argv: readonly string[], out: (s: string) => void, err: (s: string) => void = out): Promise<number> {
   const args = splitArgs(argv, RUN_FLAGS, 1)
@@ -118,7 +117,7 @@ export async function runCommand(argv: readonly string[], out: (s: string) => vo
     if (r.kind === 'preempted') {
       const where = r.seq === undefined ? 'no checkpoint could be taken' : `checkpoint ${r.seq} (skeleton ${r.skeleton}, step ${r.step}) in ${r.checkpointDir}`
       err(`preempted: ${where}.\nResume with: molotof run ${[program, ...argv.filter((a) => a !== program && a !== '--resume')].join(' ')} --resume`)
-      return EXIT_PREEMPTED
+      return EXIT.preempted
     }
     if (f.json) out(JSON.stringify(r.value, jsonReplacer, 2))
     else out(r.text ?? JSON.stringify(r.value, jsonReplacer, 2))
@@ -126,7 +125,7 @@ export async function runCommand(argv: readonly string[], out: (s: string) => vo
       const restarts = r.restarts > 0 ? `, ${r.restarts} restart${r.restarts > 1 ? 's' : ''}` : ''
       out(`(${ranks} rank${ranks > 1 ? 's' : ''}, ${transport}, wall ${(r.wallMs / 1000).toFixed(3)} s${restarts})`)
     }
-    return 0
+    return EXIT.done
   } finally {
     process.off('SIGTERM', onSignal)
     process.off('SIGINT', onSignal)
@@ -149,7 +148,7 @@ function injections(text: string | undefined): { fixed: Injection[]; random: Ran
   for (const part of (text ?? '').split(';').filter((s) => s.trim() !== '')) {
     const p = parseInjection(part)
     if (p.kind === 'fixed') fixed.push(p.at)
-    else if (random) throw new MolotofError('E_CONFIG', '--inject: give random at most once')
+    else if (random) throw new ConfigError('--inject: give random at most once')
     else random = { seed: p.seed, count: p.count }
   }
   return { fixed, random }

@@ -1,3 +1,4 @@
+import { InternalError } from '../errors.js'
 import type { Communicator } from '../runtime/communicator.js'
 import type { RankStatus } from '../runtime/status.js'
 import type { SkeletonState } from './skeleton.js'
@@ -32,7 +33,7 @@ export interface ResumeFigures {
 
 export const noHooks: SkeletonHooks = {
   recoveryFor: () => ({ kind: 'normal' }),
-  restore: () => Promise.reject(new Error('no checkpoint to restore')),
+  restore: () => Promise.reject(new InternalError('restore called on a run without checkpoints')),
   checkpointPoint: () => Promise.resolve(),
   resumed: () => {},
   request: () => {},
