@@ -11,7 +11,7 @@ import { join } from 'node:path'
 import { parseArgs } from 'node:util'
 import { encodeRankFile } from '../src/checkpoint/format/rank-file.js'
 import { CheckpointStore } from '../src/checkpoint/store/checkpoint-store.js'
-import { launch } from '../src/index.js'
+import { launch, RunInterruptedError } from '../src/index.js'
 import { summary, table } from '../src/bench/stats.js'
 
 const { values } = parseArgs({ options: { n: { type: 'string', default: '2048' }, repeats: { type: 'string', default: '7' } } })
@@ -21,6 +21,10 @@ const ranks = 2
 const root = mkdtempSync(join(tmpdir(), 'molotof-bench-ckpt-'))
 const quiet = { onLog: () => {} }
 const mib = (b: number) => (b / 2 ** 20).toFixed(2)
+/** The runs below stop on purpose (`interrupt`) to leave a checkpoint; any other error is real. */
+const interrupted = (e: unknown): void => {
+  if (!(e instanceof RunInterruptedError)) throw e
+}
 
 try {
   // 1. Sizes per rank, Jacobi n×n on 2 ranks.
@@ -107,7 +111,7 @@ try {
   const dir = join(root, 'resume')
   const ck = { dir, policy: { every: 5 }, keep: 2, resume: false }
   const argv = ['--n', String(n), '--iterations', '20']
-  await launch('examples/jacobi/jacobi.ts', { ranks, argv, checkpoint: { ...ck, interrupt: { skeleton: 0, step: 12 } }, ...quiet }).catch(() => undefined)
+  await launch('examples/jacobi/jacobi.ts', { ranks, argv, checkpoint: { ...ck, interrupt: { skeleton: 0, step: 12 } }, ...quiet }).catch(interrupted)
   const logs: string[] = []
   await launch('examples/jacobi/jacobi.ts', { ranks, argv, checkpoint: { ...ck, resume: true }, onLog: (_r, t) => logs.push(t) })
   console.log(`\nResume of Jacobi n=${n} on ${ranks} ranks (rank 0's log):`)
@@ -118,7 +122,7 @@ try {
   const steps = 100_000
   const rck = { dir: rdir, policy: { every: steps - 10 }, keep: 1, resume: false }
   await launch('bench/programs/light-loop.ts', { ranks: 1, argv: ['--steps', String(steps)], checkpoint: { ...rck, interrupt: { skeleton: 0, step: steps - 10 } }, ...quiet }).catch(
-    () => undefined,
+    interrupted,
   )
   const rlogs: string[] = []
   const t0 = performance.now()

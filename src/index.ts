@@ -1,7 +1,29 @@
 // The public API of molotof. Everything not exported here is internal.
 // Installs how ranks run the programs this copy declares (see skeletons/program.ts).
 import './runtime/rank-entry.js'
-export * from './errors.js'
+export {
+  MolotofError,
+  ConfigError,
+  PartitionError,
+  ProgramLoadError,
+  RankFailedError,
+  CheckpointError,
+  CheckpointCorruptError,
+  CheckpointMismatchError,
+  SettingsMismatchError,
+  ReplayDivergenceError,
+  RestartBudgetExhaustedError,
+  RunStoppedError,
+  PreemptedError,
+  RunInterruptedError,
+  CommunicationError,
+  InternalError,
+  type ExitClass,
+  type RankLocation,
+  type SettingDifference,
+  type FailureRecord,
+  type FailureReason,
+} from './errors.js'
 export { DomainDesc, type StorageOrder } from './domains/desc.js'
 export { Domain, type DomainOptions, type NumericDType } from './domains/domain.js'
 export { Domain2D } from './domains/domain2d.js'
@@ -24,16 +46,8 @@ export { CheckpointRegistry, Cell, type DefaultEntry } from './checkpoint/regist
 export { parsePolicy, describePolicy, type CheckpointPolicy } from './checkpoint/policy/policy.js'
 export type { Serializer } from './checkpoint/light/codec.js'
 export type { FaultToleranceConfig } from './checkpoint/config.js'
-export { RunInterrupted } from './checkpoint/stops.js'
 export type { CheckpointEvent, RecoveryInfo } from './checkpoint/events.js'
-export {
-  Supervisor,
-  RestartBudgetExhausted,
-  type SuperviseOptions,
-  type SuperviseResult,
-  type SupervisorEvent,
-  type FailureRecord,
-} from './runtime/supervisor.js'
+export { Supervisor, type SuperviseOptions, type SuperviseResult, type SupervisorEvent } from './runtime/supervisor.js'
 export { parseInjection, type Injection, type RandomInjection } from './runtime/inject.js'
 export type { Transport, RankGroup } from './runtime/group.js'
 export { CheckpointStore } from './checkpoint/store/checkpoint-store.js'

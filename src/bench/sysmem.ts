@@ -15,6 +15,7 @@ export function privateResidentBytes(pid: number): number | undefined {
   try {
     text = readFileSync(`/proc/${pid}/smaps_rollup`, 'utf8')
   } catch {
+    // No /proc (not Linux) or the process is gone: the figure is documented as unknown then.
     return undefined
   }
   let kib = 0

@@ -4,7 +4,7 @@ import { htmlReport } from '../bench/report-html.js'
 import { textReport } from '../bench/report-text.js'
 import { runBench } from '../bench/runner.js'
 import { summarize } from '../bench/summarize.js'
-import { ConfigError, MolotofError } from '../errors.js'
+import { ConfigError } from '../errors.js'
 import { TRANSPORTS } from '../runtime/group.js'
 import { option } from '../skeletons/options.js'
 import { HELP_OPTION, parseProgramCommand } from './args.js'
@@ -59,7 +59,7 @@ export async function benchCommand(argv: readonly string[], out: (s: string) => 
     mkdirSync(outDir, { recursive: true })
     writeFileSync(join(outDir, 'bench-report.json'), '')
   } catch (e) {
-    throw new MolotofError('E_CONFIG', `cannot write the report to ${outDir}: ${(e as Error).message}`)
+    throw new ConfigError(`cannot write the report to ${outDir}: ${(e as Error).message}`, { cause: e })
   }
   const report = await runBench({
     program,

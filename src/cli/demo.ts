@@ -4,6 +4,7 @@ import { join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { privateResidentBytes } from '../bench/sysmem.js'
 import { table } from '../bench/stats.js'
+import { InternalError } from '../errors.js'
 import { TRANSPORTS, type RankGroup } from '../runtime/group.js'
 import { launch } from '../runtime/launcher.js'
 import { Supervisor } from '../runtime/supervisor.js'
@@ -87,7 +88,7 @@ export async function demoCommand(argv: readonly string[], out: (s: string) => v
       ...quiet,
     })
     const r = await sup.run()
-    if (r.kind !== 'done') throw new Error('the demonstration run did not finish')
+    if (r.kind !== 'done') throw new InternalError('the demonstration run was preempted, though nothing asked it to stop')
     const same = Object.is(r.value.checksum, ref.value.checksum) && Object.is(r.value.residual, ref.value.residual)
     out(`   checksum ${r.value.checksum}   ${same ? 'bit-identical to the reference' : 'DIFFERENT FROM THE REFERENCE'} (${r.restarts} restart)`)
 

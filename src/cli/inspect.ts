@@ -55,6 +55,7 @@ export async function inspectCommand(argv: readonly string[], out: (s: string) =
     const size = c.marker?.size ?? c.files.length
     const report = c.complete ? await store.validate(c.seq, size, { checksums: f.verify }) : undefined
     const first = c.files[0]
+    // An unreadable header only leaves its columns at "?": validate (complete checkpoints) or the missing marker says what is wrong.
     const header = first ? await readHeaderOnly(`${c.path}/${first.file}`).catch(() => undefined) : undefined
     rows.push({
       seq: c.seq,

@@ -1,10 +1,11 @@
 import { readFileSync } from 'node:fs'
 import { match } from 'ts-pattern'
-import { MolotofError, RankFailedError } from '../errors.js'
+import { MolotofError } from '../errors.js'
 import { option } from '../skeletons/options.js'
 import { HELP_OPTION } from './args.js'
 import { benchCommand } from './bench.js'
 import { demoCommand } from './demo.js'
+import { EXIT, exitCodeOf } from './exit-codes.js'
 import { formatHelp } from './help.js'
 import { inspectCommand } from './inspect.js'
 import { runCommand } from './run.js'
@@ -30,7 +31,7 @@ const HELP = formatHelp({
   ],
 })
 
-/** Exit codes: 0 success, 1 a run failed, 2 bad usage or input. */
+/** Exit codes (see exit-codes.ts): 0 done, 1 the run failed, 2 bad input, 75 preempted. */
 export async function main(argv: readonly string[], out = (s: string) => console.log(s), err = (s: string) => console.error(s)): Promise<number> {
   const [cmd, ...rest] = argv
   try {
@@ -54,19 +55,12 @@ export async function main(argv: readonly string[], out = (s: string) => console
       })
       .otherwise((c) => {
         err(`molotof: unknown command "${c}"\n\n${HELP}`)
-        return 2
+        return EXIT.badInput
       })
   } catch (e) {
-    if (e instanceof RankFailedError) {
-      err(`molotof: ${e.message}`)
-      return 1
-    }
-    if (e instanceof MolotofError) {
-      err(`molotof: ${e.message}`)
-      return 2
-    }
-    err(`molotof: unexpected error: ${(e as Error)?.stack ?? String(e)}`)
-    return 1
+    if (e instanceof MolotofError) err(`molotof: ${e.message}`)
+    else err(`molotof: unexpected error: ${(e as Error)?.stack ?? String(e)}`)
+    return exitCodeOf(e)
   }
 }
 

@@ -3,13 +3,14 @@ import { basename, join, resolve } from 'node:path'
 import { parseDuration } from '../checkpoint/policy/duration.js'
 import { parsePolicy } from '../checkpoint/policy/policy.js'
 import type { FaultToleranceConfig } from '../checkpoint/config.js'
-import { ConfigError, MolotofError } from '../errors.js'
+import { ConfigError } from '../errors.js'
 import { TRANSPORTS } from '../runtime/group.js'
 import { parseInjection, type Injection, type RandomInjection } from '../runtime/inject.js'
 import { describe } from '../runtime/launcher.js'
 import { Supervisor } from '../runtime/supervisor.js'
 import { option, type OptionSpecs, type OptionValues } from '../skeletons/options.js'
 import { HELP_OPTION, parseProgramCommand } from './args.js'
+import { EXIT } from './exit-codes.js'
 import { formatHelp, RUN_EXIT_CODES } from './help.js'
 import { ProgressView } from './progress.js'
 
@@ -64,8 +65,6 @@ async function runHelp(program: string | undefined): Promise<string> {
   }
   return formatHelp({ ...RUN_HELP, sections })
 }
-
-export const EXIT_PREEMPTED = 75
 
 export async function runCommand(argv: readonly string[], out: (s: string) => void, err: (s: string) => void = out): Promise<number> {
   const { values: f, program, programArgv } = parseProgramCommand(RUN_OPTIONS, argv)
@@ -126,7 +125,7 @@ export async function runCommand(argv: readonly string[], out: (s: string) => vo
     if (r.kind === 'preempted') {
       const where = r.seq === undefined ? 'no checkpoint could be taken' : `checkpoint ${r.seq} (skeleton ${r.skeleton}, step ${r.step}) in ${r.checkpointDir}`
       err(`preempted: ${where}.\nResume with: molotof run ${[program, ...argv.filter((a) => a !== program && !/^--(no-)?resume(=|$)/.test(a))].join(' ')} --resume`)
-      return EXIT_PREEMPTED
+      return EXIT.preempted
     }
     if (f.json) out(JSON.stringify(r.value, jsonReplacer, 2))
     else out(r.text ?? JSON.stringify(r.value, jsonReplacer, 2))
@@ -134,7 +133,7 @@ export async function runCommand(argv: readonly string[], out: (s: string) => vo
       const restarts = r.restarts > 0 ? `, ${r.restarts} restart${r.restarts > 1 ? 's' : ''}` : ''
       out(`(${ranks} rank${ranks > 1 ? 's' : ''}, ${transport}, wall ${(r.wallMs / 1000).toFixed(3)} s${restarts})`)
     }
-    return 0
+    return EXIT.done
   } finally {
     process.off('SIGTERM', onSignal)
     process.off('SIGINT', onSignal)
@@ -154,7 +153,7 @@ function injections(text: string | undefined): { fixed: Injection[]; random: Ran
   for (const part of (text ?? '').split(';').filter((s) => s.trim() !== '')) {
     const p = parseInjection(part)
     if (p.kind === 'fixed') fixed.push(p.at)
-    else if (random) throw new MolotofError('E_CONFIG', '--inject: give random at most once')
+    else if (random) throw new ConfigError('--inject: give random at most once')
     else random = { seed: p.seed, count: p.count }
   }
   return { fixed, random }

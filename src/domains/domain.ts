@@ -192,7 +192,7 @@ export abstract class Domain<N extends number = number, A extends NumericArray =
 
   private check(x: readonly number[]): void {
     if (x.length !== this.dims || !this._box.containsPoint(x)) {
-      throw new RangeError(`cell (${x.join(', ')}) is outside the allocated box ${this._box}`)
+      throw new ConfigError(`cell (${x.join(', ')}) is outside the allocated box ${this._box}`)
     }
   }
 }

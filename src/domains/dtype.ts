@@ -1,3 +1,5 @@
+import { ConfigError } from '../errors.js'
+
 /**
  * The numeric element types a domain or a checkpoint entry can hold, by name.
  * Names are what checkpoint headers store, so they never change meaning.
@@ -41,7 +43,7 @@ export function isDType(name: string): name is DType {
 /** The dtype name of a typed array instance. */
 export function dtypeOf(a: AnyTypedArray): DType {
   for (const [name, ctor] of Object.entries(DTYPES)) if (a instanceof ctor) return name as DType
-  throw new TypeError(`not a supported typed array: ${Object.prototype.toString.call(a)}`)
+  throw new ConfigError(`not a supported typed array: ${Object.prototype.toString.call(a)}`)
 }
 
 /** A byte view over the same memory as `a` (no copy). */

@@ -1,7 +1,7 @@
 import type { DomainDesc } from '../domains/desc.js'
 import { copyBox, forEachRun, type Domain } from '../domains/domain.js'
 import { arrayOver, bytesOf, DTYPES, type NumericArray } from '../domains/dtype.js'
-import { ConfigError } from '../errors.js'
+import { ConfigError, InternalError, PartitionError } from '../errors.js'
 import type { Communicator } from './communicator.js'
 import { samePartition, validatePartition, type Partition } from './partition.js'
 import { RoutingPlan, type PeerTransfer, type RoutingMode } from './plan.js'
@@ -144,7 +144,7 @@ export class Router {
     const bpe = DTYPES[dst.dtype].BYTES_PER_ELEMENT
     if (m.bytes.byteLength !== t.cells * bpe) {
       m.release()
-      throw new Error(
+      throw new PartitionError(
         `routing: rank ${this.comm.rank} expected ${t.cells * bpe} bytes from rank ${t.peer} (tag ${tag}) but got ${m.bytes.byteLength}; ranks disagree on the partition`,
       )
     }
@@ -173,7 +173,7 @@ export class Router {
     if (hit && hit.box.equals(d.box)) return hit
     for (const b of t.boxes) {
       if (!d.box.contains(b)) {
-        throw new Error(`routing: ${b} is outside the allocated box ${d.box} of rank ${this.comm.rank}`)
+        throw new InternalError(`routing: ${b} is outside the allocated box ${d.box} of rank ${this.comm.rank}`)
       }
     }
     const single = t.boxes.length === 1 && d.isContiguous(t.boxes[0])

@@ -1,4 +1,4 @@
-import { ConfigError, MolotofError, ProgramLoadError, RankFailedError, type RankLocation } from '../errors.js'
+import { ConfigError, MolotofError, ProgramLoadError, RankFailedError, reviveError, type FailureReason, type RankLocation } from '../errors.js'
 import type { CheckpointEvent, ResumedFigures } from '../checkpoint/events.js'
 import type { RankGroup, RankGroupSpec, StartRankGroup } from './group.js'
 import type { RankToLauncher } from './protocol.js'
@@ -9,10 +9,8 @@ export type AttemptOutcome =
   | { kind: 'preempted'; seq: number | undefined; skeleton: number; step: number }
   /** A rank failed (threw, died or hung): the supervisor may restart. */
   | { kind: 'failed'; error: RankFailedError; failedAt: number; detectedAt: number; reason: FailureReason }
-  /** Bad input or a refusal (options, partition, checkpoint settings): restarting cannot help. */
-  | { kind: 'refused'; error: Error }
-
-export type FailureReason = 'error' | 'exit' | 'signal' | 'hang'
+  /** An error a restart cannot fix (options, partition, checkpoint settings, a full disk …), as the class the rank threw. */
+  | { kind: 'refused'; error: MolotofError }
 
 export interface AttemptCallbacks {
   onLog?: (rank: number, text: string) => void
@@ -22,9 +20,6 @@ export interface AttemptCallbacks {
   /** Called once the group exists (to forward signals, read progress). */
   onStarted?: (group: RankGroup) => void
 }
-
-/** Error codes a restart cannot fix: the run is refused, not retried. */
-const REFUSALS = new Set(['E_CONFIG', 'E_PARTITION', 'E_PROGRAM', 'E_SETTINGS', 'E_DIVERGENCE', 'E_CHECKPOINT'])
 
 /**
  * Run every rank once and report how it ended. Never hangs: a rank that
@@ -51,8 +46,8 @@ export function runAttempt(
       if (watchdog) clearInterval(watchdog)
       void group.terminate().then(() => resolve(o))
     }
-    const fail = (loc: RankLocation, reason: FailureReason, message: string, failedAt: number, stack?: string) =>
-      end({ kind: 'failed', error: new RankFailedError(loc, message, stack), failedAt, detectedAt: performance.now(), reason })
+    const fail = (loc: RankLocation, reason: FailureReason, message: string, failedAt: number, stack?: string, cause?: Error) =>
+      end({ kind: 'failed', error: new RankFailedError(loc, message, stack, { cause }), failedAt, detectedAt: performance.now(), reason })
     const locate = (rank: number): RankLocation => ({ rank, ...group.where(rank) })
 
     const onMessage = (m: RankToLauncher) => {
@@ -84,11 +79,13 @@ export function runAttempt(
           return end({ kind: 'refused', error: new ProgramLoadError(m.message) })
         case 'error': {
           const loc = { rank: m.rank, skeleton: m.skeleton, step: m.step, phase: m.phase }
-          if (m.code && REFUSALS.has(m.code)) {
-            const where = new RankFailedError(loc, '').message.replace(/: $/, '')
-            return end({ kind: 'refused', error: m.code === 'E_CONFIG' ? new ConfigError(m.message) : new MolotofError(m.code, `${m.message}\n(${where})`) })
+          // The class and fields the rank threw, rebuilt from the catalogue.
+          const error = reviveError(m)
+          if (error instanceof MolotofError && !error.restartable) {
+            if (loc.skeleton >= 0) error.message += `\n(rank ${loc.rank}, skeleton ${loc.skeleton}, step ${loc.step}, phase ${loc.phase})`
+            return end({ kind: 'refused', error })
           }
-          return fail(loc, 'error', `${m.name}: ${m.message}`, performance.now(), m.stack)
+          return fail(loc, 'error', `${m.name}: ${m.message}`, performance.now(), m.stack, error)
         }
         case 'describe':
           return

@@ -3,7 +3,7 @@ import { dirname, join, resolve } from 'node:path'
 import { Worker } from 'node:worker_threads'
 import type { FaultToleranceConfig } from '../checkpoint/config.js'
 import type { CheckpointEvent, ResumedFigures } from '../checkpoint/events.js'
-import { ConfigError, ProgramLoadError, RankFailedError } from '../errors.js'
+import { ConfigError, PreemptedError, ProgramLoadError } from '../errors.js'
 import { runAttempt, type AttemptCallbacks } from './attempt.js'
 import { TRANSPORTS, type RankGroup, type RankGroupSpec, type StartRankGroup, type Transport } from './group.js'
 import type { Injection, RandomInjection } from './inject.js'
@@ -115,7 +115,7 @@ export async function launch<R = unknown>(programFile: string, opts: LaunchOptio
     case 'refused':
       throw outcome.error
     case 'preempted':
-      throw new RankFailedError({ rank: 0, skeleton: outcome.skeleton, step: outcome.step, phase: 'checkpoint' }, 'preempted')
+      throw new PreemptedError(outcome.seq)
   }
 }
 

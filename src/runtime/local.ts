@@ -2,7 +2,7 @@ import { plainAllocator, sharedAllocator } from '../domains/dtype.js'
 import { PointToPointCommunicator } from './collectives.js'
 import type { Communicator, Message } from '../routing/communicator.js'
 import { Mailbox } from './mailbox.js'
-import { ConfigError, MolotofError, RankFailedError } from '../errors.js'
+import { CommunicationError, ConfigError, MolotofError, RankFailedError } from '../errors.js'
 import { parseOptions, type OptionSpecs } from '../skeletons/options.js'
 import type { Program } from '../skeletons/program.js'
 import type { FaultToleranceConfig } from '../checkpoint/config.js'
@@ -34,7 +34,7 @@ class LocalCommunicator extends PointToPointCommunicator {
   }
 
   send(dest: number, tag: number, bytes: Uint8Array): Promise<void> {
-    if (dest < 0 || dest >= this.size) throw new RangeError(`rank ${this.rank}: no rank ${dest} (size ${this.size})`)
+    if (dest < 0 || dest >= this.size) throw new ConfigError(`rank ${this.rank}: no rank ${dest} (size ${this.size})`)
     const copy = new Uint8Array(bytes.byteLength)
     copy.set(bytes)
     // Deliver on a later tick, as a real transport would.
@@ -45,7 +45,7 @@ class LocalCommunicator extends PointToPointCommunicator {
     return this.boxes[this.rank].take(src, tag)
   }
   close(): void {
-    this.boxes[this.rank].fail(new Error('communicator closed'))
+    this.boxes[this.rank].fail(new CommunicationError(`rank ${this.rank}: communicator closed`))
   }
 }
 

@@ -19,6 +19,8 @@ export type RankToLauncher =
       code: string | undefined
       message: string
       stack: string | undefined
+      /** A catalogue error's own fields, so the launcher rebuilds the same class (see errorRecord). */
+      fields?: Record<string, unknown>
     }
 
 /** Messages from the launcher to a rank. */

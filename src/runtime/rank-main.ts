@@ -1,7 +1,7 @@
 import type { MessagePort } from 'node:worker_threads'
 import type { FaultToleranceConfig } from '../checkpoint/config.js'
 import type { CheckpointControl } from '../checkpoint/control.js'
-import { MolotofError } from '../errors.js'
+import { errorRecord, PreemptedError } from '../errors.js'
 import type { Communicator } from '../routing/communicator.js'
 import { formatOptions, parseOptions, type OptionSpecs, type OptionValues } from '../skeletons/options.js'
 import { PHASES } from '../skeletons/phase.js'
@@ -87,11 +87,9 @@ export async function runRank(program: Program, init: RankInit): Promise<void> {
     const text = rank === 0 && program.format ? program.format(value, options) : undefined
     control.postMessage({ type: 'result', rank, value, text })
   } catch (e) {
-    const err = e instanceof Error ? e : new Error(String(e))
     const where = readStatus(init.status, rank)
-    if (err.name === 'Preempted') {
-      const p = err as Error & { seq?: number }
-      control.postMessage({ type: 'preempted', rank, seq: p.seq, skeleton: where.skeleton, step: where.step })
+    if (e instanceof PreemptedError) {
+      control.postMessage({ type: 'preempted', rank, seq: e.seq, skeleton: where.skeleton, step: where.step })
       return
     }
     control.postMessage({
@@ -100,10 +98,7 @@ export async function runRank(program: Program, init: RankInit): Promise<void> {
       skeleton: where.skeleton,
       step: where.step,
       phase: PHASES.includes(where.phase) ? where.phase : 'light',
-      name: err.name,
-      code: err instanceof MolotofError ? err.code : undefined,
-      message: err.message,
-      stack: err.stack,
+      ...errorRecord(e),
     })
   } finally {
     comm?.close()

@@ -1,6 +1,7 @@
 import { unlinkSync } from 'node:fs'
 import { createConnection, createServer, type Server, type Socket } from 'node:net'
 import { plainAllocator } from '../domains/dtype.js'
+import { CommunicationError, ConfigError } from '../errors.js'
 import { PointToPointCommunicator } from './collectives.js'
 import type { Communicator, Message } from '../routing/communicator.js'
 
@@ -45,9 +46,9 @@ export async function connectSocketCommunicator(
   endpoints: readonly string[],
   options: SocketConnectOptions = {},
 ): Promise<Communicator> {
-  if (!Number.isInteger(size) || size < 1) throw new RangeError(`sockets: bad group size ${size}`)
-  if (!Number.isInteger(rank) || rank < 0 || rank >= size) throw new RangeError(`sockets: rank ${rank} is outside 0..${size - 1}`)
-  if (endpoints.length !== size) throw new RangeError(`sockets: ${endpoints.length} endpoints for ${size} ranks`)
+  if (!Number.isInteger(size) || size < 1) throw new ConfigError(`sockets: bad group size ${size}`)
+  if (!Number.isInteger(rank) || rank < 0 || rank >= size) throw new ConfigError(`sockets: rank ${rank} is outside 0..${size - 1}`)
+  if (endpoints.length !== size) throw new ConfigError(`sockets: ${endpoints.length} endpoints for ${size} ranks`)
   const comm = new SocketCommunicator(rank, size, options.lostPeerGraceMs ?? 1000)
   await comm.rendezvous(endpoints, options.timeoutMs ?? 30_000)
   return comm
@@ -91,8 +92,8 @@ class SocketCommunicator extends PointToPointCommunicator {
       return Promise.resolve()
     }
     const socket = this.socket(dest)
-    if (this.closed) return Promise.reject(new Error(`rank ${this.rank}: cannot send to rank ${dest}: communicator closed`))
-    if (bytes.byteLength > MAX_PAYLOAD) return Promise.reject(new RangeError(`rank ${this.rank}: message of ${bytes.byteLength} bytes is too large (max 4 GiB)`))
+    if (this.closed) return Promise.reject(new CommunicationError(`rank ${this.rank}: cannot send to rank ${dest}: communicator closed`))
+    if (bytes.byteLength > MAX_PAYLOAD) return Promise.reject(new ConfigError(`rank ${this.rank}: message of ${bytes.byteLength} bytes is too large (max 4 GiB)`))
     return new Promise<void>((resolve, reject) => {
       if (socket.destroyed || socket.writableEnded) {
         this.afterGrace(dest, () => reject(this.lostError(dest, `cannot send to it (tag ${tag})`)))
@@ -113,7 +114,7 @@ class SocketCommunicator extends PointToPointCommunicator {
   close(): void {
     if (this.closed) return
     this.closed = true
-    this.inbox.failAll(new Error(`rank ${this.rank}: communicator closed`))
+    this.inbox.failAll(new CommunicationError(`rank ${this.rank}: communicator closed`))
     for (const s of this.sockets) {
       if (!s || s.destroyed || s.writableEnded) continue
       // end() flushes queued writes first, so messages already sent still arrive.
@@ -139,7 +140,7 @@ class SocketCommunicator extends PointToPointCommunicator {
         timer = setTimeout(() => {
           const missing = this.missing()
           reject(
-            new Error(
+            new CommunicationError(
               `rank ${this.rank}: timed out after ${(timeoutMs / 1000).toFixed(1)} s waiting for rank${missing.length > 1 ? 's' : ''} ` +
                 `${missing.join(', ')} to connect (sockets ${missing.map((r) => endpoints[r]).join(', ')})`,
             ),
@@ -166,7 +167,7 @@ class SocketCommunicator extends PointToPointCommunicator {
     removeQuietly(path) // a stale socket file from an earlier run would make listen fail
     const server = createServer((socket) => this.adopt(socket, undefined))
     return new Promise<Server>((resolve, reject) => {
-      server.once('error', (e) => reject(new Error(`rank ${this.rank}: cannot listen on ${path}: ${e.message}`)))
+      server.once('error', (e) => reject(new CommunicationError(`rank ${this.rank}: cannot listen on ${path}: ${e.message}`)))
       server.listen(path, () => resolve(server))
     })
   }
@@ -180,7 +181,7 @@ class SocketCommunicator extends PointToPointCommunicator {
         s.once('error', (e: NodeJS.ErrnoException) => {
           s.destroy()
           if (e.code === 'ENOENT' || e.code === 'ECONNREFUSED' || e.code === 'EAGAIN') resolve(undefined)
-          else reject(new Error(`rank ${this.rank}: cannot connect to rank ${peer} at ${path}: ${e.message}`))
+          else reject(new CommunicationError(`rank ${this.rank}: cannot connect to rank ${peer} at ${path}: ${e.message}`))
         })
       })
       if (socket) {
@@ -218,7 +219,7 @@ class SocketCommunicator extends PointToPointCommunicator {
     socket.on('close', () => {
       this.opened.delete(socket)
       if (peer === undefined || this.sockets[peer] !== socket) return
-      if (this.onPeerChange) this.onPeerChange(new Error(`rank ${this.rank}: rank ${peer} disconnected while the ranks were connecting`))
+      if (this.onPeerChange) this.onPeerChange(new CommunicationError(`rank ${this.rank}: rank ${peer} disconnected while the ranks were connecting`))
       const lost = peer
       this.lostAt[lost] ??= performance.now()
       if (!this.closed) this.afterGrace(lost, () => this.inbox.failPeer(lost, (tag) => this.lostError(lost, `no message with tag ${tag} can arrive`)))
@@ -246,7 +247,7 @@ class SocketCommunicator extends PointToPointCommunicator {
   }
 
   private protocolError(socket: Socket, what: string): false {
-    const err = new Error(`rank ${this.rank}: protocol error: ${what}`)
+    const err = new CommunicationError(`rank ${this.rank}: protocol error: ${what}`)
     socket.destroy()
     this.onPeerChange?.(err)
     return false
@@ -266,16 +267,16 @@ class SocketCommunicator extends PointToPointCommunicator {
     else setTimeout(fail, wait)
   }
 
-  private lostError(peer: number, what: string): Error {
+  private lostError(peer: number, what: string): CommunicationError {
     const why = this.saidBye[peer]
       ? `rank ${peer} closed its communicator`
       : `the connection to rank ${peer} closed unexpectedly (the rank exited or was killed)`
-    return new Error(`rank ${this.rank}: ${why}; ${what}`)
+    return new CommunicationError(`rank ${this.rank}: ${why}; ${what}`)
   }
 
   private socket(peer: number): Socket {
     const s = this.sockets[peer]
-    if (peer !== this.rank && !s) throw new RangeError(`rank ${this.rank}: no channel to rank ${peer} (size ${this.size})`)
+    if (peer !== this.rank && !s) throw new ConfigError(`rank ${this.rank}: no channel to rank ${peer} (size ${this.size})`)
     return s as Socket
   }
 }
@@ -431,6 +432,7 @@ function removeQuietly(path: string): void {
   try {
     unlinkSync(path)
   } catch {
-    // absent already
+    // Usually absent already. Any other failure is safe to leave: before listening, listen() then
+    // fails and says why; after the rendezvous, the launcher deletes the whole socket directory.
   }
 }

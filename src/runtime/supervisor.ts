@@ -1,19 +1,10 @@
 import type { FaultToleranceConfig } from '../checkpoint/config.js'
-import { ConfigError, MolotofError, type RankLocation } from '../errors.js'
-import { runAttempt, type AttemptOutcome, type FailureReason } from './attempt.js'
+import { ConfigError, RestartBudgetExhaustedError, RunStoppedError, type FailureRecord } from '../errors.js'
+import { runAttempt, type AttemptOutcome } from './attempt.js'
 import type { RankGroup } from './group.js'
 import { GROUP_STARTERS, groupSpec, hangTimeoutOf, type LaunchOptions, type RunResult } from './launcher.js'
 import type { ResumedFigures } from '../checkpoint/events.js'
 import type { Injection } from './inject.js'
-
-/** One failure the supervisor saw and recovered from (or gave up on). */
-export interface FailureRecord extends RankLocation {
-  attempt: number
-  reason: FailureReason
-  message: string
-  /** From the failure (death, last heartbeat) to its detection, when known (ms). */
-  detectionMs: number
-}
 
 /** Every event of a supervised run, as written to `--events` (JSON lines). */
 export type SupervisorEvent =
@@ -42,24 +33,6 @@ export interface SuperviseOptions extends LaunchOptions {
 export type SuperviseResult<R = unknown> =
   | ({ kind: 'done'; failures: FailureRecord[]; restarts: number } & RunResult<R>)
   | { kind: 'preempted'; seq: number | undefined; skeleton: number; step: number; failures: FailureRecord[]; checkpointDir: string }
-
-/** The restart budget is spent; every failure is listed. */
-export class RestartBudgetExhausted extends MolotofError {
-  readonly failures: readonly FailureRecord[]
-  constructor(failures: readonly FailureRecord[], budget: number) {
-    const lines = failures.map(
-      (f) => `  attempt ${f.attempt}: rank ${f.rank}, skeleton ${f.skeleton}, step ${f.step}, phase ${f.phase}: ${f.message}`,
-    )
-    const last = failures.slice(-2)
-    const same = last.length === 2 && last[0].rank === last[1].rank && last[0].skeleton === last[1].skeleton && last[0].step === last[1].step && last[0].phase === last[1].phase
-    super(
-      'E_RESTARTS',
-      `gave up after ${failures.length} failure(s) (restart budget ${budget}):\n${lines.join('\n')}` +
-        (same ? '\nThe last failures happened at the same place: this looks deterministic (a bug or bad input), not a transient fault.' : ''),
-    )
-    this.failures = failures
-  }
-}
 
 /**
  * Run a program under supervision: detect a rank that exits, is killed, throws
@@ -161,11 +134,11 @@ export class Supervisor<R = unknown> {
             this.emit({ event: 'failure', attempt, ...rest })
             if (this.preemptWhy !== undefined) {
               // Stopped by a second signal, or a rank died while stopping: do not restart.
-              throw new MolotofError('E_STOPPED', `stopped (${this.preemptWhy}) before the ranks could checkpoint; resume from the last complete checkpoint with --resume`)
+              throw new RunStoppedError(this.preemptWhy)
             }
             if (failures.length > budget) {
               this.emit({ event: 'gave-up', attempt, failures: failures.length })
-              throw new RestartBudgetExhausted(failures, budget)
+              throw new RestartBudgetExhaustedError(failures, budget)
             }
             this.attempt++
           }

@@ -59,6 +59,7 @@ export const startThreadGroup: StartRankGroup = (spec, on) => {
       void workers[rank].terminate()
     },
     terminate: async () => {
+      // Stopping is all that is asked: a terminate() that reports a problem leaves nothing more to do.
       await Promise.all(workers.map((w) => w.terminate())).catch(() => undefined)
     },
   }

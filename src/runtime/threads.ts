@@ -1,5 +1,6 @@
 import type { MessagePort } from 'node:worker_threads'
 import { sharedAllocator } from '../domains/dtype.js'
+import { CommunicationError, ConfigError } from '../errors.js'
 import { PointToPointCommunicator } from './collectives.js'
 import type { Message } from '../routing/communicator.js'
 import { Mailbox } from './mailbox.js'
@@ -59,7 +60,7 @@ export class ThreadCommunicator extends PointToPointCommunicator {
   }
 
   close(): void {
-    this.mailbox.fail(new Error('communicator closed'))
+    this.mailbox.fail(new CommunicationError(`rank ${this.rank}: communicator closed`))
     for (const p of this.ports) p?.close()
   }
 
@@ -85,7 +86,7 @@ export class ThreadCommunicator extends PointToPointCommunicator {
 
   private port(peer: number): MessagePort {
     const p = this.ports[peer]
-    if (peer !== this.rank && !p) throw new RangeError(`rank ${this.rank}: no channel to rank ${peer} (size ${this.size})`)
+    if (peer !== this.rank && !p) throw new ConfigError(`rank ${this.rank}: no channel to rank ${peer} (size ${this.size})`)
     return p as MessagePort
   }
 }

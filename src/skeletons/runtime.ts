@@ -1,11 +1,12 @@
 import type { SkeletonHooks } from '../checkpoint/skeleton-hooks.js'
+import { InternalError } from '../errors.js'
 import type { Communicator } from '../routing/communicator.js'
 import type { PhaseReporter } from './phase.js'
 
 /** Skeletons without fault tolerance: no checkpoints, no recovery. */
 export const noHooks: SkeletonHooks = {
   recoveryFor: () => ({ kind: 'normal' }),
-  restore: () => Promise.reject(new Error('no checkpoint to restore')),
+  restore: () => Promise.reject(new InternalError('restore called on a run without checkpoints')),
   checkpointPoint: () => Promise.resolve(),
   resumed: () => {},
   request: () => {},

@@ -3,7 +3,8 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
 import { main } from '../../src/cli/main.js'
-import { RestartBudgetExhausted, Supervisor, type SupervisorEvent } from '../../src/runtime/supervisor.js'
+import { RestartBudgetExhaustedError } from '../../src/errors.js'
+import { Supervisor, type SupervisorEvent } from '../../src/runtime/supervisor.js'
 import type { JacobiResult } from '../../examples/jacobi/jacobi.js'
 import { interiorSum, jacobiSerial } from '../../examples/jacobi/serial.js'
 
@@ -96,7 +97,7 @@ describe('Supervisor (threads transport)', () => {
       onLog: () => {},
     })
     const e = await faulty.run().catch((x) => x)
-    expect(e).toBeInstanceOf(RestartBudgetExhausted)
+    expect(e).toBeInstanceOf(RestartBudgetExhaustedError)
     expect(e.failures).toHaveLength(3)
     expect(e.message).toMatch(/gave up after 3 failure\(s\) \(restart budget 2\)/)
     expect(e.message).toMatch(/attempt 0: rank 1, skeleton 0, step 4, phase calculate/)

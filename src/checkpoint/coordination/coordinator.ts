@@ -1,5 +1,5 @@
 import { performance } from 'node:perf_hooks'
-import { CheckpointError, ConfigError } from '../../errors.js'
+import { ConfigError, errorRecord, InternalError, PreemptedError, reviveError, RunInterruptedError, type ErrorRecord } from '../../errors.js'
 import type { Communicator } from '../../routing/communicator.js'
 import type { FaultToleranceConfig, ProgramIdentity } from '../config.js'
 import type { CheckpointControl } from '../control.js'
@@ -10,7 +10,6 @@ import { negotiateRecoveryLine } from '../recovery/negotiate.js'
 import { restoreFromFile } from '../recovery/restore.js'
 import type { RecoveryDecision, ResumeFigures, SkeletonHooks, SkeletonState } from '../skeleton-hooks.js'
 import { CheckpointStore } from '../store/checkpoint-store.js'
-import { Preempted, RunInterrupted } from '../stops.js'
 import { CheckpointCommitter } from './commit.js'
 import { CheckpointVote } from './vote.js'
 
@@ -68,9 +67,9 @@ export class CheckpointCoordinator implements SkeletonHooks {
     const check = await settle(() => store.assertFingerprint(id.fingerprint))
     const checks = await comm.allgather(check)
     const refused = checks.find((c) => c !== undefined)
-    if (refused) throw new CheckpointError(refused)
+    if (refused) throw reviveError(refused)
 
-    const listed = await store.list().catch(() => [])
+    const listed = await store.list()
     const nextSeq = listed.reduce((m, s) => Math.max(m, s.seq + 1), 0)
     const seq = await comm.allreduce(nextSeq, 'max')
     const vote = new CheckpointVote(comm, cfg.policy, hooks.control)
@@ -92,7 +91,7 @@ export class CheckpointCoordinator implements SkeletonHooks {
 
   async restore(state: SkeletonState): Promise<{ reroute: boolean }> {
     const r = this.recovery
-    if (!r || r.seq === undefined) throw new CheckpointError('restore called without a recovery line')
+    if (!r || r.seq === undefined) throw new InternalError('restore called without a recovery line')
     const file = this.restoredFile ?? (await this.store.loadRankFile(r.seq, this.comm.rank))
     this.restoredFile = undefined
     const restored = restoreFromFile(state, file, r.seq, this.comm.rank)
@@ -124,8 +123,8 @@ export class CheckpointCoordinator implements SkeletonHooks {
     // The end of a skeleton, a preemption or an interruption commit what is still in flight.
     if (last || preempt || stopping) await this.commits.finishPending()
     this.hooks.control?.faults?.checkpointPointDone({ skeleton: state.index, step: state.step })
-    if (preempt) throw new Preempted(go ? this.commits.nextSeq - 1 : undefined)
-    if (stopping) throw new RunInterrupted(state.index, state.step)
+    if (preempt) throw new PreemptedError(go ? this.commits.nextSeq - 1 : undefined)
+    if (stopping) throw new RunInterruptedError(state.index, state.step)
   }
 
   /**
@@ -138,11 +137,12 @@ export class CheckpointCoordinator implements SkeletonHooks {
   }
 }
 
-async function settle(f: () => Promise<void>): Promise<string | undefined> {
+/** Run `f`; its error as plain data (for an allgather), or undefined. */
+async function settle(f: () => Promise<void>): Promise<ErrorRecord | undefined> {
   try {
     await f()
     return undefined
   } catch (e) {
-    return (e as Error).message
+    return errorRecord(e)
   }
 }

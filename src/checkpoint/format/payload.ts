@@ -1,4 +1,4 @@
-import { CheckpointError } from '../../errors.js'
+import { CheckpointError, CheckpointMismatchError } from '../../errors.js'
 import { arrayOver, DTYPES, type AnyTypedArray, type DType, type TypedArrayOf } from '../../domains/dtype.js'
 import type { DecodedEntry } from './rank-file.js'
 
@@ -18,10 +18,10 @@ import type { DecodedEntry } from './rank-file.js'
 export function entryArray<T extends DType>(entry: DecodedEntry, dtype: T): TypedArrayOf<T>
 export function entryArray(entry: DecodedEntry): AnyTypedArray
 export function entryArray(entry: DecodedEntry, expected?: DType): AnyTypedArray {
-  if (entry.kind !== 'heavy') throw new CheckpointError(`checkpoint entry "${entry.name}" is a light value, not an array`)
+  if (entry.kind !== 'heavy') throw new CheckpointMismatchError(`checkpoint entry "${entry.name}" is a light value, not an array`)
   const dtype: DType = entry.dtype ?? 'uint8'
   if (expected !== undefined && expected !== dtype) {
-    throw new CheckpointError(`checkpoint entry "${entry.name}" holds ${dtype} elements, expected ${expected}`)
+    throw new CheckpointMismatchError(`checkpoint entry "${entry.name}" holds ${dtype} elements, expected ${expected}`)
   }
   const bpe = DTYPES[dtype].BYTES_PER_ELEMENT
   const bytes = entry.bytes

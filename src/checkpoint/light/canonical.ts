@@ -1,3 +1,4 @@
+import { ConfigError } from '../../errors.js'
 import { lightKind } from './kind.js'
 
 /**
@@ -14,7 +15,7 @@ import { lightKind } from './kind.js'
  */
 export function canonicalOf(v: unknown): string {
   const kind = lightKind(v)
-  if (typeof kind === 'object') throw new TypeError(`canonicalOf: ${kind.unsupported}`)
+  if (typeof kind === 'object') throw new ConfigError(`canonicalOf: ${kind.unsupported}`)
   switch (kind) {
     case 'undefined': return 'u'
     case 'null': return 'null'

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto'
 import { SuperJSON, type SuperJSONResult, type SuperJSONValue } from 'superjson'
-import { CheckpointError, ConfigError } from '../../errors.js'
+import { CheckpointError, CheckpointMismatchError, ConfigError } from '../../errors.js'
 import { isPlainObject } from '../format/json.js'
 import { canonicalOf } from './canonical.js'
 import { findUnserializable } from './check.js'
@@ -101,7 +101,7 @@ export function decodeLight<T = unknown>(bytes: Uint8Array, serializer?: Seriali
   if (envelope.serializer !== serializer?.name) {
     const saved = envelope.serializer === undefined ? 'without a serializer' : `with serializer "${envelope.serializer}"`
     const now = serializer === undefined ? 'none is given' : `serializer "${serializer.name}" is given`
-    throw new CheckpointError(`a light checkpoint value was saved ${saved}, but ${now}; register the value the same way as when the checkpoint was taken`)
+    throw new CheckpointMismatchError(`a light checkpoint value was saved ${saved}, but ${now}; register the value the same way as when the checkpoint was taken`)
   }
   const data: unknown = sj.deserialize(envelope.value)
   return serializer ? serializer.deserialize(data) : (data as T)

@@ -153,6 +153,7 @@ function show(v: unknown): string {
   try {
     return JSON.stringify(v) ?? String(v)
   } catch {
+    // Circular or BigInt: only for the message, so the plain string form will do.
     return String(v)
   }
 }

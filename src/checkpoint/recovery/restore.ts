@@ -1,6 +1,6 @@
 import { DomainDesc } from '../../domains/desc.js'
 import { forEachRun, type Domain } from '../../domains/domain.js'
-import { CheckpointError } from '../../errors.js'
+import { CheckpointMismatchError, ReplayDivergenceError } from '../../errors.js'
 import { entryArray } from '../format/payload.js'
 import type { DecodedEntry, DecodedRankFile } from '../format/rank-file.js'
 import { decodeLight } from '../light/codec.js'
@@ -20,12 +20,12 @@ import { checkReplay } from './replay-check.js'
 export function restoreFromFile(state: SkeletonState, file: DecodedRankFile, seq: number, rank: number): { reroute: boolean } {
   const h = file.header
   if (h.skeleton !== state.index || h.step !== state.step) {
-    throw new CheckpointError(`checkpoint ${seq} holds skeleton ${h.skeleton} step ${h.step}, but replay reached skeleton ${state.index} step ${state.step}`)
+    throw new ReplayDivergenceError('the replay position', `checkpoint ${seq} holds skeleton ${h.skeleton} step ${h.step}, but replay reached skeleton ${state.index} step ${state.step}`)
   }
   checkReplay(state, file)
 
   const read = file.entries.get('read')
-  if (!read) throw new CheckpointError(`checkpoint ${seq}, rank ${rank}: no "read" entry (the domain just written); nothing to resume from`)
+  if (!read) throw new CheckpointMismatchError(`checkpoint ${seq}, rank ${rank}: no "read" entry (the domain just written); nothing to resume from`)
   restoreDomain(state.write, read)
   const write = file.entries.get('write')
   if (write) restoreDomain(state.read, write)
@@ -34,7 +34,7 @@ export function restoreFromFile(state: SkeletonState, file: DecodedRankFile, seq
     const e = requireEntry(file, reg.name, seq)
     const saved = entryArray(e)
     if (saved.constructor !== reg.array.constructor || saved.length !== reg.array.length) {
-      throw new CheckpointError(
+      throw new CheckpointMismatchError(
         `checkpoint entry "${reg.name}" holds ${saved.length} ${e.dtype} values; the registered array has ${reg.array.length} of another shape or type`,
       )
     }
@@ -48,11 +48,11 @@ export function restoreFromFile(state: SkeletonState, file: DecodedRankFile, seq
 
 /** Copy a domain entry's cells back into `d`, run by run in `d`'s storage order. */
 function restoreDomain(d: Domain, e: DecodedEntry): void {
-  if (!e.box) throw new CheckpointError(`checkpoint entry "${e.name}" has no box`)
+  if (!e.box) throw new CheckpointMismatchError(`checkpoint entry "${e.name}" has no box`)
   const box = DomainDesc.of(e.box.lower, e.box.upper)
-  if (!d.box.contains(box)) throw new CheckpointError(`checkpoint entry "${e.name}" covers ${box}, outside this rank's domain ${d.box}`)
+  if (!d.box.contains(box)) throw new CheckpointMismatchError(`checkpoint entry "${e.name}" covers ${box}, outside this rank's domain ${d.box}`)
   const saved = entryArray(e, d.dtype)
-  if (saved.length !== box.volume) throw new CheckpointError(`checkpoint entry "${e.name}" has ${saved.length} values for ${box.volume} cells`)
+  if (saved.length !== box.volume) throw new CheckpointMismatchError(`checkpoint entry "${e.name}" has ${saved.length} values for ${box.volume} cells`)
   let pos = 0
   forEachRun(d.strides, d.offset, box, d.order, (s, len) => {
     d.data.set(saved.subarray(pos, pos + len) as never, s)
@@ -62,6 +62,6 @@ function restoreDomain(d: Domain, e: DecodedEntry): void {
 
 function requireEntry(file: DecodedRankFile, name: string, seq: number): DecodedEntry {
   const e = file.entries.get(name)
-  if (!e) throw new CheckpointError(`checkpoint ${seq} has no entry "${name}", which this program registers; it was written by another version of the program`)
+  if (!e) throw new CheckpointMismatchError(`checkpoint ${seq} has no entry "${name}", which this program registers; it was written by another version of the program`)
   return e
 }

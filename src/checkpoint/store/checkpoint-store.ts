@@ -1,7 +1,7 @@
 import { mkdir, open, readdir, readFile, rename, rm, stat, unlink } from 'node:fs/promises'
 import { join, resolve } from 'node:path'
 import { performance } from 'node:perf_hooks'
-import { CheckpointCorruptError, CheckpointError, ConfigError } from '../../errors.js'
+import { CheckpointCorruptError, CheckpointError, CheckpointMismatchError, ConfigError } from '../../errors.js'
 import { isTemporaryName, syncDirectory, writeDurably } from './durable.js'
 import { decodeRankFile, headerChecksumOf, readHeaderOnly, type DecodedRankFile, type RankFileHeader } from '../format/rank-file.js'
 import { checkpointFsError, errorCode, explainFsError } from './fs-errors.js'
@@ -108,7 +108,7 @@ export class CheckpointStore {
   /** The spare files present (see spareOf), in rank order; none when the directory has none. */
   async spares(): Promise<{ rank: number; bytes: number }[]> {
     const dir = join(this.dir, SPARE_DIR)
-    const names = await readdir(dir).catch(() => [] as string[])
+    const names = await namesIn(dir)
     return (await rankFilesIn(dir, names)).map(({ rank, bytes }) => ({ rank, bytes }))
   }
 
@@ -279,10 +279,10 @@ export class CheckpointStore {
    */
   async removeTemporaryFiles(options: { upTo?: number } = {}): Promise<number> {
     let count = 0
-    for (const seq of await this.sequenceNumbers(false)) {
+    for (const seq of await this.sequenceNumbers(true)) {
       if (options.upTo !== undefined && seq > options.upTo) continue
       const dir = this.pathOf(seq)
-      const names = await readdir(dir).catch(() => [] as string[])
+      const names = await namesIn(dir)
       for (const name of names) {
         if (!isTemporaryName(name)) continue
         try {
@@ -314,12 +314,13 @@ export class CheckpointStore {
 
   /** Moves the rank files of a checkpoint directory (already uncommitted) to the spare slots, replacing older spares. */
   private async keepAsSpares(dir: string): Promise<void> {
-    const names = await readdir(dir).catch(() => [] as string[])
+    const names = await namesIn(dir)
     const files = names.map((n) => RANK_FILE.exec(n)).filter((m): m is RegExpExecArray => m !== null)
     if (files.length === 0) return
     await mkdir(join(this.dir, SPARE_DIR), { recursive: true })
     for (const m of files) {
-      // A rank racing for its spare or a vanished file only means one spare fewer.
+      // Any failure (a rank racing for its spare, a vanished file) only means one spare fewer:
+      // the file is deleted with its directory right after, and a spare is only a speed-up.
       await rename(join(dir, m[0]), this.spareOf(Number(m[1]))).catch(() => undefined)
     }
   }
@@ -338,8 +339,8 @@ export class CheckpointStore {
    */
   async assertFingerprint(fingerprint: string): Promise<void> {
     const all = await this.list()
-    const foreign = (seq: number, found: string): CheckpointError =>
-      new CheckpointError(
+    const foreign = (seq: number, found: string): CheckpointMismatchError =>
+      new CheckpointMismatchError(
         `the checkpoint directory ${this.dir} holds checkpoints of another program ` +
           `(checkpoint ${seq} has fingerprint ${JSON.stringify(found)}, this program's is ${JSON.stringify(fingerprint)}); ` +
           'use another checkpoint directory, or delete these checkpoints to start afresh',
@@ -349,6 +350,7 @@ export class CheckpointStore {
     if (markers.length > 0) return
     for (const s of all) {
       for (const f of s.files) {
+        // A header that cannot be read proves nothing either way; recovery validates every file it uses.
         const info = await readHeaderOnly(join(s.path, f.file)).catch(() => undefined)
         if (info && info.header.fingerprint !== fingerprint) throw foreign(s.seq, info.header.fingerprint)
       }
@@ -415,7 +417,7 @@ async function rankFilesIn(dir: string, names: readonly string[]): Promise<Check
   for (const name of names) {
     const m = RANK_FILE.exec(name)
     if (!m) continue
-    const st = await stat(join(dir, name)).catch(() => undefined)
+    const st = await statIfPresent(join(dir, name))
     if (st?.isFile()) files.push({ rank: Number(m[1]), file: name, bytes: st.size })
   }
   return files.sort((a, b) => a.rank - b.rank)
@@ -428,11 +430,26 @@ function reasonOf(e: unknown): string {
 }
 
 async function exists(path: string): Promise<boolean> {
+  return (await statIfPresent(path)) !== undefined
+}
+
+/** stat(), or undefined when nothing is there (a file pruned meanwhile); any other failure is a CheckpointError. */
+async function statIfPresent(path: string): Promise<import('node:fs').Stats | undefined> {
   try {
-    await stat(path)
-    return true
-  } catch {
-    return false
+    return await stat(path)
+  } catch (e) {
+    if (errorCode(e) === 'ENOENT') return undefined
+    throw checkpointFsError('cannot read', path, e)
+  }
+}
+
+/** The entries of a directory; none when it does not exist (only ENOENT means empty; any other failure is a CheckpointError). */
+async function namesIn(dir: string): Promise<string[]> {
+  try {
+    return await readdir(dir)
+  } catch (e) {
+    if (errorCode(e) === 'ENOENT') return []
+    throw checkpointFsError('cannot list directory', dir, e)
   }
 }
 

@@ -62,6 +62,8 @@ export async function writeDurably(path: string, parts: readonly Uint8Array[], o
     await syncDirectory(dirname(path))
     return bytes
   } catch (err) {
+    // Cleanup after a failure: the original error is what matters and is rethrown; a temporary
+    // file left behind is harmless (prune and recovery delete temporary files).
     if (fh) await fh.close().catch(() => undefined)
     await unlink(tmp).catch(() => undefined)
     throw err

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os'
 import { join as joinPath } from 'node:path'
 import fc from 'fast-check'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { CheckpointCorruptError, CheckpointError, ConfigError } from '../../../src/errors.js'
+import { CheckpointCorruptError, CheckpointMismatchError, ConfigError } from '../../../src/errors.js'
 import { bytesOf, dtypeOf } from '../../../src/domains/dtype.js'
 import { decodeRankFile, encodeRankFile, FORMAT_VERSION, readHeaderOnly, type RankFileMeta } from '../../../src/checkpoint/format/rank-file.js'
 import { decodeLight, diffLight, encodeLight } from '../../../src/checkpoint/light/codec.js'
@@ -73,7 +73,7 @@ describe('rank file format: round trip', () => {
   it('refuses to read an entry as another dtype or a light entry as an array', () => {
     const d = decodeRankFile(sample(), 'f')
     expect(() => entryArray(d.entries.get('write')!, 'float32')).toThrow(/holds float64 elements, expected float32/)
-    expect(() => entryArray(d.entries.get('it')!)).toThrow(CheckpointError)
+    expect(() => entryArray(d.entries.get('it')!)).toThrow(CheckpointMismatchError)
   })
 
   it('rejects bad input with ConfigError', () => {

@@ -1,6 +1,6 @@
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
-import { CheckpointError, ConfigError } from '../../../src/errors.js'
+import { CheckpointMismatchError, ConfigError } from '../../../src/errors.js'
 import { checkSerializable, decodeLight, diffLight, digestOf, encodeLight, type Serializer } from '../../../src/checkpoint/light/codec.js'
 import { lightValueArb } from '../arbitraries.js'
 
@@ -84,7 +84,7 @@ describe('light values: user serializers', () => {
 
   it('refuses to restore with a missing or different serializer', () => {
     const bytes = encodeLight(new Rng(1n), rngSerializer)
-    expect(() => decodeLight(bytes)).toThrow(CheckpointError)
+    expect(() => decodeLight(bytes)).toThrow(CheckpointMismatchError)
     expect(() => decodeLight(bytes)).toThrow(/saved with serializer "Rng", but none is given/)
     expect(() => decodeLight(bytes, { ...rngSerializer, name: 'Other' })).toThrow(/serializer "Other" is given/)
     expect(() => decodeLight(encodeLight({ a: 1 }), rngSerializer)).toThrow(/saved without a serializer/)

@@ -1,7 +1,7 @@
 import { appendFile, readdir, readFile, rm, stat, truncate, unlink, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
-import { CheckpointCorruptError, CheckpointError } from '../../../src/errors.js'
+import { CheckpointCorruptError, CheckpointError, CheckpointMismatchError } from '../../../src/errors.js'
 import { decodeLight } from '../../../src/checkpoint/light/codec.js'
 import { entryArray } from '../../../src/checkpoint/format/payload.js'
 import { chooseRecoveryLine, localView, type RecoveryLine } from '../../../src/checkpoint/recovery/line.js'
@@ -227,6 +227,24 @@ describe('write failures keep the previous checkpoint intact', () => {
   })
 })
 
+describe('listing: only a missing directory is empty', () => {
+  it('no spare directory lists no spares; a spare path that is not a directory is reported', async () => {
+    expect(await store.spares()).toEqual([])
+    await writeFile(join(dir, 'spare'), 'not a directory')
+    const err = await store.spares().catch((e: unknown) => e)
+    expect(err).toBeInstanceOf(CheckpointError)
+    expect((err as Error).message).toBe(`cannot list directory ${join(dir, 'spare')}: a component of the path is not a directory (ENOTDIR)`)
+  })
+
+  it('a regular file named like a checkpoint is not one: pruning passes it by', async () => {
+    await writeFile(store.pathOf(0), 'not a checkpoint')
+    await writeCheckpoint(store, 1)
+    await writeCheckpoint(store, 2)
+    expect(await store.prune(1)).toEqual({ removed: [1], temporaryFiles: 0 })
+    expect(await readFile(store.pathOf(0), 'utf8')).toBe('not a checkpoint')
+  })
+})
+
 describe('assertFingerprint', () => {
   it('accepts its own checkpoints and an empty directory', async () => {
     await store.assertFingerprint(FINGERPRINT)
@@ -236,7 +254,7 @@ describe('assertFingerprint', () => {
 
   it('refuses a directory holding another program\'s checkpoints, saying why', async () => {
     await writeCheckpoint(store, 0, { fingerprint: 'swing@2' })
-    await expect(store.assertFingerprint(FINGERPRINT)).rejects.toThrow(CheckpointError)
+    await expect(store.assertFingerprint(FINGERPRINT)).rejects.toThrow(CheckpointMismatchError)
     await expect(store.assertFingerprint(FINGERPRINT)).rejects.toThrow(/holds checkpoints of another program \(checkpoint 0 has fingerprint "swing@2", this program's is "jacobi@1"\)/)
   })
 
