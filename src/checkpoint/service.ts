@@ -4,7 +4,7 @@ import { forEachRun, type Domain } from '../domains/domain.js'
 import { bytesOf, dtypeOf } from '../domains/dtype.js'
 import { CheckpointCorruptError, CheckpointError, ConfigError, ReplayDivergenceError } from '../errors.js'
 import type { Communicator } from '../runtime/communicator.js'
-import type { RecoveryDecision, ResumeFigures, SkeletonHooks } from '../skeletons/runtime.js'
+import type { RecoveryDecision, RestoreOutcome, ResumeFigures, SkeletonHooks } from '../skeletons/runtime.js'
 import type { ResumedFigures, SessionControl } from '../runtime/rank-session.js'
 import type { SkeletonState } from '../skeletons/skeleton.js'
 import { encodeRankFile, type DecodedEntry, type DecodedRankFile, type EntryInput } from './format.js'
@@ -250,7 +250,7 @@ export class CheckpointService implements SkeletonHooks {
     return { kind: 'resume', step: r.step }
   }
 
-  async restore(state: SkeletonState): Promise<{ reroute: boolean }> {
+  async restore(state: SkeletonState): Promise<RestoreOutcome> {
     const r = this.recovery
     if (!r || r.seq === undefined) throw new CheckpointError('restore called without a recovery line')
     const file = this.restoredFile ?? (await this.store.loadRankFile(r.seq, this.comm.rank))
@@ -283,7 +283,7 @@ export class CheckpointService implements SkeletonHooks {
     }
     const clock = this.clockFor(state)
     clock.lastAt = performance.now()
-    return { reroute: state.mode === 'border' }
+    return { reroute: state.mode === 'border', read: true, write: write !== undefined }
   }
 
   resumed(f: ResumeFigures): void {

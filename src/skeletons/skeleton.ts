@@ -7,7 +7,7 @@ import { Router, validateSchedule, type Schedule } from '../routing/router.js'
 import type { RankRuntime } from './runtime.js'
 import { CheckpointRegistry } from '../checkpoint/registry.js'
 import { parsePolicy, type CheckpointPolicy } from '../checkpoint/policy.js'
-import { CalcKernel } from './kernel.js'
+import { CalcKernel, type StepContext } from './kernel.js'
 
 export interface SkeletonOptions {
   /** `border` (halo exchange, the default) or `circulation` (blocks move between ranks). */
@@ -130,10 +130,11 @@ export class Skeleton<It, D extends Domain> {
     }
 
     read.resize(part.needed[rank])
-    write.resize(writeBox(part, partNext, rank))
+    write.resize(writeBox(this.mode, part, partNext, rank))
     read.setPossessedBox(part.possessed[rank])
     write.setPossessedBox(part.possessed[rank])
-    k.initialize(read, write)
+    const initCtx: StepContext = { rank, size, step: 0 }
+    k.initialize(read, write, initCtx)
 
     if (recovery.kind === 'resume') {
       // Fast-forward: replay the iterator only, up to the recovery step.
@@ -150,13 +151,20 @@ export class Skeleton<It, D extends Domain> {
       partNext = last ? undefined : this.partition(owner, size, step + 1)
       // The step's read box is the write box of the step before it.
       const before = step === 0 ? undefined : this.partition(owner, size, step - 1)
-      read.resize(before ? writeBox(before, part, rank) : part.needed[rank])
-      write.resize(writeBox(part, partNext, rank))
+      read.resize(before ? writeBox(this.mode, before, part, rank) : part.needed[rank])
+      write.resize(writeBox(this.mode, part, partNext, rank))
       const replayMs = performance.now() - replayStart
       rt.status.set(this.index, step, 'restore')
       const restoreStart = performance.now()
       const state = this.state(step, it, read, write, part, partNext)
       const restored = await rt.hooks.restore(state)
+      if (!restored.read || !restored.write) {
+        // The program left a domain out: its kernel rebuilds it, seen as the next superstep will.
+        const box = (partNext ?? part).possessed[rank]
+        write.setPossessedBox(box)
+        read.setPossessedBox(box)
+        k.rebuild(write, read, { rank, size, step: step + 1, it: nextIt, restored: { read: restored.read, write: restored.write } })
+      }
       if (partNext && restored.reroute && (await this.agreeRoute(it, step))) {
         rt.status.phase('route')
         await this.router.route(this.router.plan(part, partNext), this.mode === 'border' ? write : read, write, this.tag(step))
@@ -170,7 +178,7 @@ export class Skeleton<It, D extends Domain> {
     for (;;) {
       rt.status.set(this.index, step, 'calculate')
       await this.router.settle(write)
-      write.resize(writeBox(part, partNext, rank))
+      write.resize(writeBox(this.mode, part, partNext, rank))
       read.setPossessedBox(part.possessed[rank])
       write.setPossessedBox(part.possessed[rank])
       k.calculate(read, write, it, step)
@@ -221,7 +229,15 @@ export class Skeleton<It, D extends Domain> {
   }
 }
 
-/** The write domain must hold what it computes and what the next superstep needs of it. */
-function writeBox(part: Partition, next: Partition | undefined, rank: number): DomainDesc {
-  return part.possessed[rank].hull((next ?? part).needed[rank])
+/**
+ * The box of the domain written at a superstep. Border: it must hold what the
+ * rank computes and what the next superstep needs of it. Circulation: it is
+ * the receive buffer of the blocks the next superstep reads (the kernel reads
+ * `read`; routing moves blocks from `read` into it), so it holds `needed(s+1)`
+ * only — a hull with `possessed(s)` would span the whole ring where the
+ * rank wraps from the last block to the first.
+ */
+function writeBox(mode: RoutingMode, part: Partition, next: Partition | undefined, rank: number): DomainDesc {
+  const needed = (next ?? part).needed[rank]
+  return mode === 'circulation' ? needed : part.possessed[rank].hull(needed)
 }
