@@ -3,6 +3,7 @@ import { match } from 'ts-pattern'
 import { MolotofError, RankFailedError } from '../errors.js'
 import { benchCommand } from './bench.js'
 import { demoCommand } from './demo.js'
+import { initCommand } from './init.js'
 import { inspectCommand } from './inspect.js'
 import { runCommand } from './run.js'
 
@@ -15,6 +16,7 @@ Commands:
   inspect <dir>     list and verify checkpoints          (molotof inspect --help)
   bench <program>   overhead, checkpoint sizes, recovery (molotof bench --help)
   demo              a failure, its recovery, and checkpoint sizes, in under a minute
+  init <dir>        a new project: package.json, tsconfig, a starter program and its test
   help [command]    show help
 
 Options:
@@ -30,6 +32,7 @@ export async function main(argv: readonly string[], out = (s: string) => console
       .with('inspect', () => inspectCommand(rest, out))
       .with('bench', () => benchCommand(rest, out, err))
       .with('demo', () => demoCommand(rest, out))
+      .with('init', () => initCommand(rest, out))
       .with('--version', '-v', () => {
         out(version())
         return 0
@@ -39,6 +42,7 @@ export async function main(argv: readonly string[], out = (s: string) => console
         if (sub === 'run') return runCommand(['--help'], out)
         if (sub === 'inspect') return inspectCommand(['--help'], out)
         if (sub === 'bench') return benchCommand(['--help'], out, err)
+        if (sub === 'init') return initCommand(['--help'], out)
         out(HELP)
         return 0
       })
