@@ -13,6 +13,7 @@ import { decodeLight, diffLight, digestOf, encodeLight } from './light.js'
 import type { RankFileRecord } from './marker.js'
 import { entryArray } from './payload.js'
 import { parsePolicy, type CheckpointPolicy } from './policy.js'
+import { checkpointAtStep } from './policy-steps.js'
 import { PolicyClock } from './policy-clock.js'
 import { assertSameSettings, chooseRecoveryLine, localView, type SkipReason } from './recovery-line.js'
 import { domainPayload, StagingBuffers } from './staging.js'
@@ -146,7 +147,6 @@ const VOTE_PERIOD_MS = 100
 export class CheckpointService implements SkeletonHooks {
   private readonly clocks = new Map<number, ClockState>()
   private restoredFile: DecodedRankFile | undefined
-  private readonly warnedEmpty = new Set<number>()
   /** A checkpoint written in the background, not committed yet. */
   private pending: PendingCheckpoint | undefined
   private readonly staging = new StagingBuffers()
@@ -261,11 +261,11 @@ export class CheckpointService implements SkeletonHooks {
     }
     this.checkReplay(state, file)
 
-    const domainEntry = (name: 'read' | 'write') => file.entries.get(name)
-    const read = domainEntry('read')
-    if (!read) throw new CheckpointError(`checkpoint ${r.seq}, rank ${this.comm.rank}: no "read" entry (the domain just written); nothing to resume from`)
-    restoreDomain(state.write, read)
-    const write = domainEntry('write')
+    // A domain left out of the checkpoint is the kernel's to rebuild (`rebuild`). The
+    // next step reads `read`: a program that registers it needs it in the file.
+    const read = state.registry.includes('read') ? requireEntry(file, 'read', r.seq) : file.entries.get('read')
+    if (read) restoreDomain(state.write, read)
+    const write = file.entries.get('write')
     if (write) restoreDomain(state.read, write)
 
     for (const reg of state.registry.heavy.values()) {
@@ -283,7 +283,7 @@ export class CheckpointService implements SkeletonHooks {
     }
     const clock = this.clockFor(state)
     clock.lastAt = performance.now()
-    return { reroute: state.mode === 'border', read: true, write: write !== undefined }
+    return { reroute: state.mode === 'border', read: read !== undefined, write: write !== undefined }
   }
 
   resumed(f: ResumeFigures): void {
@@ -374,14 +374,6 @@ export class CheckpointService implements SkeletonHooks {
 
   private async write(state: SkeletonState, clock: ClockState, started: number, background: boolean): Promise<void> {
     const { rank, size } = this.comm
-    if (this.cfg.contents !== 'default' && !state.registry.includes('read')) {
-      // Without the domain just written nothing can be restored: say so once, write nothing.
-      if (!this.warnedEmpty.has(state.index) && rank === 0) {
-        this.log(`warning: ${state.name} registers nothing to restore from (its "read" domain is unregistered): checkpoints are empty and recovery restarts from the beginning`)
-      }
-      this.warnedEmpty.add(state.index)
-      return
-    }
     await this.finishPending()
     const seq = this.seq++
     const entries = this.entries(state, background)
@@ -498,8 +490,10 @@ export class CheckpointService implements SkeletonHooks {
     let c = this.clocks.get(state.index)
     if (!c) {
       const now = performance.now()
-      c = { clock: new PolicyClock(state.policy ?? this.cfg.policy), lastAt: now, costs: [], voteStep: state.step, lastVote: { step: state.step, at: now } }
+      const policy = state.policy ?? this.cfg.policy
+      c = { clock: new PolicyClock(policy), lastAt: now, costs: [], voteStep: state.step, lastVote: { step: state.step, at: now } }
       this.clocks.set(state.index, c)
+      refuseUselessInjection(this.hooks.control?.dieMidCheckpoint, state, policy, this.comm.rank)
     }
     return c
   }
@@ -522,6 +516,22 @@ function requireEntry(file: DecodedRankFile, name: string, seq: number): Decoded
   const e = file.entries.get(name)
   if (!e) throw new CheckpointError(`checkpoint ${seq} has no entry "${name}", which this program registers; it was written by another version of the program`)
   return e
+}
+
+/**
+ * `--inject …,phase=checkpoint` kills a rank while it writes a checkpoint: at a
+ * step where the skeleton's policy writes none it would kill the rank at an
+ * empty checkpoint point, which is not what was asked. Refused, with the
+ * nearest checkpoint steps.
+ */
+function refuseUselessInjection(at: { skeleton: number; step: number; asked?: boolean } | undefined, state: SkeletonState, policy: CheckpointPolicy, rank: number): void {
+  if (!at || at.asked === false || at.skeleton !== state.index) return
+  const c = checkpointAtStep(policy, at.step)
+  if (c.kind === 'yes' || c.kind === 'unknown') return
+  const what = `--inject rank=${rank},step=${at.step},phase=checkpoint`
+  if (c.kind === 'never') throw new ConfigError(`${what}: no checkpoint is written in ${state.name} (${c.why}); inject in phase calculate or route instead`)
+  const nearest = c.before === undefined ? `step ${c.after}` : `steps ${c.before} and ${c.after}`
+  throw new ConfigError(`${what}: no checkpoint is written at step ${at.step} of ${state.name} (${c.why}); the nearest are ${nearest}`)
 }
 
 /** Failure injection: leave half a rank file under a temporary name, then die. */

@@ -147,7 +147,7 @@ class Injections {
     const fired = this.init.injectFired ?? []
     this.points.push(...list.filter((p) => !fired.some((f) => sameInjection(f, p))))
     const mid = this.points.find((p) => p.phase === 'checkpoint')
-    this.session.dieMidCheckpoint = mid ? { skeleton: mid.skeleton, step: mid.step, die: this.init.die } : undefined
+    this.session.dieMidCheckpoint = mid ? { skeleton: mid.skeleton, step: mid.step, die: this.init.die, asked: this.init.inject.includes(mid) } : undefined
     const direct = this.points.filter((p) => p.phase !== 'checkpoint')
     this.status.onChange =
       direct.length === 0

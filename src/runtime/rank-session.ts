@@ -17,7 +17,7 @@ export interface SessionControl {
   /** Set when the launcher asks for a checkpoint (SIGUSR1), without stopping. */
   checkpointRequested?: boolean
   /** Die halfway through writing the checkpoint file of (skeleton, step). */
-  dieMidCheckpoint: { skeleton: number; step: number; die: () => never } | undefined
+  dieMidCheckpoint: { skeleton: number; step: number; die: () => never; /** Given as --inject (not drawn at random): checked against the policy. */ asked?: boolean } | undefined
   /** Agree on preemption at every checkpoint point (ranks launched by a supervisor). */
   preemptible?: boolean
 }

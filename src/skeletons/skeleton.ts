@@ -99,6 +99,7 @@ export class Skeleton<It, D extends Domain> {
   async run(): Promise<D> {
     if (this.finished) throw new ConfigError(`${this.name} has already run`)
     this.finished = true
+    this.checkRegistration()
     const { rt, kernel: k } = this
     const { rank, size } = rt.comm
     const owner = this.domains[0]
@@ -199,6 +200,21 @@ export class Skeleton<It, D extends Domain> {
       advance()
     }
     return this.finish(read)
+  }
+
+  /**
+   * Registration is complete when the loop starts: a checkpoint that would
+   * restore nothing (both domains unregistered, no array or value registered,
+   * no `rebuild`) is a configuration error now, not an empty file later.
+   */
+  private checkRegistration(): void {
+    const reg = this.checkpoint
+    if (reg.includes('read') || reg.includes('write') || reg.heavy.size > 0 || reg.light.size > 0) return
+    if (this.kernel.rebuild !== CalcKernel.prototype.rebuild) return
+    throw new ConfigError(
+      `${this.name}: its checkpoints would restore nothing (both domains unregistered, nothing registered): ` +
+        `register the state replay cannot rebuild (sk.checkpoint.register / value), keep a domain, or give the kernel a rebuild() that refills the domains`,
+    )
   }
 
   private async finish(read: D): Promise<D> {
