@@ -36,7 +36,7 @@ export interface RankFileToWrite {
  * (src/runtime/rank-injections.ts), so no injection code lives here.
  *
  * ```ts
- * control.faults = { tornWrite: (at, file) => undefined, checkpointPointDone: (at) => {} }  // inject nothing
+ * control.faults = { tornWrite: () => undefined, checkpointPointDone: () => {}, askedCheckpointPoint: () => undefined }  // inject nothing
  * ```
  */
 export interface CheckpointFaults {
@@ -48,4 +48,10 @@ export interface CheckpointFaults {
   tornWrite(at: CheckpointAt, file: RankFileToWrite): Promise<never> | undefined
   /** Called when checkpoint point `at` is over, written or not: may end the rank there. */
   checkpointPointDone(at: CheckpointAt): void
+  /**
+   * The checkpoint point the user asked to fail at (`--inject …,phase=checkpoint`,
+   * not drawn at random), if any: the checkpoint layer refuses it when the
+   * skeleton's policy writes no checkpoint at that step.
+   */
+  askedCheckpointPoint(): CheckpointAt | undefined
 }

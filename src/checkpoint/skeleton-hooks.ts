@@ -36,13 +36,24 @@ export type RecoveryDecision = { kind: 'normal' } | { kind: 'skip' } | { kind: '
  */
 export interface SkeletonHooks {
   recoveryFor(index: number): RecoveryDecision
-  /** Restore registered data at the recovery step; `reroute` when halos must be refilled. */
-  restore(state: SkeletonState): Promise<{ reroute: boolean }>
+  /**
+   * Restore registered data at the recovery step; `reroute` when halos must be
+   * refilled; `read`/`write`: whether that domain came from the checkpoint
+   * (the kernel's `rebuild` fills the ones that did not).
+   */
+  restore(state: SkeletonState): Promise<RestoreOutcome>
   checkpointPoint(state: SkeletonState, last: boolean): Promise<void>
   /** Ask for a checkpoint at the next checkpoint point. */
   request(): void
   /** Replay and restore are done; the skeleton continues in normal mode. */
   resumed(figures: ResumeFigures): void
+}
+
+/** What `restore` put back (see SkeletonHooks.restore). */
+export interface RestoreOutcome {
+  reroute: boolean
+  read: boolean
+  write: boolean
 }
 
 /** How long getting back to work took on this rank. */

@@ -57,7 +57,7 @@ export async function demoCommand(argv: readonly string[], out: (s: string) => v
     const ref = await launch<JacobiValue>(program, { ranks, transport, argv: jargv, ...quiet })
     out(`   checksum ${ref.value.checksum}   (${(ref.wallMs / 1000).toFixed(2)} s)`)
 
-    out(`\n2. Same run, checkpoint every ${every} sweeps, rank ${ranks - 1} killed at sweep ${failAt + 1}`)
+    out(`\n2. Same run, checkpoint every ${every} sweeps, rank ${ranks - 1} killed at step ${failAt} (steps count from 0)`)
     let group: RankGroup | undefined
     const system: number[] = []
     let minimal = 0
@@ -75,9 +75,9 @@ export async function demoCommand(argv: readonly string[], out: (s: string) => v
         if (b !== undefined) system.push(b)
       },
       onEvent: (e) => {
-        if (e.event === 'checkpoint') out(`   checkpoint ${e.seq} at sweep ${e.step + 1}: ${mib(e.totalBytes)} MiB in ${e.ms.toFixed(0)} ms`)
-        if (e.event === 'failure') out(`   FAILURE: rank ${e.rank} ${e.reason === 'signal' ? 'killed' : 'died'} at sweep ${e.step + 1} (${e.phase}); detected in ${e.detectionMs.toFixed(1)} ms`)
-        if (e.event === 'recovery-line') out(`   recovery line: checkpoint ${e.seq} (sweep ${e.step + 1}), agreed in ${e.negotiateMs.toFixed(1)} ms`)
+        if (e.event === 'checkpoint') out(`   checkpoint ${e.seq} at step ${e.step}: ${mib(e.totalBytes)} MiB in ${e.ms.toFixed(0)} ms`)
+        if (e.event === 'failure') out(`   FAILURE: rank ${e.rank} ${e.reason === 'signal' ? 'killed' : 'died'} at step ${e.step} (${e.phase}); detected in ${e.detectionMs.toFixed(1)} ms`)
+        if (e.event === 'recovery-line') out(`   recovery line: checkpoint ${e.seq} (step ${e.step}), agreed in ${e.negotiateMs.toFixed(1)} ms`)
         if (e.event === 'resume') {
           out(
             `   recovered in ${e.totalMs.toFixed(0)} ms: start ranks ${e.spawnMs.toFixed(0)} ms, read ${e.loadMs.toFixed(1)} ms, ` +

@@ -7,6 +7,7 @@ import { benchCommand } from './bench.js'
 import { demoCommand } from './demo.js'
 import { EXIT, exitCodeOf } from './exit-codes.js'
 import { formatHelp } from './help.js'
+import { initCommand } from './init.js'
 import { inspectCommand } from './inspect.js'
 import { runCommand } from './run.js'
 
@@ -14,6 +15,7 @@ const COMMANDS = `  run <program>     run a program on N ranks             (molo
   inspect <dir>     list and verify checkpoints          (molotof inspect --help)
   bench <program>   overhead, checkpoint sizes, recovery (molotof bench --help)
   demo              a failure, its recovery, and checkpoint sizes, in under a minute
+  init <dir>        a new project: package.json, tsconfig, a starter program and its test
   help [command]    show help`
 
 const HELP = formatHelp({
@@ -40,6 +42,7 @@ export async function main(argv: readonly string[], out = (s: string) => console
       .with('inspect', () => inspectCommand(rest, out))
       .with('bench', () => benchCommand(rest, out, err))
       .with('demo', () => demoCommand(rest, out))
+      .with('init', () => initCommand(rest, out))
       .with('--version', '-v', () => {
         out(version())
         return 0
@@ -50,6 +53,7 @@ export async function main(argv: readonly string[], out = (s: string) => console
         if (sub === 'inspect') return inspectCommand(['--help'], out)
         if (sub === 'bench') return benchCommand(['--help'], out, err)
         if (sub === 'demo') return demoCommand(['--help'], out)
+        if (sub === 'init') return initCommand(['--help'], out)
         out(HELP)
         return 0
       })

@@ -38,12 +38,15 @@ export class ProgressView {
       case 'start':
         if (e.attempt > 0) this.line(`restart ${e.attempt}: starting ${e.ranks} ranks in recovery mode`)
         return
-      case 'resume':
+      case 'resume': {
+        // A resume the user asked for (--resume, nothing failed) is not a recovery.
+        const what = e.requested ? `resumed from checkpoint ${e.seq} (skeleton ${e.skeleton}, step ${e.step})` : 'recovered'
         this.line(
-          `recovered in ${e.totalMs.toFixed(0)} ms: spawn ${e.spawnMs.toFixed(0)}, negotiate ${e.negotiateMs.toFixed(1)}, ` +
+          `${what} in ${e.totalMs.toFixed(0)} ms: spawn ${e.spawnMs.toFixed(0)}, negotiate ${e.negotiateMs.toFixed(1)}, ` +
             `load ${e.loadMs.toFixed(1)}, replay ${e.replayMs.toFixed(1)}, restore ${e.restoreMs.toFixed(1)} ms`,
         )
         return
+      }
       case 'preempt-requested':
         this.line(`preempting (${e.why}): the ranks checkpoint at the next checkpoint point and stop (again to stop at once)`)
         return
@@ -63,7 +66,8 @@ export class ProgressView {
   }
 
   private progress(e: Extract<SupervisorEvent, { event: 'progress' }> & { t: number }): void {
-    const parts = [`skeleton ${e.skeleton}`, `step ${e.step + 1}${e.total ? `/${e.total}` : ''}`]
+    // Steps count from 0 everywhere (injections, checkpoints, inspect); the fraction counts steps done.
+    const parts = [`skeleton ${e.skeleton}`, `step ${e.step}${e.total ? ` (${e.step + 1}/${e.total} done)` : ''}`]
     if (e.stepsPerSecond > 0) parts.push(`${e.stepsPerSecond.toFixed(e.stepsPerSecond < 10 ? 2 : 0)} steps/s`)
     parts.push(this.lastCheckpointAt === undefined ? 'no checkpoint yet' : `last checkpoint ${((e.t - this.lastCheckpointAt) / 1000).toFixed(1)} s ago`)
     if (e.total && e.stepsPerSecond > 0) parts.push(`ETA ${formatSeconds((e.total - e.step - 1) / e.stepsPerSecond)}`)

@@ -59,6 +59,11 @@ export class RankInjections implements CheckpointFaults {
     if (this.diesAt(at)) this.setup.die()
   }
 
+  askedCheckpointPoint(): CheckpointAt | undefined {
+    const p = this.midCheckpoint
+    return p !== undefined && this.setup.inject.includes(p) ? p : undefined
+  }
+
   private diesAt(at: CheckpointAt): boolean {
     const p = this.midCheckpoint
     return p !== undefined && p.skeleton === at.skeleton && p.step === at.step

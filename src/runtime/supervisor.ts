@@ -14,7 +14,21 @@ export type SupervisorEvent =
   | { event: 'recovery-line'; attempt: number; seq: number; skeleton: number; step: number; negotiateMs: number }
   | { event: 'replay-done'; attempt: number; replayMs: number }
   | { event: 'restore-done'; attempt: number; loadMs: number; restoreMs: number }
-  | { event: 'resume'; attempt: number; spawnMs: number; negotiateMs: number; loadMs: number; replayMs: number; restoreMs: number; totalMs: number }
+  | {
+      event: 'resume'
+      attempt: number
+      /** True when the run was started with `resume` and nothing failed: a resume asked for, not a recovery. */
+      requested: boolean
+      seq: number
+      skeleton: number
+      step: number
+      spawnMs: number
+      negotiateMs: number
+      loadMs: number
+      replayMs: number
+      restoreMs: number
+      totalMs: number
+    }
   | { event: 'progress'; attempt: number; skeleton: number; step: number; total: number | undefined; stepsPerSecond: number }
   | { event: 'preempt-requested'; attempt: number; why: string }
   | { event: 'preempted'; attempt: number; seq: number | undefined; skeleton: number; step: number }
@@ -174,7 +188,9 @@ export class Supervisor<R = unknown> {
         this.emit({ event: 'recovery-line', attempt, seq: r.seq, skeleton: r.skeleton, step: r.step, negotiateMs: r.negotiateMs })
         this.emit({ event: 'replay-done', attempt, replayMs: r.replayMs })
         this.emit({ event: 'restore-done', attempt, loadMs: r.loadMs, restoreMs: r.restoreMs })
-        this.emit({ event: 'resume', attempt, spawnMs, negotiateMs: r.negotiateMs, loadMs: r.loadMs, replayMs: r.replayMs, restoreMs: r.restoreMs, totalMs })
+        const { seq, skeleton, step, negotiateMs, loadMs, replayMs, restoreMs } = r
+        const requested = attempt === 0
+        this.emit({ event: 'resume', attempt, requested, seq, skeleton, step, spawnMs, negotiateMs, loadMs, replayMs, restoreMs, totalMs })
         this.opts.onResumed?.(r)
       },
       onProgress: (rank, skeleton, step, total) => {

@@ -1,6 +1,33 @@
 import type { Domain } from '../domains/domain.js'
 
 /**
+ * Where a kernel hook runs: this rank, the rank count and the superstep
+ * (numbered from 0, as everywhere in molotof).
+ *
+ * ```ts
+ * override initialize(read: Block, _write: Block, ctx: StepContext) {
+ *   fillBlock(read, blockOf(ctx.rank, ctx.size, ctx.step))
+ * }
+ * ```
+ */
+export interface StepContext {
+  readonly rank: number
+  readonly size: number
+  readonly step: number
+}
+
+/**
+ * What `rebuild` sees: the superstep that will read the rebuilt domain, its
+ * iterator value, and which domains the checkpoint did not restore.
+ */
+export interface RebuildContext<It> extends StepContext {
+  /** The iterator value of superstep `step`. */
+  readonly it: It
+  /** Whether each domain was restored from the checkpoint (false: left out of it, for `rebuild` to fill). */
+  readonly restored: { readonly read: boolean; readonly write: boolean }
+}
+
+/**
  * The user's calculation: an iterator (`begin`, `next`, `end`) over light
  * values and the heavy `calculate` that reads one domain and writes the other.
  * The iterator is replayed during recovery, so it must be deterministic and
@@ -42,7 +69,27 @@ export abstract class CalcKernel<It, D extends Domain = Domain> {
 
   /**
    * Light set-up once both domains are allocated for the first superstep
-   * (boundary values, initial data). Replayed during recovery.
+   * (boundary values, initial data). Replayed during recovery. Both domains
+   * are allocated for superstep 0 and their `possessedBox` is set to this
+   * rank's `possessed(rank, size, 0)`; `ctx.step` is 0.
    */
-  initialize(_read: D, _write: D): void {}
+  initialize(_read: D, _write: D, _ctx: StepContext): void {}
+
+  /**
+   * Recovery only: fill by light code a domain the program left out of its
+   * checkpoints (`sk.checkpoint.unregister('read')` or `'write'`). It is called
+   * after the registered data is restored, with the domains as superstep
+   * `ctx.step` (the one after the checkpoint) will see them: `read` is
+   * allocated to what that superstep reads (its box) and both `possessedBox`
+   * are its possessed box; `ctx.restored` says which domains the checkpoint
+   * held. In border mode halos are routed again afterwards. Nothing by
+   * default: an unregistered domain then keeps what `initialize` put there.
+   *
+   * ```ts
+   * override rebuild(read: Block, _write: Block, ctx: RebuildContext<number>) {
+   *   if (!ctx.restored.read) fillBlock(read, read.box)   // B is a formula: no need to save it
+   * }
+   * ```
+   */
+  rebuild(_read: D, _write: D, _ctx: RebuildContext<It>): void {}
 }

@@ -7,7 +7,7 @@ import { Router, validateSchedule, type Schedule } from '../routing/router.js'
 import { CheckpointRegistry } from '../checkpoint/registry.js'
 import { parsePolicy, type CheckpointPolicy } from '../checkpoint/policy/policy.js'
 import type { SkeletonState } from '../checkpoint/skeleton-hooks.js'
-import { CalcKernel } from './kernel.js'
+import { CalcKernel, type StepContext } from './kernel.js'
 import type { RankRuntime } from './runtime.js'
 
 export interface SkeletonOptions {
@@ -81,6 +81,7 @@ export class Skeleton<It, D extends Domain> {
   async run(): Promise<D> {
     if (this.finished) throw new ConfigError(`${this.name} has already run`)
     this.finished = true
+    this.checkRegistration()
     const { rt, kernel: k } = this
     const { rank, size } = rt.comm
     const owner = this.domains[0]
@@ -112,10 +113,11 @@ export class Skeleton<It, D extends Domain> {
     }
 
     read.resize(part.needed[rank])
-    write.resize(writeBox(part, partNext, rank))
+    write.resize(writeBox(this.mode, part, partNext, rank))
     read.setPossessedBox(part.possessed[rank])
     write.setPossessedBox(part.possessed[rank])
-    k.initialize(read, write)
+    const initCtx: StepContext = { rank, size, step: 0 }
+    k.initialize(read, write, initCtx)
 
     if (recovery.kind === 'resume') {
       // Fast-forward: replay the iterator only, up to the recovery step.
@@ -132,13 +134,20 @@ export class Skeleton<It, D extends Domain> {
       partNext = last ? undefined : this.partition(owner, size, step + 1)
       // The step's read box is the write box of the step before it.
       const before = step === 0 ? undefined : this.partition(owner, size, step - 1)
-      read.resize(before ? writeBox(before, part, rank) : part.needed[rank])
-      write.resize(writeBox(part, partNext, rank))
+      read.resize(before ? writeBox(this.mode, before, part, rank) : part.needed[rank])
+      write.resize(writeBox(this.mode, part, partNext, rank))
       const replayMs = performance.now() - replayStart
       rt.status.set(this.index, step, 'restore')
       const restoreStart = performance.now()
       const state = this.state(step, it, read, write, part, partNext)
       const restored = await rt.hooks.restore(state)
+      if (!restored.read || !restored.write) {
+        // The program left a domain out: its kernel rebuilds it, seen as the next superstep will.
+        const box = (partNext ?? part).possessed[rank]
+        write.setPossessedBox(box)
+        read.setPossessedBox(box)
+        k.rebuild(write, read, { rank, size, step: step + 1, it: nextIt, restored: { read: restored.read, write: restored.write } })
+      }
       if (partNext && restored.reroute && (await this.agreeRoute(it, step))) {
         rt.status.phase('route')
         await this.router.route(this.router.plan(part, partNext), this.mode === 'border' ? write : read, write, this.tag(step))
@@ -152,7 +161,7 @@ export class Skeleton<It, D extends Domain> {
     for (;;) {
       rt.status.set(this.index, step, 'calculate')
       await this.router.settle(write)
-      write.resize(writeBox(part, partNext, rank))
+      write.resize(writeBox(this.mode, part, partNext, rank))
       read.setPossessedBox(part.possessed[rank])
       write.setPossessedBox(part.possessed[rank])
       k.calculate(read, write, it, step)
@@ -173,6 +182,21 @@ export class Skeleton<It, D extends Domain> {
       advance()
     }
     return this.finish(read)
+  }
+
+  /**
+   * Registration is complete when the loop starts: a checkpoint that would
+   * restore nothing (both domains unregistered, no array or value registered,
+   * no `rebuild`) is a configuration error now, not an empty file later.
+   */
+  private checkRegistration(): void {
+    const reg = this.checkpoint
+    if (reg.includes('read') || reg.includes('write') || reg.heavy.size > 0 || reg.light.size > 0) return
+    if (this.kernel.rebuild !== CalcKernel.prototype.rebuild) return
+    throw new ConfigError(
+      `${this.name}: its checkpoints would restore nothing (both domains unregistered, nothing registered): ` +
+        `register the state replay cannot rebuild (sk.checkpoint.register / value), keep a domain, or give the kernel a rebuild() that refills the domains`,
+    )
   }
 
   private async finish(read: D): Promise<D> {
@@ -203,7 +227,15 @@ export class Skeleton<It, D extends Domain> {
   }
 }
 
-/** The write domain must hold what it computes and what the next superstep needs of it. */
-function writeBox(part: Partition, next: Partition | undefined, rank: number): DomainDesc {
-  return part.possessed[rank].hull((next ?? part).needed[rank])
+/**
+ * The box of the domain written at a superstep. Border: it must hold what the
+ * rank computes and what the next superstep needs of it. Circulation: it is
+ * the receive buffer of the blocks the next superstep reads (the kernel reads
+ * `read`; routing moves blocks from `read` into it), so it holds `needed(s+1)`
+ * only — a hull with `possessed(s)` would span the whole ring where the
+ * rank wraps from the last block to the first.
+ */
+function writeBox(mode: RoutingMode, part: Partition, next: Partition | undefined, rank: number): DomainDesc {
+  const needed = (next ?? part).needed[rank]
+  return mode === 'circulation' ? needed : part.possessed[rank].hull(needed)
 }

@@ -39,7 +39,7 @@ interface PendingCheckpoint {
  * alike and leaves the previous checkpoint the recovery line.
  *
  * ```ts
- * const commits = new CheckpointCommitter(comm, cfg, id, store, firstSeq, log, { onCheckpoint, control })
+ * const commits = new CheckpointCommitter(comm, cfg, id, store, firstSeq, { onCheckpoint, control })
  * await commits.write(state, clock, performance.now(), cfg.async === true)
  * await commits.finishPending()   // every rank, at the same point
  * ```
@@ -48,7 +48,6 @@ export class CheckpointCommitter {
   /** A checkpoint written in the background, not committed yet. */
   private pending: PendingCheckpoint | undefined
   private readonly staging = new StagingBuffers()
-  private readonly warnedEmpty = new Set<number>()
 
   constructor(
     private readonly comm: Communicator,
@@ -57,7 +56,6 @@ export class CheckpointCommitter {
     private readonly store: CheckpointStore,
     /** The number of the next checkpoint (the same on every rank). */
     private seq: number,
-    private readonly log: (text: string) => void,
     private readonly hooks: { onCheckpoint?: (e: CheckpointEvent) => void; control?: CheckpointControl } = {},
   ) {}
 
@@ -82,14 +80,6 @@ export class CheckpointCommitter {
   /** Write this rank's file of a checkpoint of `state` and commit it now, or later when `background`. */
   async write(state: SkeletonState, clock: ClockState, started: number, background: boolean): Promise<void> {
     const { rank, size } = this.comm
-    if (this.cfg.contents !== 'default' && !state.registry.includes('read')) {
-      // Without the domain just written nothing can be restored: say so once, write nothing.
-      if (!this.warnedEmpty.has(state.index) && rank === 0) {
-        this.log(`warning: ${state.name} registers nothing to restore from (its "read" domain is unregistered): checkpoints are empty and recovery restarts from the beginning`)
-      }
-      this.warnedEmpty.add(state.index)
-      return
-    }
     await this.finishPending()
     const seq = this.seq++
     const entries = this.entries(state, background)

@@ -8,7 +8,7 @@ import type { DecodedRankFile } from '../format/rank-file.js'
 import { parsePolicy } from '../policy/policy.js'
 import { negotiateRecoveryLine } from '../recovery/negotiate.js'
 import { restoreFromFile } from '../recovery/restore.js'
-import type { RecoveryDecision, ResumeFigures, SkeletonHooks, SkeletonState } from '../skeleton-hooks.js'
+import type { RecoveryDecision, RestoreOutcome, ResumeFigures, SkeletonHooks, SkeletonState } from '../skeleton-hooks.js'
 import { CheckpointStore } from '../store/checkpoint-store.js'
 import { CheckpointCommitter } from './commit.js'
 import { CheckpointVote } from './vote.js'
@@ -73,7 +73,7 @@ export class CheckpointCoordinator implements SkeletonHooks {
     const nextSeq = listed.reduce((m, s) => Math.max(m, s.seq + 1), 0)
     const seq = await comm.allreduce(nextSeq, 'max')
     const vote = new CheckpointVote(comm, cfg.policy, hooks.control)
-    const commits = new CheckpointCommitter(comm, cfg, id, store, seq, log, hooks)
+    const commits = new CheckpointCommitter(comm, cfg, id, store, seq, hooks)
     if (!cfg.resume) return new CheckpointCoordinator(comm, cfg, store, vote, commits, undefined, log, hooks)
 
     const { info, file } = await negotiateRecoveryLine(comm, store, id.settings, listed, log)
@@ -89,12 +89,12 @@ export class CheckpointCoordinator implements SkeletonHooks {
     return { kind: 'resume', step: r.step }
   }
 
-  async restore(state: SkeletonState): Promise<{ reroute: boolean }> {
+  async restore(state: SkeletonState): Promise<RestoreOutcome> {
     const r = this.recovery
     if (!r || r.seq === undefined) throw new InternalError('restore called without a recovery line')
     const file = this.restoredFile ?? (await this.store.loadRankFile(r.seq, this.comm.rank))
     this.restoredFile = undefined
-    const restored = restoreFromFile(state, file, r.seq, this.comm.rank)
+    const restored = restoreFromFile(state, file, r.seq)
     const clock = this.vote.clockFor(state)
     clock.lastAt = performance.now()
     return restored

@@ -1,8 +1,10 @@
 import { performance } from 'node:perf_hooks'
 import type { Communicator } from '../../routing/communicator.js'
-import type { CheckpointControl } from '../control.js'
+import { ConfigError } from '../../errors.js'
+import type { CheckpointAt, CheckpointControl } from '../control.js'
 import { PolicyClock } from '../policy/clock.js'
 import type { CheckpointPolicy } from '../policy/policy.js'
+import { checkpointAtStep } from '../policy/steps.js'
 import type { SkeletonState } from '../skeleton-hooks.js'
 
 /** One skeleton's checkpoint timing: its policy clock, measured costs, and when the ranks vote next. */
@@ -60,8 +62,10 @@ export class CheckpointVote {
     let c = this.clocks.get(state.index)
     if (!c) {
       const now = performance.now()
-      c = { clock: new PolicyClock(state.policy ?? this.runPolicy), lastAt: now, costs: [], voteStep: state.step, lastVote: { step: state.step, at: now } }
+      const policy = state.policy ?? this.runPolicy
+      c = { clock: new PolicyClock(policy), lastAt: now, costs: [], voteStep: state.step, lastVote: { step: state.step, at: now } }
       this.clocks.set(state.index, c)
+      refuseUselessInjection(this.control?.faults?.askedCheckpointPoint(), state, policy, this.comm.rank)
     }
     return c
   }
@@ -114,4 +118,20 @@ export class CheckpointVote {
     this.requested = false
     if (this.control) this.control.checkpointRequested = false
   }
+}
+
+/**
+ * `--inject …,phase=checkpoint` kills a rank while it writes a checkpoint: at a
+ * step where the skeleton's policy writes none it would kill the rank at an
+ * empty checkpoint point, which is not what was asked. Refused, with the
+ * nearest checkpoint steps.
+ */
+function refuseUselessInjection(at: CheckpointAt | undefined, state: SkeletonState, policy: CheckpointPolicy, rank: number): void {
+  if (!at || at.skeleton !== state.index) return
+  const c = checkpointAtStep(policy, at.step)
+  if (c.kind === 'yes' || c.kind === 'unknown') return
+  const what = `--inject rank=${rank},step=${at.step},phase=checkpoint`
+  if (c.kind === 'never') throw new ConfigError(`${what}: no checkpoint is written in ${state.name} (${c.why}); inject in phase calculate or route instead`)
+  const nearest = c.before === undefined ? `step ${c.after}` : `steps ${c.before} and ${c.after}`
+  throw new ConfigError(`${what}: no checkpoint is written at step ${at.step} of ${state.name} (${c.why}); the nearest are ${nearest}`)
 }

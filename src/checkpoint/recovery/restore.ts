@@ -4,7 +4,7 @@ import { CheckpointMismatchError, ReplayDivergenceError } from '../../errors.js'
 import { entryArray } from '../format/payload.js'
 import type { DecodedEntry, DecodedRankFile } from '../format/rank-file.js'
 import { decodeLight } from '../light/codec.js'
-import type { SkeletonState } from '../skeleton-hooks.js'
+import type { RestoreOutcome, SkeletonState } from '../skeleton-hooks.js'
 import { checkReplay } from './replay-check.js'
 
 /**
@@ -14,19 +14,20 @@ import { checkReplay } from './replay-check.js'
  * light values. Halos are not saved: `reroute` says they must be routed again.
  *
  * ```ts
- * const { reroute } = restoreFromFile(state, await store.loadRankFile(seq, rank), seq, rank)
+ * const { reroute } = restoreFromFile(state, await store.loadRankFile(seq, rank), seq)
  * ```
  */
-export function restoreFromFile(state: SkeletonState, file: DecodedRankFile, seq: number, rank: number): { reroute: boolean } {
+export function restoreFromFile(state: SkeletonState, file: DecodedRankFile, seq: number): RestoreOutcome {
   const h = file.header
   if (h.skeleton !== state.index || h.step !== state.step) {
     throw new ReplayDivergenceError('the replay position', `checkpoint ${seq} holds skeleton ${h.skeleton} step ${h.step}, but replay reached skeleton ${state.index} step ${state.step}`)
   }
   checkReplay(state, file)
 
-  const read = file.entries.get('read')
-  if (!read) throw new CheckpointMismatchError(`checkpoint ${seq}, rank ${rank}: no "read" entry (the domain just written); nothing to resume from`)
-  restoreDomain(state.write, read)
+  // A domain left out of the checkpoint is the kernel's to rebuild (`rebuild`). The
+  // next step reads `read`: a program that registers it needs it in the file.
+  const read = state.registry.includes('read') ? requireEntry(file, 'read', seq) : file.entries.get('read')
+  if (read) restoreDomain(state.write, read)
   const write = file.entries.get('write')
   if (write) restoreDomain(state.read, write)
 
@@ -43,7 +44,7 @@ export function restoreFromFile(state: SkeletonState, file: DecodedRankFile, seq
   for (const reg of state.registry.light.values()) {
     reg.cell.value = decodeLight(requireEntry(file, reg.name, seq).bytes, reg.serializer)
   }
-  return { reroute: state.mode === 'border' }
+  return { reroute: state.mode === 'border', read: read !== undefined, write: write !== undefined }
 }
 
 /** Copy a domain entry's cells back into `d`, run by run in `d`'s storage order. */
