@@ -13,7 +13,8 @@ export interface SkeletonHooks {
   recoveryFor(index: number): RecoveryDecision
   /** Restore registered data at the recovery step; `reroute` when halos must be refilled. */
   restore(state: SkeletonState): Promise<{ reroute: boolean }>
-  checkpointPoint(state: SkeletonState, last: boolean): Promise<void>
+  /** Called after every superstep; undefined when done at once (the common case: no promise, no garbage). */
+  checkpointPoint(state: SkeletonState, last: boolean): Promise<void> | undefined
   /** Ask for a checkpoint at the next checkpoint point. */
   request(): void
   /** Replay and restore are done; the skeleton continues in normal mode. */
@@ -33,7 +34,7 @@ export interface ResumeFigures {
 export const noHooks: SkeletonHooks = {
   recoveryFor: () => ({ kind: 'normal' }),
   restore: () => Promise.reject(new Error('no checkpoint to restore')),
-  checkpointPoint: () => Promise.resolve(),
+  checkpointPoint: () => undefined,
   resumed: () => {},
   request: () => {},
 }

@@ -1,7 +1,7 @@
 import type { DomainDesc } from '../domains/desc.js'
 import type { Domain } from '../domains/domain.js'
 import { ConfigError } from '../errors.js'
-import { partitionAt, validatePartition, type Partition } from '../routing/partition.js'
+import { PartitionTracker, type Partition } from '../routing/partition.js'
 import type { RoutingMode } from '../routing/plan.js'
 import { Router, validateSchedule, type Schedule } from '../routing/router.js'
 import type { RankRuntime } from './runtime.js'
@@ -20,7 +20,12 @@ export interface SkeletonOptions {
   checkpoint?: CheckpointPolicy | string
 }
 
-/** What a skeleton exposes to checkpoint hooks at a checkpoint point. */
+type Mutable<T> = { -readonly [K in keyof T]: T[K] }
+
+/**
+ * What a skeleton exposes to checkpoint hooks at a checkpoint point. The
+ * object is reused from one superstep to the next: copy what you keep.
+ */
 export interface SkeletonState<It = unknown, D extends Domain = Domain> {
   readonly index: number
   readonly name: string
@@ -63,6 +68,9 @@ export class Skeleton<It, D extends Domain> {
   private readonly customRoute: boolean
   private readonly total: number | undefined
   private finished = false
+  private parts: PartitionTracker | undefined
+  private current: Mutable<SkeletonState<It, D>> | undefined
+  private wb: { part: Partition; next: Partition | undefined; box: DomainDesc } | undefined
 
   constructor(
     private readonly rt: RankRuntime,
@@ -95,15 +103,21 @@ export class Skeleton<It, D extends Domain> {
     return this.router.plansBuilt
   }
 
+  /** Number of partitions evaluated so far (one per partition epoch met, see `Domain.partitionEpoch`). */
+  get partitionsBuilt(): number {
+    return this.parts?.built ?? 0
+  }
+
   /** Run the loop to the end; resolves with the domain that holds the final values. */
   async run(): Promise<D> {
     if (this.finished) throw new ConfigError(`${this.name} has already run`)
     this.finished = true
-    const { rt, kernel: k } = this
+    const { rt, kernel: k, router } = this
     const { rank, size } = rt.comm
     const owner = this.domains[0]
     let [read, write] = this.domains
     read.allocator = write.allocator = rt.comm.allocator
+    const parts = (this.parts = new PartitionTracker(owner, rank, size, this.name))
 
     rt.onSkeletonStart?.(this.index, this.total)
     const recovery = rt.hooks.recoveryFor(this.index)
@@ -118,19 +132,11 @@ export class Skeleton<It, D extends Domain> {
     if (k.end(it)) return read
     let nextIt = k.next(it)
     let last = k.end(nextIt)
-    let part = this.partition(owner, size, 0)
-    let partNext = last ? undefined : this.partition(owner, size, 1)
-    const advance = () => {
-      it = nextIt
-      step++
-      part = partNext!
-      nextIt = k.next(it)
-      last = k.end(nextIt)
-      partNext = last ? undefined : this.partition(owner, size, step + 1)
-    }
+    let part = parts.at(0)
+    let partNext = last ? undefined : parts.at(1)
 
     read.resize(part.needed[rank])
-    write.resize(writeBox(part, partNext, rank))
+    write.resize(this.writeBox(part, partNext, rank))
     read.setPossessedBox(part.possessed[rank])
     write.setPossessedBox(part.possessed[rank])
     k.initialize(read, write)
@@ -146,49 +152,68 @@ export class Skeleton<It, D extends Domain> {
         nextIt = k.next(it)
         last = k.end(nextIt)
       }
-      part = this.partition(owner, size, step)
-      partNext = last ? undefined : this.partition(owner, size, step + 1)
+      part = parts.at(step)
+      partNext = last ? undefined : parts.at(step + 1)
       // The step's read box is the write box of the step before it.
-      const before = step === 0 ? undefined : this.partition(owner, size, step - 1)
-      read.resize(before ? writeBox(before, part, rank) : part.needed[rank])
-      write.resize(writeBox(part, partNext, rank))
+      const before = step === 0 ? undefined : parts.at(step - 1)
+      read.resize(before ? this.writeBox(before, part, rank) : part.needed[rank])
+      write.resize(this.writeBox(part, partNext, rank))
       const replayMs = performance.now() - replayStart
       rt.status.set(this.index, step, 'restore')
       const restoreStart = performance.now()
       const state = this.state(step, it, read, write, part, partNext)
       const restored = await rt.hooks.restore(state)
-      if (partNext && restored.reroute && (await this.agreeRoute(it, step))) {
+      if (partNext && restored.reroute && (!this.customRoute || (await this.agreeRoute(it, step)))) {
         rt.status.phase('route')
-        await this.router.route(this.router.plan(part, partNext), this.mode === 'border' ? write : read, write, this.tag(step))
+        await router.route(router.plan(part, partNext), this.mode === 'border' ? write : read, write, this.tag(step))
       }
       rt.hooks.resumed({ skeleton: this.index, step, replayMs, restoreMs: performance.now() - restoreStart })
-      ;[read, write] = [write, read]
+      const was = read
+      read = write
+      write = was
       if (last) return this.finish(read)
-      advance()
+      it = nextIt
+      step++
+      part = partNext!
+      nextIt = k.next(it)
+      last = k.end(nextIt)
+      partNext = last ? undefined : parts.at(step + 1)
     }
 
+    // The per-superstep path: no closures, no new objects; awaits only when
+    // something is really pending (an await costs a few hundred bytes).
     for (;;) {
       rt.status.set(this.index, step, 'calculate')
-      await this.router.settle(write)
-      write.resize(writeBox(part, partNext, rank))
-      read.setPossessedBox(part.possessed[rank])
-      write.setPossessedBox(part.possessed[rank])
+      const settled = router.settle(write)
+      if (settled) await settled
+      write.resize(this.writeBox(part, partNext, rank))
+      const mine = part.possessed[rank]
+      read.setPossessedBox(mine)
+      write.setPossessedBox(mine)
       k.calculate(read, write, it, step)
 
-      if (partNext && (await this.agreeRoute(it, step))) {
+      if (partNext && (!this.customRoute || (await this.agreeRoute(it, step)))) {
         rt.status.phase('route')
-        const plan = this.router.plan(part, partNext)
-        await this.router.route(plan, this.mode === 'border' ? write : read, write, this.tag(step))
+        let waiting = router.begin(router.plan(part, partNext), this.mode === 'border' ? write : read, write, this.tag(step))
+        while (waiting) waiting = router.proceed(await waiting)
       }
 
       rt.status.phase('checkpoint')
-      await rt.hooks.checkpointPoint(this.state(step, it, read, write, part, partNext), last)
+      const point = rt.hooks.checkpointPoint(this.state(step, it, read, write, part, partNext), last)
+      if (point) await point
 
       rt.status.phase('swap')
-      ;[read, write] = [write, read]
+      const was = read
+      read = write
+      write = was
       rt.onStep?.(this.index, step, this.total)
       if (last) break
-      advance()
+      it = nextIt
+      step++
+      part = partNext!
+      nextIt = k.next(it)
+      last = k.end(nextIt)
+      partNext = last ? undefined : parts.at(step + 1)
     }
     return this.finish(read)
   }
@@ -199,29 +224,41 @@ export class Skeleton<It, D extends Domain> {
     return read
   }
 
+  /** The state handed to checkpoint hooks: one object per skeleton, updated in place each superstep. */
   private state(step: number, it: It, read: D, write: D, partition: Partition, next: Partition | undefined): SkeletonState<It, D> {
-    const { index, name, mode, checkpoint: registry, policy } = this
-    return { index, name, step, it, read, write, mode, partition, next, registry, policy }
+    const s = this.current
+    if (!s) {
+      const { index, name, mode, checkpoint: registry, policy } = this
+      return (this.current = { index, name, step, it, read, write, mode, partition, next, registry, policy })
+    }
+    s.step = step
+    s.it = it
+    s.read = read
+    s.write = write
+    s.partition = partition
+    s.next = next
+    return s
   }
 
-  private partition(owner: D, size: number, step: number): Partition {
-    const p = partitionAt(owner, size, step)
-    if (step === 0) validatePartition(p, this.name)
-    return p
+  /** The write domain must hold what it computes and what the next superstep needs of it (cached per pair of partitions). */
+  private writeBox(part: Partition, next: Partition | undefined, rank: number): DomainDesc {
+    if (this.wb && this.wb.part === part && this.wb.next === next) return this.wb.box
+    const box = part.possessed[rank].hull((next ?? part).needed[rank])
+    this.wb = { part, next, box }
+    return box
   }
 
   private async agreeRoute(it: It, step: number): Promise<boolean> {
-    if (!this.customRoute) return true
     const mine = this.kernel.shouldRoute(it, step) ? 1 : 0
     return (await this.rt.comm.allreduce(mine, 'max')) === 1
   }
 
+  /**
+   * Routing messages of superstep `step`: kept within small integers (no
+   * boxed numbers per message); a tag repeats after 2^20 supersteps, which is
+   * safe since messages between two ranks with one tag arrive in order.
+   */
   private tag(step: number): number {
-    return this.index * 2 ** 32 + step
+    return (this.index % 2048) * 0x100000 + (step % 0x100000)
   }
-}
-
-/** The write domain must hold what it computes and what the next superstep needs of it. */
-function writeBox(part: Partition, next: Partition | undefined, rank: number): DomainDesc {
-  return part.possessed[rank].hull((next ?? part).needed[rank])
 }
