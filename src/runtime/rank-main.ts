@@ -9,11 +9,11 @@ import type { ControlPort } from './protocol.js'
 import { runSession, type SessionControl } from './rank-session.js'
 import { connectSocketCommunicator } from './sockets.js'
 import { PHASES, RankStatus, readStatus } from './status.js'
-import { ThreadCommunicator } from './threads.js'
+import { ThreadCommunicator, type ChannelHeaders } from './threads.js'
 
 /** How this rank reaches its peers. */
 export type RankTransportInit =
-  | { kind: 'threads'; ports: Array<MessagePort | undefined> }
+  | { kind: 'threads'; ports: Array<MessagePort | undefined>; channels: Array<ChannelHeaders | undefined> }
   | { kind: 'processes'; endpoints: string[] }
 
 /** What the launcher hands to each rank (through the boot file of its transport). */
@@ -65,7 +65,7 @@ export async function runRank(program: Program, init: RankInit): Promise<void> {
   try {
     comm =
       init.transport.kind === 'threads'
-        ? new ThreadCommunicator(rank, init.size, init.transport.ports)
+        ? new ThreadCommunicator(rank, init.size, init.transport.ports, init.transport.channels)
         : await connectSocketCommunicator(rank, init.size, init.transport.endpoints)
     const value = await runSession({
       program,
