@@ -80,6 +80,9 @@ export async function runRank(program: Program, init: RankInit): Promise<void> {
       onStep: rank === 0 ? progressReporter(control) : undefined,
       onSkeletonStart: (skeleton, total) => injections.skeletonStarts(skeleton, total),
     })
+    // Errors scheduled by the program (timers, setImmediate) fire before the result counts:
+    // supersteps that never wait may not have let the event loop run them yet.
+    await new Promise<void>((resolve) => setImmediate(resolve))
     status.phase('done')
     const text = rank === 0 && program.format ? program.format(value, options) : undefined
     control.postMessage({ type: 'result', rank, value, text })

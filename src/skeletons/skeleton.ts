@@ -20,6 +20,9 @@ export interface SkeletonOptions {
   checkpoint?: CheckpointPolicy | string
 }
 
+/** The longest a skeleton keeps the event loop waiting (it checks every 8 supersteps). */
+const YIELD_EVERY_MS = 50
+
 type Mutable<T> = { -readonly [K in keyof T]: T[K] }
 
 /**
@@ -69,6 +72,7 @@ export class Skeleton<It, D extends Domain> {
   private readonly total: number | undefined
   private finished = false
   private parts: PartitionTracker | undefined
+  private lastYield = performance.now()
   private current: Mutable<SkeletonState<It, D>> | undefined
   private wb: { part: Partition; next: Partition | undefined; box: DomainDesc } | undefined
 
@@ -208,6 +212,7 @@ export class Skeleton<It, D extends Domain> {
       write = was
       rt.onStep?.(this.index, step, this.total)
       if (last) break
+      if ((step & 7) === 7 && performance.now() - this.lastYield > YIELD_EVERY_MS) await this.yieldToEventLoop()
       it = nextIt
       step++
       part = partNext!
@@ -216,6 +221,16 @@ export class Skeleton<It, D extends Domain> {
       partNext = last ? undefined : parts.at(step + 1)
     }
     return this.finish(read)
+  }
+
+  /**
+   * Supersteps whose messages are all there never reach the event loop (the
+   * halos come through shared memory or at once): now and then let it run
+   * timers, control messages and the errors they raise.
+   */
+  private async yieldToEventLoop(): Promise<void> {
+    await new Promise<void>((resolve) => setImmediate(resolve))
+    this.lastYield = performance.now()
   }
 
   private async finish(read: D): Promise<D> {
