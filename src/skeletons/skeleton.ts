@@ -8,6 +8,7 @@ import type { RankRuntime } from './runtime.js'
 import { CheckpointRegistry } from '../checkpoint/registry.js'
 import { parsePolicy, type CheckpointPolicy } from '../checkpoint/policy.js'
 import { CalcKernel } from './kernel.js'
+import { SparseClock } from '../runtime/sparse-clock.js'
 
 export interface SkeletonOptions {
   /** `border` (halo exchange, the default) or `circulation` (blocks move between ranks). */
@@ -20,7 +21,7 @@ export interface SkeletonOptions {
   checkpoint?: CheckpointPolicy | string
 }
 
-/** The longest a skeleton keeps the event loop waiting (it checks every 8 supersteps). */
+/** The longest a skeleton keeps the event loop waiting (give or take the SparseClock's 20 ms). */
 const YIELD_EVERY_MS = 50
 
 type Mutable<T> = { -readonly [K in keyof T]: T[K] }
@@ -72,7 +73,7 @@ export class Skeleton<It, D extends Domain> {
   private readonly total: number | undefined
   private finished = false
   private parts: PartitionTracker | undefined
-  private lastYield = performance.now()
+  private readonly yieldClock = new SparseClock(YIELD_EVERY_MS)
   private current: Mutable<SkeletonState<It, D>> | undefined
   private wb: { part: Partition; next: Partition | undefined; box: DomainDesc } | undefined
 
@@ -212,7 +213,7 @@ export class Skeleton<It, D extends Domain> {
       write = was
       rt.onStep?.(this.index, step, this.total)
       if (last) break
-      if ((step & 7) === 7 && performance.now() - this.lastYield > YIELD_EVERY_MS) await this.yieldToEventLoop()
+      if (this.yieldClock.due()) await this.yieldToEventLoop()
       it = nextIt
       step++
       part = partNext!
@@ -230,7 +231,7 @@ export class Skeleton<It, D extends Domain> {
    */
   private async yieldToEventLoop(): Promise<void> {
     await new Promise<void>((resolve) => setImmediate(resolve))
-    this.lastYield = performance.now()
+    this.yieldClock.reset()
   }
 
   private async finish(read: D): Promise<D> {
