@@ -46,6 +46,11 @@ export class BBlocks extends Domain2D {
   needed(rank: number, size: number, step: number): DomainDesc<2> {
     return this.possessed(rank, size, step)
   }
+
+  /** The blocks move every superstep. */
+  override partitionEpoch(step: number): number {
+    return step
+  }
 }
 
 /** Fill every allocated cell of a block domain with B's entries (initialize and rebuild). */

@@ -14,7 +14,8 @@ import type { SwingParams } from './model/params.js'
  *   injection above: it changes with the season) × the nodes of date k + 1.
  *
  * Both boxes change from date to date (the tree widens, the window grows), so
- * the framework resizes domains and rebuilds routing plans as it goes.
+ * the partition epoch is the step: the framework evaluates the partition,
+ * resizes domains and rebuilds routing plans at every date.
  */
 export class SwingDomain extends Domain2D {
   private readonly lo: Int32Array
@@ -36,6 +37,11 @@ export class SwingDomain extends Domain2D {
       this.lo = new Int32Array(n + 1)
       this.hi = new Int32Array(n + 1).fill(params.nGrid + 1)
     }
+  }
+
+  /** The boxes change with the date (the tree widens, the window and halos move): a new partition every superstep. */
+  override partitionEpoch(step: number): number {
+    return step
   }
 
   /** The decision date computed at superstep `step`. */

@@ -8,7 +8,10 @@ import type { CheckpointRegistry } from './registry.js'
 // skeleton at a checkpoint point and the hooks a skeleton calls; skeletons
 // build the state and call the hooks, the runtime plugs the two together.
 
-/** What a skeleton exposes to checkpoint hooks at a checkpoint point. */
+/**
+ * What a skeleton exposes to checkpoint hooks at a checkpoint point. The
+ * object is reused from one superstep to the next: copy what you keep.
+ */
 export interface SkeletonState<It = unknown, D extends Domain = Domain> {
   readonly index: number
   readonly name: string
@@ -42,7 +45,8 @@ export interface SkeletonHooks {
    * (the kernel's `rebuild` fills the ones that did not).
    */
   restore(state: SkeletonState): Promise<RestoreOutcome>
-  checkpointPoint(state: SkeletonState, last: boolean): Promise<void>
+  /** Called after every superstep; undefined when done at once (the common case: no promise, no garbage). */
+  checkpointPoint(state: SkeletonState, last: boolean): Promise<void> | undefined
   /** Ask for a checkpoint at the next checkpoint point. */
   request(): void
   /** Replay and restore are done; the skeleton continues in normal mode. */

@@ -74,6 +74,26 @@ export abstract class Domain<N extends number = number, A extends NumericArray =
   abstract needed(rank: number, size: number, step: number): DomainDesc<N>
 
   /**
+   * When the partition may change: two steps with the same epoch must give
+   * every rank the same `possessed` and `needed` boxes, so the framework
+   * evaluates the partition (and builds routing plans) once per epoch, not
+   * once per superstep. The default, one epoch for the whole run, suits a
+   * partition that ignores `step`; override it when the boxes move:
+   *
+   * ```ts
+   * partitionEpoch(step: number) { return step }                    // changes every superstep
+   * partitionEpoch(step: number) { return Math.floor(step / 100) }  // rebalanced every 100
+   * ```
+   *
+   * A pure function of `step`, like the partition methods. The skeleton
+   * spot-checks this rank's boxes at steps 1, 2, 4, 8, … and stops with a
+   * PartitionError when they moved inside one epoch.
+   */
+  partitionEpoch(_step: number): number {
+    return 0
+  }
+
+  /**
    * The cells this rank computes in the current superstep (set by the
    * skeleton before each `calculate`): the loop bounds of a kernel.
    */

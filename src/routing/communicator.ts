@@ -10,6 +10,17 @@ export interface Message {
 export type ReduceOp = 'sum' | 'max' | 'min'
 
 /**
+ * What `send` returns when it copied the bytes: the caller may reuse its
+ * memory at once. An already resolved promise, so awaiting it also works.
+ *
+ * ```ts
+ * const p = comm.send(peer, tag, bytes)
+ * if (p !== SENT) await p
+ * ```
+ */
+export const SENT: Promise<void> = Promise.resolve()
+
+/**
  * Point-to-point and small collective communication between the ranks of one
  * run. Implementations: threads (worker_threads, the default) and processes,
  * in src/runtime. Declared here, by the lowest layer that sends messages:
@@ -31,10 +42,19 @@ export interface Communicator {
   readonly allocator: BufferAllocator
   /**
    * Post `bytes` to `dest`. The returned promise resolves when the sender may
-   * modify the memory behind `bytes` again (at once for transports that copy).
+   * modify the memory behind `bytes` again; transports that copy return
+   * `SENT`, which callers compare with instead of awaiting (an await costs a
+   * few hundred bytes of garbage).
    */
   send(dest: number, tag: number, bytes: Uint8Array): Promise<void>
   recv(src: number, tag: number): Promise<Message>
+  /**
+   * The message from `src` with `tag` if it is already here (a transport may
+   * also wait briefly for it), else undefined: the allocation-free path of a
+   * superstep, which falls back to `recv` only when the message is late.
+   * Optional; a transport that cannot answer synchronously leaves it out.
+   */
+  recvNow?(src: number, tag: number): Message | undefined
   /** Reduce one number over all ranks; every rank gets the result. */
   allreduce(value: number, op: ReduceOp): Promise<number>
   /** Every rank's value, in rank order, on every rank (small light values). */

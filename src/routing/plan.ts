@@ -1,5 +1,5 @@
 import type { DomainDesc } from '../domains/desc.js'
-import type { Partition } from './partition.js'
+import { boxIndexOf, type Partition } from './partition.js'
 
 /**
  * How data moves between two supersteps.
@@ -24,7 +24,7 @@ export interface PeerTransfer {
  * The *scheme* of one rank's communication from superstep s to s+1: who it
  * sends which boxes to and receives which boxes from. It depends only on the
  * two partitions, never on data, so it is computed once and cached until the
- * partition changes (see `PlanCache`). Rank q receives from each peer p the
+ * partition changes (see `Router.plan`). Rank q receives from each peer p the
  * cells `possessed_p(s) ∩ needed_q(s+1)`; a rank never sends to itself.
  *
  * ```ts
@@ -45,19 +45,28 @@ export class RoutingPlan {
   ) {}
 
   static build(rank: number, mode: RoutingMode, from: Partition, to: Partition): RoutingPlan {
-    const size = from.possessed.length
+    // Only the peers whose boxes meet this rank's are visited (BoxIndex), not all P.
     const sends: PeerTransfer[] = []
     const recvs: PeerTransfer[] = []
-    for (let peer = 0; peer < size; peer++) {
+    const peers: number[] = []
+    const mine = from.possessed[rank]
+    boxIndexOf(to.needed).overlapping(mine, peers)
+    for (const peer of peers) {
       if (peer === rank) continue
-      const out = from.possessed[rank].intersect(to.needed[peer])
-      if (!out.isEmpty) sends.push({ peer, boxes: [out], cells: out.volume })
-      const inn = from.possessed[peer].intersect(to.needed[rank])
-      if (!inn.isEmpty) recvs.push({ peer, boxes: [inn], cells: inn.volume })
+      const out = mine.intersect(to.needed[peer])
+      sends.push({ peer, boxes: [out], cells: out.volume })
+    }
+    peers.length = 0
+    const need = to.needed[rank]
+    boxIndexOf(from.possessed).overlapping(need, peers)
+    for (const peer of peers) {
+      if (peer === rank) continue
+      const inn = from.possessed[peer].intersect(need)
+      recvs.push({ peer, boxes: [inn], cells: inn.volume })
     }
     let local: DomainDesc | undefined
     if (mode === 'circulation') {
-      const keep = from.possessed[rank].intersect(to.needed[rank])
+      const keep = mine.intersect(need)
       if (!keep.isEmpty) local = keep
     }
     return new RoutingPlan(rank, mode, from, to, sends, recvs, local)

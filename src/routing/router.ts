@@ -1,10 +1,10 @@
 import type { DomainDesc } from '../domains/desc.js'
-import { copyBox, forEachRun, type Domain } from '../domains/domain.js'
-import { arrayOver, bytesOf, DTYPES, type NumericArray } from '../domains/dtype.js'
+import { forEachRunPair, type Domain } from '../domains/domain.js'
+import { arrayOver, DTYPES, type NumericArray } from '../domains/dtype.js'
 import { ConfigError, InternalError, PartitionError } from '../errors.js'
-import type { Communicator } from './communicator.js'
+import { SENT, type Communicator, type Message } from './communicator.js'
 import { samePartition, validatePartition, type Partition } from './partition.js'
-import { RoutingPlan, type PeerTransfer, type RoutingMode } from './plan.js'
+import { RoutingPlan, type RoutingMode } from './plan.js'
 
 /**
  * When messages go out: `all` posts every send at once; `paced` keeps at most
@@ -19,35 +19,172 @@ export function validateSchedule(s: Schedule): Schedule {
   throw new ConfigError(`invalid routing schedule ${JSON.stringify(s)}: use { kind: 'all' } or { kind: 'paced', maxInFlight: n ≥ 1 }`)
 }
 
-/** How one peer's boxes are laid out in a domain: one contiguous range, or runs to pack. */
-interface Layout {
-  box: DomainDesc
-  /** Start index when the peer's cells are one contiguous range, else -1. */
-  contiguousStart: number
-  /** Pairs (start, length) of runs, in pack order. */
+/**
+ * Where one transfer's cells sit in one domain's current array: one
+ * contiguous range (`bytes`, a view on the domain's memory) or runs to pack.
+ * Valid while the domain keeps the same `data` array (a resize replaces it).
+ */
+interface Placement {
+  domain: Domain | undefined
+  data: NumericArray | undefined
+  /** A view on the cells when they are one contiguous range, else undefined. */
+  bytes: Uint8Array | undefined
+  /** (start, length) pairs of flat indices, in pack order, when not contiguous. */
   runs: Int32Array
+}
+
+const NO_RUNS = new Int32Array(0)
+
+/**
+ * One peer's share of a plan, with everything a superstep needs prepared
+ * once: where the cells sit in the two domains a skeleton alternates between,
+ * and a staging array for strided cells.
+ */
+class Transfer {
+  private readonly a: Placement = { domain: undefined, data: undefined, bytes: undefined, runs: NO_RUNS }
+  private readonly b: Placement = { domain: undefined, data: undefined, bytes: undefined, runs: NO_RUNS }
+  private useA = true
+  /** Packed cells of a strided transfer (allocated on first use). */
+  staging: NumericArray | undefined
+  stagingBytes: Uint8Array | undefined
+  /** Resolves when the peer no longer reads `staging` (SENT: free now). */
+  released: Promise<void> = SENT
+
+  constructor(
+    readonly peer: number,
+    readonly boxes: readonly DomainDesc[],
+    readonly cells: number,
+  ) {}
+
+  /** The placement of the cells in `d`, recomputed only when `d`'s array changed. */
+  placement(d: Domain, rank: number): Placement {
+    const a = this.a
+    if (a.domain === d && a.data === d.data) return a
+    const b = this.b
+    if (b.domain === d && b.data === d.data) return b
+    // Replace the slot not used last: the two domains of a skeleton keep theirs.
+    const slot = a.domain === d ? a : b.domain === d ? b : this.useA ? a : b
+    this.useA = slot === b
+    fillPlacement(slot, d, this.boxes, rank)
+    return slot
+  }
+
+  /** The staging array, allocated with the communicator's allocator on first use. */
+  stage(d: Domain, allocate: (bytes: number) => ArrayBufferLike): NumericArray {
+    const s = this.staging
+    if (s && s.constructor === d.data.constructor) return s
+    const bpe = DTYPES[d.dtype].BYTES_PER_ELEMENT
+    const fresh = arrayOver(d.dtype, allocate(this.cells * bpe), 0, this.cells)
+    this.staging = fresh
+    this.stagingBytes = new Uint8Array(fresh.buffer, fresh.byteOffset, fresh.byteLength)
+    return fresh
+  }
+}
+
+function fillPlacement(p: Placement, d: Domain, boxes: readonly DomainDesc[], rank: number): void {
+  for (const b of boxes) {
+    if (!d.box.contains(b)) throw new InternalError(`routing: ${b} is outside the allocated box ${d.box} of rank ${rank}`)
+  }
+  p.domain = d
+  p.data = d.data
+  if (boxes.length === 1 && d.isContiguous(boxes[0])) {
+    const data = d.data
+    const start = boxes[0].isEmpty ? 0 : d.index(boxes[0].lower)
+    p.bytes = new Uint8Array(data.buffer, data.byteOffset + start * data.BYTES_PER_ELEMENT, boxes[0].volume * data.BYTES_PER_ELEMENT)
+    p.runs = NO_RUNS
+    return
+  }
+  const runs: number[] = []
+  for (const b of boxes) forEachRunPair(d, d, b, d.order, (s, _t, len) => runs.push(s, len))
+  p.bytes = undefined
+  p.runs = Int32Array.from(runs)
+}
+
+/** Copy strided cells into a packed array, run by run, with an indexed loop (no views). */
+function pack(data: NumericArray, runs: Int32Array, out: NumericArray): void {
+  let pos = 0
+  for (let r = 0; r < runs.length; r += 2) {
+    const end = runs[r] + runs[r + 1]
+    for (let k = runs[r]; k < end; k++) out[pos++] = data[k]
+  }
+}
+
+function unpack(packed: NumericArray, runs: Int32Array, data: NumericArray): void {
+  let pos = 0
+  for (let r = 0; r < runs.length; r += 2) {
+    const end = runs[r] + runs[r + 1]
+    for (let k = runs[r]; k < end; k++) data[k] = packed[pos++]
+  }
+}
+
+/** Circulation: (source start, target start, length) triples of the cells a rank keeps, for one pair of arrays. */
+interface LocalCopy {
+  src: NumericArray | undefined
+  dst: NumericArray | undefined
+  runs: Int32Array
+}
+
+/** The prepared transfers of one plan. */
+class PlanRun {
+  readonly sends: Transfer[]
+  readonly recvs: Transfer[]
+  /** Two slots: the domains swap roles every superstep. */
+  readonly local: [LocalCopy, LocalCopy] = [
+    { src: undefined, dst: undefined, runs: NO_RUNS },
+    { src: undefined, dst: undefined, runs: NO_RUNS },
+  ]
+  private nextLocal = 0
+
+  constructor(readonly plan: RoutingPlan) {
+    this.sends = plan.sends.map((t) => new Transfer(t.peer, t.boxes, t.cells))
+    this.recvs = plan.recvs.map((t) => new Transfer(t.peer, t.boxes, t.cells))
+  }
+
+  localCopy(box: DomainDesc, src: Domain, dst: Domain): Int32Array {
+    for (let k = 0; k < 2; k++) if (this.local[k].src === src.data && this.local[k].dst === dst.data) return this.local[k].runs
+    const c = this.local[this.nextLocal]
+    this.nextLocal ^= 1
+    const triples: number[] = []
+    forEachRunPair(src, dst, box, src.order, (s, t, len) => triples.push(s, t, len))
+    c.src = src.data
+    c.dst = dst.data
+    c.runs = Int32Array.from(triples)
+    return c.runs
+  }
 }
 
 /**
  * Executes routing plans for one skeleton: the *pack info* side of the
- * scheme/pack split. It caches the current plan (rebuilt only when a step's
- * partition differs), the per-peer layouts, and the staging buffers used for
- * boxes that are not contiguous. Contiguous boxes go as views on the domain's
- * own memory, without a copy on the sending side.
+ * scheme/pack split. It caches the current plan (rebuilt only when the
+ * partitions change: compared by identity, as a `PartitionTracker` hands
+ * out one object per epoch, else box by box), where each peer's cells sit in
+ * both domains, and staging arrays for strided cells. A superstep in steady
+ * state allocates nothing: contiguous boxes go as views on the domain's own
+ * memory, strided ones are packed by indexed loops into reused arrays, and
+ * messages that have already arrived are taken without a promise.
  *
  * ```ts
  * const router = new Router(comm, 'border', { kind: 'all' }, 'grid')
  * const plan = router.plan(partitionAt(w, size, s), partitionAt(w, size, s + 1))
- * await router.route(plan, w, w, tag)
- * await router.settle(w)   // before writing into w again
+ * const routed = router.route(plan, w, w, tag)
+ * if (routed) await routed          // undefined when everything was done at once
+ * const settled = router.settle(w)  // before writing into w again
+ * if (settled) await settled
  * ```
  */
 export class Router {
   private cached: RoutingPlan | undefined
-  private readonly validated: Partition[] = []
-  private readonly layouts = new WeakMap<RoutingPlan, Map<string, Layout>>()
-  private readonly staging = new Map<number, { array: NumericArray; released: Promise<void> }>()
+  private run: PlanRun | undefined
   private readonly pending = new Map<Domain, Promise<void>[]>()
+  private readonly inFlight = new Set<Promise<void>>()
+  private readonly limit: number
+  /** Where a route that waits for a message resumes. */
+  private readonly cursor: { run: PlanRun | undefined; next: number; dst: Domain | undefined; tag: number } = {
+    run: undefined,
+    next: 0,
+    dst: undefined,
+    tag: 0,
+  }
   /** Number of plans built so far (to observe caching). */
   plansBuilt = 0
 
@@ -58,156 +195,187 @@ export class Router {
     private readonly what: string,
   ) {
     validateSchedule(schedule)
+    this.limit = schedule.kind === 'paced' ? schedule.maxInFlight : Infinity
   }
 
   /** The plan from `from` to `to`, reusing the cached one when both partitions are unchanged. */
   plan(from: Partition, to: Partition): RoutingPlan {
     const c = this.cached
+    if (c && c.from === from && c.to === to) return c
     if (c && samePartition(c.from, from) && samePartition(c.to, to)) return c
-    this.check(from)
-    this.check(to)
+    validatePartition(from, this.what)
+    validatePartition(to, this.what)
     this.plansBuilt++
     this.cached = RoutingPlan.build(this.comm.rank, this.mode, from, to)
+    this.run = new PlanRun(this.cached)
     return this.cached
   }
 
-  /** Move the plan's cells from `src` (on their owners) into `dst` (on the ranks that need them). */
-  async route(plan: RoutingPlan, src: Domain, dst: Domain, tag: number): Promise<void> {
-    const receives = plan.recvs.map((t) => this.receive(plan, t, dst, tag))
-    const inFlight = new Set<Promise<void>>()
-    const limit = this.schedule.kind === 'paced' ? this.schedule.maxInFlight : Infinity
-    const released: Promise<void>[] = []
-    for (const t of plan.sends) {
-      while (inFlight.size >= limit) await Promise.race(inFlight)
-      const p = this.sendOne(plan, t, src, tag)
-      const tracked = p.then(() => {
-        inFlight.delete(tracked)
-      })
-      inFlight.add(tracked)
-      released.push(p)
-    }
-    if (plan.local) copyCells(src, dst, plan.local)
-    await Promise.all(receives)
-    // Views of `src` stay readable by peers until they acknowledge.
-    if (released.length > 0) {
-      const list = this.pending.get(src) ?? []
-      list.push(...released)
-      this.pending.set(src, list)
-    }
+  /**
+   * Move the plan's cells from `src` (on their owners) into `dst` (on the
+   * ranks that need them). Returns undefined when done (every message had
+   * arrived), else a promise of the rest.
+   */
+  route(plan: RoutingPlan, src: Domain, dst: Domain, tag: number): Promise<void> | undefined {
+    const waiting = this.begin(plan, src, dst, tag)
+    return waiting ? this.finishRoute(waiting) : undefined
   }
 
-  /** Wait until no peer still reads `domain`'s memory (call before writing into it or resizing it). */
-  async settle(domain: Domain): Promise<void> {
+  /**
+   * `route` as a loop the caller drives, so that a superstep whose messages
+   * have all arrived allocates nothing and one that waits costs one await per
+   * late message (no promise chain inside the router):
+   *
+   * ```ts
+   * let waiting = router.begin(plan, src, dst, tag)
+   * while (waiting) waiting = router.proceed(await waiting)
+   * ```
+   */
+  begin(plan: RoutingPlan, src: Domain, dst: Domain, tag: number): Promise<Message | undefined> | undefined {
+    const run = this.runOf(plan)
+    const sends = run.sends
+    for (let i = 0; i < sends.length; i++) {
+      if (this.inFlight.size >= this.limit || sends[i].released !== SENT) return this.routeLater(run, i, src, dst, tag)
+      this.sendOne(sends[i], src, tag)
+    }
+    if (plan.local) this.copyLocal(run, plan.local, src, dst)
+    this.cursor.run = run
+    this.cursor.next = 0
+    this.cursor.dst = dst
+    this.cursor.tag = tag
+    return this.receiveNext()
+  }
+
+  /** Hand over what `begin`'s (or the previous `proceed`'s) promise gave; undefined when routing is done. */
+  proceed(m: Message | undefined): Promise<Message | undefined> | undefined {
+    if (m === undefined) return undefined
+    const c = this.cursor
+    this.unpackOne(c.run!.recvs[c.next++], m, c.dst!, c.tag)
+    return this.receiveNext()
+  }
+
+  private async finishRoute(waiting: Promise<Message | undefined>): Promise<void> {
+    let w: Promise<Message | undefined> | undefined = waiting
+    while (w) w = this.proceed(await w)
+  }
+
+  /** Take every message that is here; at the first that is not, return the promise of it. */
+  private receiveNext(): Promise<Message | undefined> | undefined {
+    const c = this.cursor
+    const recvs = c.run!.recvs
+    const comm = this.comm
+    while (c.next < recvs.length) {
+      const t = recvs[c.next]
+      const m = comm.recvNow ? comm.recvNow(t.peer, c.tag) : undefined
+      if (m === undefined) return comm.recv(t.peer, c.tag)
+      this.unpackOne(t, m, c.dst!, c.tag)
+      c.next++
+    }
+    c.run = undefined
+    c.dst = undefined
+    return undefined
+  }
+
+  /** Wait until no peer still reads `domain`'s memory (call before writing into it or resizing it); undefined when none does. */
+  settle(domain: Domain): Promise<void> | undefined {
     const list = this.pending.get(domain)
-    if (!list) return
+    if (!list || list.length === 0) return undefined
     this.pending.delete(domain)
-    await Promise.all(list)
+    return Promise.all(list).then(() => undefined)
   }
 
   /** Wait for every outstanding send (end of a skeleton). */
   async settleAll(): Promise<void> {
     const all = [...this.pending.values()].flat()
     this.pending.clear()
-    await Promise.all([...all, ...[...this.staging.values()].map((s) => s.released)])
+    const staging = this.run ? this.run.sends.map((t) => t.released) : []
+    await Promise.all([...all, ...staging])
   }
 
-  private check(p: Partition): void {
-    if (this.validated.some((v) => samePartition(v, p))) return
-    validatePartition(p, this.what)
-    this.validated.push(p)
-    if (this.validated.length > 8) this.validated.shift()
+  private runOf(plan: RoutingPlan): PlanRun {
+    let run = this.run
+    if (!run || run.plan !== plan) this.run = run = new PlanRun(plan)
+    return run
   }
 
-  private async sendOne(plan: RoutingPlan, t: PeerTransfer, src: Domain, tag: number): Promise<void> {
-    const layout = this.layout(plan, 's', t, src)
-    if (layout.contiguousStart >= 0) {
-      const view = src.data.subarray(layout.contiguousStart, layout.contiguousStart + t.cells)
-      return this.comm.send(t.peer, tag, bytesOf(view))
+  /** Sends that must wait (pacing, or a staging array still read by a peer): the whole route, asynchronously. */
+  private async routeLater(run: PlanRun, from: number, src: Domain, dst: Domain, tag: number): Promise<undefined> {
+    const sends = run.sends
+    for (let i = from; i < sends.length; i++) {
+      while (this.inFlight.size >= this.limit) await Promise.race(this.inFlight)
+      const t = sends[i]
+      if (t.released !== SENT) {
+        await t.released
+        t.released = SENT
+      }
+      this.sendOne(t, src, tag)
     }
-    const stage = await this.stagingFor(t.peer, src, t.cells)
-    const runs = layout.runs
-    const data = src.data
-    let pos = 0
-    for (let r = 0; r < runs.length; r += 2) {
-      const s = runs[r]
-      const len = runs[r + 1]
-      stage.set(data.subarray(s, s + len) as never, pos)
-      pos += len
-    }
-    const p = this.comm.send(t.peer, tag, bytesOf(stage))
-    this.staging.set(t.peer, { array: stage, released: p })
-    return p
+    if (run.plan.local) this.copyLocal(run, run.plan.local, src, dst)
+    const c = this.cursor
+    c.run = run
+    c.next = 0
+    c.dst = dst
+    c.tag = tag
+    let w = this.receiveNext()
+    while (w) w = this.proceed(await w)
+    return undefined
   }
 
-  private async receive(plan: RoutingPlan, t: PeerTransfer, dst: Domain, tag: number): Promise<void> {
-    const m = await this.comm.recv(t.peer, tag)
-    const bpe = DTYPES[dst.dtype].BYTES_PER_ELEMENT
-    if (m.bytes.byteLength !== t.cells * bpe) {
+  private sendOne(t: Transfer, src: Domain, tag: number): void {
+    const place = t.placement(src, this.comm.rank)
+    let p: Promise<void>
+    if (place.bytes) {
+      p = this.comm.send(t.peer, tag, place.bytes)
+    } else {
+      pack(src.data, place.runs, t.stage(src, this.comm.allocator))
+      p = this.comm.send(t.peer, tag, t.stagingBytes!)
+      t.released = p
+    }
+    if (p === SENT) return
+    // The peer reads this memory until it acknowledges: track it for settle() and pacing.
+    let list = this.pending.get(src)
+    if (!list) this.pending.set(src, (list = []))
+    list.push(p)
+    const tracked: Promise<void> = p.then(() => {
+      this.inFlight.delete(tracked)
+      if (t.released === p) t.released = SENT
+    })
+    this.inFlight.add(tracked)
+  }
+
+  private unpackOne(t: Transfer, m: Message, dst: Domain, tag: number): void {
+    const bytes = m.bytes
+    const expected = t.cells * dst.data.BYTES_PER_ELEMENT
+    if (bytes.byteLength !== expected) {
       m.release()
       throw new PartitionError(
-        `routing: rank ${this.comm.rank} expected ${t.cells * bpe} bytes from rank ${t.peer} (tag ${tag}) but got ${m.bytes.byteLength}; ranks disagree on the partition`,
+        `routing: rank ${this.comm.rank} expected ${expected} bytes from rank ${t.peer} (tag ${tag}) but got ${bytes.byteLength}; ranks disagree on the partition`,
       )
     }
-    const incoming = alignedView(dst, m.bytes, t.cells)
-    const layout = this.layout(plan, 'r', t, dst)
-    const data = dst.data
-    if (layout.contiguousStart >= 0) {
-      data.set(incoming as never, layout.contiguousStart)
+    const place = t.placement(dst, this.comm.rank)
+    if (place.bytes) {
+      place.bytes.set(bytes)
     } else {
-      const runs = layout.runs
-      let pos = 0
-      for (let r = 0; r < runs.length; r += 2) {
-        const len = runs[r + 1]
-        data.set(incoming.subarray(pos, pos + len) as never, runs[r])
-        pos += len
-      }
+      // Through an aligned staging array: the message bytes may sit at any offset.
+      const stage = t.stage(dst, (n) => new ArrayBuffer(n))
+      t.stagingBytes!.set(bytes)
+      unpack(stage, place.runs, dst.data)
     }
     m.release()
   }
 
-  private layout(plan: RoutingPlan, dir: 's' | 'r', t: PeerTransfer, d: Domain): Layout {
-    let byPeer = this.layouts.get(plan)
-    if (!byPeer) this.layouts.set(plan, (byPeer = new Map()))
-    const key = `${dir}${t.peer}`
-    const hit = byPeer.get(key)
-    if (hit && hit.box.equals(d.box)) return hit
-    for (const b of t.boxes) {
-      if (!d.box.contains(b)) {
-        throw new InternalError(`routing: ${b} is outside the allocated box ${d.box} of rank ${this.comm.rank}`)
-      }
+  /** Circulation: the cells this rank keeps go from its source to its target domain. */
+  private copyLocal(run: PlanRun, box: DomainDesc, src: Domain, dst: Domain): void {
+    if (src === dst) return
+    if (src.order !== dst.order) throw new ConfigError('circulation needs both domains in the same storage order')
+    const runs = run.localCopy(box, src, dst)
+    const from = src.data
+    const to = dst.data
+    for (let r = 0; r < runs.length; r += 3) {
+      const s = runs[r]
+      const t = runs[r + 1]
+      const len = runs[r + 2]
+      for (let k = 0; k < len; k++) to[t + k] = from[s + k]
     }
-    const single = t.boxes.length === 1 && d.isContiguous(t.boxes[0])
-    const runs: number[] = []
-    if (!single) for (const b of t.boxes) forEachRun(d.strides, d.offset, b, d.order, (s, len) => runs.push(s, len))
-    const layout: Layout = {
-      box: d.box,
-      contiguousStart: single ? d.index(t.boxes[0].lower) : -1,
-      runs: Int32Array.from(runs),
-    }
-    byPeer.set(key, layout)
-    return layout
   }
-
-  private async stagingFor(peer: number, d: Domain, cells: number): Promise<NumericArray> {
-    const s = this.staging.get(peer)
-    if (s) await s.released
-    if (s && s.array.length === cells && s.array.constructor === d.data.constructor) return s.array
-    const bpe = DTYPES[d.dtype].BYTES_PER_ELEMENT
-    return arrayOver(d.dtype, this.comm.allocator(cells * bpe), 0, cells)
-  }
-}
-
-/** The incoming bytes as an array of the domain's dtype (copied only if misaligned). */
-function alignedView(d: Domain, bytes: Uint8Array, cells: number): NumericArray {
-  const bpe = DTYPES[d.dtype].BYTES_PER_ELEMENT
-  if (bytes.byteOffset % bpe === 0) return arrayOver(d.dtype, bytes.buffer, bytes.byteOffset, cells)
-  const copy = new Uint8Array(bytes.byteLength)
-  copy.set(bytes)
-  return arrayOver(d.dtype, copy.buffer, 0, cells)
-}
-
-function copyCells(src: Domain, dst: Domain, box: DomainDesc): void {
-  if (src === dst) return
-  if (src.order !== dst.order) throw new ConfigError('circulation needs both domains in the same storage order')
-  copyBox(src.data, src, dst.data, dst, box, src.order)
 }

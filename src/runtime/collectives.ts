@@ -1,6 +1,8 @@
 import SuperJSON from 'superjson'
 import type { BufferAllocator } from '../domains/dtype.js'
-import type { Communicator, Message, ReduceOp } from '../routing/communicator.js'
+import { DTYPES, type DType } from '../domains/dtype.js'
+import { CommunicationError } from '../errors.js'
+import { SENT, type Communicator, type Message, type ReduceOp } from '../routing/communicator.js'
 
 /** The point-to-point part a transport provides; collectives are built on it. */
 export interface PointToPoint {
@@ -12,55 +14,229 @@ export interface PointToPoint {
 
 const encoder = new TextEncoder()
 const decoder = new TextDecoder()
+const EMPTY = new Uint8Array(0)
 
 /**
- * Gather-to-root-then-broadcast collectives over point-to-point messages, for
- * small light values (settings, votes, checkpoint lists). Tags are negative so
- * they never meet routing traffic; a counter keeps successive collectives apart.
+ * Collectives in O(log P) rounds over point-to-point messages, for small light
+ * values (settings, votes, residuals, checkpoint lists):
+ *
+ * - `allreduce`: recursive doubling (ranks beyond the largest power of two
+ *   first fold into a partner, and get the result back at the end). At each
+ *   round both partners combine the same two operands in the same order (the
+ *   lower rank's first), so every rank ends with the same bits, and the order
+ *   of combination depends on the rank count only, never on timing: the same
+ *   run gives the same bits every time. (A sum's rounding differs from a
+ *   serial loop's; `RankContext.foldInRankOrder` is the O(P) way to get that.)
+ * - `allgather`: binomial-tree gather to rank 0, then binomial broadcast.
+ * - `barrier`: dissemination (round k talks to the ranks 2^k away).
+ *
+ * Values travel as bytes: a number as 8 bytes, a typed array as its bytes,
+ * anything else through superjson. Tags are negative so they never meet
+ * routing traffic; a counter keeps successive collectives apart.
+ *
+ * ```ts
+ * const c = new Collectives(p2p)
+ * await c.allreduce(localMax, 'max')   // same bits on every rank
+ * ```
  */
 export class Collectives {
   private seq = 0
+  private readonly out = new Float64Array(1)
+  private readonly outBytes = new Uint8Array(this.out.buffer)
+  private readonly in = new Float64Array(1)
+  private readonly inBytes = new Uint8Array(this.in.buffer)
+
   constructor(private readonly p2p: PointToPoint) {}
 
-  async allgather<T>(value: T): Promise<T[]> {
-    const { rank, size } = this.p2p
-    const tag = -1 - (this.seq++ % 0x3fffffff)
-    if (size === 1) return [value]
-    if (rank === 0) {
-      const all: T[] = [value]
-      for (let src = 1; src < size; src++) all.push(decode<T>(await this.p2p.recv(src, tag)))
-      const bytes = encode(all)
-      await Promise.all([...Array(size - 1).keys()].map((i) => this.p2p.send(i + 1, tag, bytes)))
-      return all
-    }
-    await this.p2p.send(0, tag, encode(value))
-    return decode<T[]>(await this.p2p.recv(0, tag))
+  /** Number of message rounds on the critical path of an allreduce over `size` ranks. */
+  static allreduceRounds(size: number): number {
+    const pof2 = largestPowerOfTwo(size)
+    return Math.log2(pof2) + (pof2 === size ? 0 : 2)
   }
 
   async allreduce(value: number, op: ReduceOp): Promise<number> {
-    if (this.p2p.size === 1) return value
-    const all = await this.allgather(value)
-    // Reduce in rank order on every rank, so the result is the same everywhere.
-    let acc = all[0]
-    for (let i = 1; i < all.length; i++) {
-      acc = op === 'sum' ? acc + all[i] : op === 'max' ? Math.max(acc, all[i]) : Math.min(acc, all[i])
+    const { rank, size } = this.p2p
+    if (size === 1) return value
+    const tag = this.nextTag()
+    const pof2 = largestPowerOfTwo(size)
+    const rem = size - pof2
+    let acc = value
+    let newRank: number
+    if (rank < 2 * rem) {
+      if (rank % 2 === 0) {
+        await this.sendNumber(rank + 1, tag, acc)
+        newRank = -1
+      } else {
+        acc = combine(op, await this.recvNumber(rank - 1, tag), acc)
+        newRank = rank >> 1
+      }
+    } else {
+      newRank = rank - rem
+    }
+    if (newRank >= 0) {
+      for (let mask = 1; mask < pof2; mask <<= 1) {
+        const newPartner = newRank ^ mask
+        const partner = newPartner < rem ? newPartner * 2 + 1 : newPartner + rem
+        await this.sendNumber(partner, tag, acc)
+        const other = await this.recvNumber(partner, tag)
+        acc = newRank < newPartner ? combine(op, acc, other) : combine(op, other, acc)
+      }
+    }
+    if (rank < 2 * rem) {
+      if (rank % 2 === 1) await this.sendNumber(rank - 1, tag, acc)
+      else acc = await this.recvNumber(rank + 1, tag)
     }
     return acc
   }
 
+  async allgather<T>(value: T): Promise<T[]> {
+    const { rank, size } = this.p2p
+    if (size === 1) return [value]
+    const tag = this.nextTag()
+    // Gather: rank r collects the records of ranks [r, r + its subtree) in rank order.
+    const parts: Uint8Array[] = [encodeRecord(value)]
+    let mask = 1
+    for (; mask < size; mask <<= 1) {
+      if (rank & mask) {
+        await this.sendAwaited(rank - mask, tag, concat(parts))
+        break
+      }
+      if (rank + mask < size) parts.push(await this.recvBytes(rank + mask, tag))
+    }
+    // Broadcast the whole list from rank 0 down the same tree.
+    let all: Uint8Array
+    if (rank === 0) {
+      all = concat(parts)
+    } else {
+      all = await this.recvBytes(rank - mask, tag)
+    }
+    for (mask >>= 1; mask > 0; mask >>= 1) {
+      if (rank + mask < size) await this.sendAwaited(rank + mask, tag, all)
+    }
+    return decodeRecords<T>(all, size)
+  }
+
   async barrier(): Promise<void> {
-    await this.allgather(0)
+    const { rank, size } = this.p2p
+    if (size === 1) return
+    const tag = this.nextTag()
+    for (let d = 1; d < size; d <<= 1) {
+      await this.sendAwaited((rank + d) % size, tag, EMPTY)
+      const m = await this.p2p.recv((rank - d + size) % size, tag)
+      m.release()
+    }
+  }
+
+  private nextTag(): number {
+    const tag = -1 - this.seq
+    this.seq = (this.seq + 1) % 0x3fffffff
+    return tag
+  }
+
+  private async sendAwaited(dest: number, tag: number, bytes: Uint8Array): Promise<void> {
+    const p = this.p2p.send(dest, tag, bytes)
+    if (p !== SENT) await p
+  }
+
+  private sendNumber(dest: number, tag: number, v: number): Promise<void> {
+    this.out[0] = v
+    return this.sendAwaited(dest, tag, this.outBytes)
+  }
+
+  private async recvNumber(src: number, tag: number): Promise<number> {
+    const m = await this.p2p.recv(src, tag)
+    if (m.bytes.byteLength !== 8) {
+      m.release()
+      throw new CommunicationError(`collectives: rank ${this.p2p.rank} expected a number (8 bytes) from rank ${src} but got ${m.bytes.byteLength} bytes; the ranks called different collectives`)
+    }
+    this.inBytes.set(m.bytes)
+    m.release()
+    return this.in[0]
+  }
+
+  private async recvBytes(src: number, tag: number): Promise<Uint8Array> {
+    const m = await this.p2p.recv(src, tag)
+    const copy = m.bytes.slice()
+    m.release()
+    return copy
   }
 }
 
-function encode(v: unknown): Uint8Array {
-  return encoder.encode(SuperJSON.stringify(v))
+function largestPowerOfTwo(n: number): number {
+  let p = 1
+  while (p * 2 <= n) p *= 2
+  return p
 }
 
-function decode<T>(m: Message): T {
-  const v = SuperJSON.parse<T>(decoder.decode(m.bytes))
-  m.release()
-  return v
+function combine(op: ReduceOp, low: number, high: number): number {
+  return op === 'sum' ? low + high : op === 'max' ? Math.max(low, high) : Math.min(low, high)
+}
+
+// A record: u32 length of what follows | u8 kind | payload.
+const NUMBER = 1
+const TYPED = 2
+const JSON_TEXT = 3
+const DTYPE_NAMES = Object.keys(DTYPES) as DType[]
+
+/** One light value as bytes: numbers and typed arrays directly, the rest through superjson. */
+function encodeRecord(v: unknown): Uint8Array {
+  if (typeof v === 'number') {
+    const r = new Uint8Array(13)
+    const view = new DataView(r.buffer)
+    view.setUint32(0, 9, true)
+    r[4] = NUMBER
+    view.setFloat64(5, v, true)
+    return r
+  }
+  if (ArrayBuffer.isView(v) && !(v instanceof DataView)) {
+    const code = DTYPE_NAMES.findIndex((d) => v instanceof DTYPES[d])
+    if (code >= 0) {
+      const r = new Uint8Array(6 + v.byteLength)
+      new DataView(r.buffer).setUint32(0, 2 + v.byteLength, true)
+      r[4] = TYPED
+      r[5] = code
+      r.set(new Uint8Array(v.buffer, v.byteOffset, v.byteLength), 6)
+      return r
+    }
+  }
+  const text = encoder.encode(SuperJSON.stringify(v))
+  const r = new Uint8Array(5 + text.byteLength)
+  new DataView(r.buffer).setUint32(0, 1 + text.byteLength, true)
+  r[4] = JSON_TEXT
+  r.set(text, 5)
+  return r
+}
+
+function decodeRecords<T>(all: Uint8Array, count: number): T[] {
+  const view = new DataView(all.buffer, all.byteOffset, all.byteLength)
+  const out: T[] = []
+  let pos = 0
+  for (let i = 0; i < count; i++) {
+    const len = view.getUint32(pos, true)
+    const kind = all[pos + 4]
+    const body = pos + 5
+    if (kind === NUMBER) out.push(view.getFloat64(body, true) as T)
+    else if (kind === TYPED) {
+      const Ctor = DTYPES[DTYPE_NAMES[all[body]]]
+      const bytes = all.slice(body + 1, pos + 4 + len)
+      out.push(new Ctor(bytes.buffer, 0, bytes.byteLength / Ctor.BYTES_PER_ELEMENT) as T)
+    } else out.push(SuperJSON.parse<T>(decoder.decode(all.subarray(body, pos + 4 + len))))
+    pos += 4 + len
+  }
+  return out
+}
+
+function concat(parts: readonly Uint8Array[]): Uint8Array {
+  if (parts.length === 1) return parts[0]
+  let n = 0
+  for (const p of parts) n += p.byteLength
+  const out = new Uint8Array(n)
+  let pos = 0
+  for (const p of parts) {
+    out.set(p, pos)
+    pos += p.byteLength
+  }
+  return out
 }
 
 /**

@@ -124,7 +124,7 @@ const BOOT = new URL('./rank-boot.mjs', import.meta.url)
 /** Load a program file in one thread just to read its name and options (for `--help`). */
 export async function describe(programFile: string): Promise<ProgramDescription> {
   const file = checkProgramFile(programFile)
-  const init = { mode: 'describe', rank: 0, size: 1, argv: [], transport: { kind: 'threads', ports: [undefined] }, status: createStatusBuffer(1), inject: [] }
+  const init = { mode: 'describe', rank: 0, size: 1, argv: [], transport: { kind: 'threads', ports: [undefined], channels: [undefined] }, status: createStatusBuffer(1), inject: [] }
   const w = new Worker(BOOT, { workerData: { programFile: file, tsconfig: findTsconfig(file), init } })
   try {
     return await new Promise<ProgramDescription>((res, rej) => {

@@ -1,7 +1,8 @@
 import { plainAllocator, sharedAllocator } from '../domains/dtype.js'
 import { PointToPointCommunicator } from './collectives.js'
-import type { Communicator, Message } from '../routing/communicator.js'
+import { SENT, type Communicator, type Message } from '../routing/communicator.js'
 import { Mailbox } from './mailbox.js'
+import { MessagePool } from './message-pool.js'
 import { CommunicationError, ConfigError, MolotofError, RankFailedError } from '../errors.js'
 import { parseOptions, type OptionSpecs } from '../skeletons/options.js'
 import type { Program } from '../skeletons/program.js'
@@ -11,7 +12,8 @@ import { createStatusBuffer, RankStatus, readStatus } from './status.js'
 
 /**
  * All ranks of a group in one thread: for unit tests of kernels, partitions and
- * routing without starting threads. Each rank runs as an async task; sends copy.
+ * routing without starting threads. Each rank runs as an async task; sends copy
+ * (into pooled buffers, so a steady exchange allocates nothing).
  *
  * ```ts
  * const comms = localGroup(3)
@@ -19,11 +21,13 @@ import { createStatusBuffer, RankStatus, readStatus } from './status.js'
  * ```
  */
 export function localGroup(size: number, opts: { shared?: boolean } = {}): Communicator[] {
-  const boxes = Array.from({ length: size }, () => new Mailbox())
+  const boxes = Array.from({ length: size }, () => new Mailbox(size))
   return boxes.map((_, rank) => new LocalCommunicator(rank, size, boxes, opts.shared ? sharedAllocator : plainAllocator))
 }
 
 class LocalCommunicator extends PointToPointCommunicator {
+  private readonly pool = new MessagePool()
+
   constructor(
     readonly rank: number,
     readonly size: number,
@@ -34,15 +38,18 @@ class LocalCommunicator extends PointToPointCommunicator {
   }
 
   send(dest: number, tag: number, bytes: Uint8Array): Promise<void> {
-    if (dest < 0 || dest >= this.size) throw new ConfigError(`rank ${this.rank}: no rank ${dest} (size ${this.size})`)
-    const copy = new Uint8Array(bytes.byteLength)
-    copy.set(bytes)
-    // Deliver on a later tick, as a real transport would.
-    setImmediate(() => this.boxes[dest].deliver(this.rank, tag, { bytes: copy, release: () => {} }))
-    return Promise.resolve()
+    if (!(dest >= 0 && dest < this.size)) throw new ConfigError(`rank ${this.rank}: no rank ${dest} (size ${this.size})`)
+    const m = this.pool.take(bytes.byteLength)
+    m.bytes.set(bytes)
+    // The receiver's continuation runs on a later microtask, as with a real transport.
+    this.boxes[dest].deliver(this.rank, tag, m)
+    return SENT
   }
   recv(src: number, tag: number): Promise<Message> {
     return this.boxes[this.rank].take(src, tag)
+  }
+  recvNow(src: number, tag: number): Message | undefined {
+    return this.boxes[this.rank].takeNow(src, tag)
   }
   close(): void {
     this.boxes[this.rank].fail(new CommunicationError(`rank ${this.rank}: communicator closed`))

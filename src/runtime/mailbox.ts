@@ -1,52 +1,162 @@
 import type { Message } from '../routing/communicator.js'
 
 /**
- * Matches incoming messages with pending receives by (source, tag), keeping
- * arrival order. Messages that arrive before their receive is posted wait here.
+ * A FIFO of items labelled with a tag, where an item can be taken out by tag
+ * (the first with that tag): a ring of preallocated slots, so steady traffic
+ * allocates nothing (no string keys, no array growth and shrinkage).
+ */
+class TagQueue<T> {
+  private tags: number[] = [0, 0, 0, 0]
+  private items: Array<T | undefined> = [undefined, undefined, undefined, undefined]
+  private head = 0
+  count = 0
+
+  push(tag: number, item: T): void {
+    if (this.count === this.items.length) this.grow()
+    const k = (this.head + this.count) % this.items.length
+    this.tags[k] = tag
+    this.items[k] = item
+    this.count++
+  }
+
+  /** Remove and return the first item with `tag`, or undefined. */
+  take(tag: number): T | undefined {
+    const cap = this.items.length
+    for (let i = 0; i < this.count; i++) {
+      let k = (this.head + i) % cap
+      if (this.tags[k] !== tag) continue
+      const item = this.items[k]
+      if (i === 0) {
+        this.items[k] = undefined
+        this.head = (this.head + 1) % cap
+      } else {
+        // Close the gap: later items move up one slot, keeping their order.
+        for (let j = i; j < this.count - 1; j++) {
+          const next = (k + 1) % cap
+          this.tags[k] = this.tags[next]
+          this.items[k] = this.items[next]
+          k = next
+        }
+        this.items[k] = undefined
+      }
+      this.count--
+      return item
+    }
+    return undefined
+  }
+
+  /** Remove every item, calling `each(tag, item)` in order. */
+  drain(each: (tag: number, item: T) => void): void {
+    while (this.count > 0) {
+      const k = this.head
+      const item = this.items[k] as T
+      this.items[k] = undefined
+      this.head = (k + 1) % this.items.length
+      this.count--
+      each(this.tags[k], item)
+    }
+  }
+
+  private grow(): void {
+    const cap = this.items.length
+    const tags = new Array<number>(cap * 2).fill(0)
+    const items = new Array<T | undefined>(cap * 2).fill(undefined)
+    for (let i = 0; i < this.count; i++) {
+      tags[i] = this.tags[(this.head + i) % cap]
+      items[i] = this.items[(this.head + i) % cap]
+    }
+    this.tags = tags
+    this.items = items
+    this.head = 0
+  }
+}
+
+// `new Promise(capture)` hands out the resolving functions without a closure per receive.
+let capturedResolve: ((m: Message) => void) | undefined
+let capturedReject: ((e: Error) => void) | undefined
+function capture(resolve: (m: Message) => void, reject: (e: Error) => void): void {
+  capturedResolve = resolve
+  capturedReject = reject
+}
+
+/**
+ * Matches incoming messages with receives by (source, tag), keeping arrival
+ * order. Messages that arrive before their receive is posted wait here;
+ * `takeNow` finds them without a promise. A source can fail on its own (its
+ * connection dropped): its pending and future receives fail while messages
+ * that already arrived from it, and everything from other sources, are still
+ * delivered.
+ *
+ * ```ts
+ * const box = new Mailbox(size)
+ * box.deliver(src, tag, message)          // transport side
+ * box.takeNow(src, tag) ?? await box.take(src, tag)   // receiving side
+ * ```
  */
 export class Mailbox {
-  private readonly arrived = new Map<string, Message[]>()
-  private readonly waiting = new Map<string, Array<(m: Message) => void>>()
+  // Per source, created on first use: a rank talks to few of the P ranks.
+  private readonly arrived: Array<TagQueue<Message> | undefined>
+  private readonly resolvers: Array<TagQueue<(m: Message) => void> | undefined>
+  private readonly rejecters: Array<TagQueue<(e: Error) => void> | undefined>
+  private readonly gone: Array<((tag: number) => Error) | undefined>
   private failure: Error | undefined
 
+  constructor(size: number) {
+    this.arrived = new Array(size).fill(undefined)
+    this.resolvers = new Array(size).fill(undefined)
+    this.rejecters = new Array(size).fill(undefined)
+    this.gone = new Array(size).fill(undefined)
+  }
+
   deliver(src: number, tag: number, m: Message): void {
-    const key = `${src}:${tag}`
-    const w = this.waiting.get(key)
-    if (w && w.length > 0) {
-      const resolve = w.shift()!
-      if (w.length === 0) this.waiting.delete(key)
+    const resolve = this.resolvers[src]?.take(tag)
+    if (resolve) {
+      this.rejecters[src]!.take(tag)
       resolve(m)
       return
     }
-    const q = this.arrived.get(key)
-    if (q) q.push(m)
-    else this.arrived.set(key, [m])
+    ;(this.arrived[src] ??= new TagQueue()).push(tag, m)
+  }
+
+  /** The message if it has arrived, without allocating. */
+  takeNow(src: number, tag: number): Message | undefined {
+    if (this.failure) return undefined
+    const q = this.arrived[src]
+    return q === undefined ? undefined : q.take(tag)
   }
 
   take(src: number, tag: number): Promise<Message> {
     if (this.failure) return Promise.reject(this.failure)
-    const key = `${src}:${tag}`
-    const q = this.arrived.get(key)
-    if (q && q.length > 0) {
-      const m = q.shift()!
-      if (q.length === 0) this.arrived.delete(key)
-      return Promise.resolve(m)
-    }
-    return new Promise<Message>((resolve, reject) => {
-      const w = this.waiting.get(key)
-      const entry = resolve
-      ;(entry as unknown as { reject: (e: Error) => void }).reject = reject
-      if (w) w.push(entry)
-      else this.waiting.set(key, [entry])
-    })
+    const m = this.arrived[src]?.take(tag)
+    if (m) return Promise.resolve(m)
+    const gone = this.gone[src]
+    if (gone) return Promise.reject(gone(tag))
+    const p = new Promise<Message>(capture)
+    ;(this.resolvers[src] ??= new TagQueue()).push(tag, capturedResolve!)
+    ;(this.rejecters[src] ??= new TagQueue()).push(tag, capturedReject!)
+    capturedResolve = capturedReject = undefined
+    return p
   }
 
-  /** Fail every pending and future receive (the run is being torn down). */
+  /** True when a receive from `src` is waiting for its message. */
+  hasWaiters(src: number): boolean {
+    const w = this.resolvers[src]
+    return w !== undefined && w.count > 0
+  }
+
+  /** Nothing more will come from `src`: fail what waits for it, now and later. */
+  failPeer(src: number, error: (tag: number) => Error): void {
+    this.gone[src] = error
+    this.resolvers[src]?.drain(() => {})
+    this.rejecters[src]?.drain((tag, reject) => reject(error(tag)))
+  }
+
+  /** Fail every pending and future receive (the communicator is closed). */
   fail(err: Error): void {
     this.failure = err
-    for (const list of this.waiting.values()) {
-      for (const r of list) (r as unknown as { reject: (e: Error) => void }).reject(err)
+    for (let q = 0; q < this.arrived.length; q++) {
+      this.resolvers[q]?.drain(() => {})
+      this.rejecters[q]?.drain((_tag, reject) => reject(err))
     }
-    this.waiting.clear()
   }
 }

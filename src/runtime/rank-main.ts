@@ -12,11 +12,12 @@ import { RankInjections } from './rank-injections.js'
 import { runSession } from './rank-session.js'
 import { connectSocketCommunicator } from './sockets.js'
 import { RankStatus, readStatus } from './status.js'
-import { ThreadCommunicator } from './threads.js'
+import { SparseClock } from '../skeletons/sparse-clock.js'
+import { ThreadCommunicator, type ChannelHeaders } from './threads.js'
 
 /** How this rank reaches its peers. */
 export type RankTransportInit =
-  | { kind: 'threads'; ports: Array<MessagePort | undefined> }
+  | { kind: 'threads'; ports: Array<MessagePort | undefined>; channels: Array<ChannelHeaders | undefined> }
   | { kind: 'processes'; endpoints: string[] }
 
 /** What the launcher hands to each rank (through the boot file of its transport). */
@@ -68,7 +69,7 @@ export async function runRank(program: Program, init: RankInit): Promise<void> {
   try {
     comm =
       init.transport.kind === 'threads'
-        ? new ThreadCommunicator(rank, init.size, init.transport.ports)
+        ? new ThreadCommunicator(rank, init.size, init.transport.ports, init.transport.channels)
         : await connectSocketCommunicator(rank, init.size, init.transport.endpoints)
     const value = await runSession({
       program,
@@ -83,6 +84,9 @@ export async function runRank(program: Program, init: RankInit): Promise<void> {
       onStep: rank === 0 ? progressReporter(control) : undefined,
       onSkeletonStart: (skeleton, total) => injections.skeletonStarts(skeleton, total),
     })
+    // Errors scheduled by the program (timers, setImmediate) fire before the result counts:
+    // supersteps that never wait may not have let the event loop run them yet.
+    await new Promise<void>((resolve) => setImmediate(resolve))
     status.phase('done')
     const text = rank === 0 && program.format ? program.format(value, options) : undefined
     control.postMessage({ type: 'result', rank, value, text })
@@ -105,13 +109,13 @@ export async function runRank(program: Program, init: RankInit): Promise<void> {
   }
 }
 
-/** Rank 0 reports its progress at most every 250 ms (and at the last step). */
+/** Rank 0 reports its progress about every 250 ms (and at the last step), without reading the clock every step. */
 function progressReporter(control: ControlPort): (skeleton: number, step: number, total: number | undefined) => void {
-  let lastAt = 0
+  const clock = new SparseClock(250)
+  let first = true
   return (skeleton, step, total) => {
-    const now = performance.now()
-    if (now - lastAt < 250 && (total === undefined || step < total - 1)) return
-    lastAt = now
+    if (!clock.due() && !first && (total === undefined || step < total - 1)) return
+    first = false
     control.postMessage({ type: 'progress', rank: 0, skeleton, step, total })
   }
 }

@@ -3,7 +3,9 @@ import { createConnection, createServer, type Server, type Socket } from 'node:n
 import { plainAllocator } from '../domains/dtype.js'
 import { CommunicationError, ConfigError } from '../errors.js'
 import { PointToPointCommunicator } from './collectives.js'
-import type { Communicator, Message } from '../routing/communicator.js'
+import { SENT, type Communicator, type Message } from '../routing/communicator.js'
+import { Mailbox } from './mailbox.js'
+import { MessagePool, type PooledMessage } from './message-pool.js'
 
 // Wire format, both directions: a 16-byte header then `length` payload bytes.
 //   u32 length | u32 kind | f64 tag      (little-endian)
@@ -56,9 +58,10 @@ export async function connectSocketCommunicator(
 
 /**
  * The processes transport: one Unix domain socket per pair of ranks, binary
- * frames. Every received payload gets its own ArrayBuffer (so it is 8-byte
- * aligned and can be viewed as Float64Array); sends resolve once the kernel
- * has the bytes, so the caller may then reuse its memory.
+ * frames. Every received payload is copied once into a pooled buffer of its
+ * own (8-byte aligned, reused once released); a send up to 16 KiB is copied
+ * next to its header and returns SENT, a larger one resolves once the
+ * kernel has the bytes, so the caller may then reuse its memory.
  */
 class SocketCommunicator extends PointToPointCommunicator {
   readonly allocator = plainAllocator
@@ -68,7 +71,8 @@ class SocketCommunicator extends PointToPointCommunicator {
   private readonly saidBye: boolean[]
   /** performance.now() when each peer's connection was found lost. */
   private readonly lostAt: Array<number | undefined>
-  private readonly inbox: Inbox
+  private readonly inbox: Mailbox
+  private readonly pool = new MessagePool()
   private closed = false
   /** Called when a peer gets linked, or the rendezvous must fail. */
   private onPeerChange: ((err?: Error) => void) | undefined
@@ -82,23 +86,28 @@ class SocketCommunicator extends PointToPointCommunicator {
     this.sockets = new Array(size).fill(undefined)
     this.saidBye = new Array(size).fill(false)
     this.lostAt = new Array(size).fill(undefined)
-    this.inbox = new Inbox(size)
+    this.inbox = new Mailbox(size)
   }
 
   send(dest: number, tag: number, bytes: Uint8Array): Promise<void> {
     if (dest === this.rank) {
       // slice() copies into a fresh ArrayBuffer: aligned, and independent of the caller's memory.
       this.inbox.deliver(dest, tag, { bytes: bytes.slice(), release: () => {} })
-      return Promise.resolve()
+      return SENT
     }
     const socket = this.socket(dest)
     if (this.closed) return Promise.reject(new CommunicationError(`rank ${this.rank}: cannot send to rank ${dest}: communicator closed`))
     if (bytes.byteLength > MAX_PAYLOAD) return Promise.reject(new ConfigError(`rank ${this.rank}: message of ${bytes.byteLength} bytes is too large (max 4 GiB)`))
+    if (socket.destroyed || socket.writableEnded) {
+      return new Promise<void>((_resolve, reject) => this.afterGrace(dest, () => reject(this.lostError(dest, `cannot send to it (tag ${tag})`))))
+    }
+    if (bytes.byteLength <= COALESCE_BYTES) {
+      // Copied next to its header: the caller may reuse its memory at once. A
+      // failed write closes the socket, and 'close' fails what depends on the peer.
+      writeFrame(socket, DATA, tag, bytes, undefined)
+      return SENT
+    }
     return new Promise<void>((resolve, reject) => {
-      if (socket.destroyed || socket.writableEnded) {
-        this.afterGrace(dest, () => reject(this.lostError(dest, `cannot send to it (tag ${tag})`)))
-        return
-      }
       writeFrame(socket, DATA, tag, bytes, (err) => {
         if (!err) resolve()
         else this.afterGrace(dest, () => reject(this.lostError(dest, `send failed (tag ${tag}): ${err.message}`)))
@@ -111,14 +120,18 @@ class SocketCommunicator extends PointToPointCommunicator {
     return this.inbox.take(src, tag)
   }
 
+  recvNow(src: number, tag: number): Message | undefined {
+    return this.inbox.takeNow(src, tag)
+  }
+
   close(): void {
     if (this.closed) return
     this.closed = true
-    this.inbox.failAll(new CommunicationError(`rank ${this.rank}: communicator closed`))
+    this.inbox.fail(new CommunicationError(`rank ${this.rank}: communicator closed`))
     for (const s of this.sockets) {
       if (!s || s.destroyed || s.writableEnded) continue
       // end() flushes queued writes first, so messages already sent still arrive.
-      writeFrame(s, BYE, this.rank, new Uint8Array(0), () => {})
+      writeFrame(s, BYE, this.rank, new Uint8Array(0), undefined)
       s.end()
     }
   }
@@ -191,7 +204,7 @@ class SocketCommunicator extends PointToPointCommunicator {
         }
         const hello = new Uint8Array(4)
         new DataView(hello.buffer).setUint32(0, this.size, true)
-        writeFrame(socket, HELLO, this.rank, hello, () => {})
+        writeFrame(socket, HELLO, this.rank, hello, undefined)
         this.adopt(socket, peer)
         return
       }
@@ -204,13 +217,18 @@ class SocketCommunicator extends PointToPointCommunicator {
     let peer = known
     this.opened.add(socket)
     if (peer !== undefined) this.link(peer, socket)
-    const reader = new FrameReader((kind, tag, payload) => {
+    const reader = new FrameReader(this.pool, (kind, tag, payload) => {
       if (peer === undefined) {
-        peer = this.identify(socket, kind, tag, payload)
+        peer = this.identify(socket, kind, tag, payload.bytes)
+        payload.release()
         return peer !== undefined
       }
-      if (kind === DATA) this.inbox.deliver(peer, tag, { bytes: payload, release: () => {} })
-      else if (kind === BYE) this.saidBye[peer] = true
+      if (kind === DATA) {
+        this.inbox.deliver(peer, tag, payload)
+        return true
+      }
+      payload.release()
+      if (kind === BYE) this.saidBye[peer] = true
       else return this.protocolError(socket, `unexpected frame kind ${kind} from rank ${peer}`)
       return true
     })
@@ -281,8 +299,8 @@ class SocketCommunicator extends PointToPointCommunicator {
   }
 }
 
-/** Write one frame; `done` runs once the kernel has all of it (or on error). */
-function writeFrame(socket: Socket, kind: number, tag: number, payload: Uint8Array, done: (err?: Error | null) => void): void {
+/** Write one frame; `done` (if any) runs once the kernel has all of it (or on error). */
+function writeFrame(socket: Socket, kind: number, tag: number, payload: Uint8Array, done: ((err?: Error | null) => void) | undefined): void {
   const small = payload.byteLength <= COALESCE_BYTES
   const head = Buffer.allocUnsafe(small ? HEADER_BYTES + payload.byteLength : HEADER_BYTES)
   head.writeUInt32LE(payload.byteLength, 0)
@@ -290,7 +308,8 @@ function writeFrame(socket: Socket, kind: number, tag: number, payload: Uint8Arr
   head.writeDoubleLE(tag, 8)
   if (small) {
     head.set(payload, HEADER_BYTES)
-    socket.write(head, done)
+    if (done) socket.write(head, done)
+    else socket.write(head)
     return
   }
   // Large payloads go out straight from the caller's memory (SharedArrayBuffer
@@ -311,11 +330,14 @@ class FrameReader {
   private headerFill = 0
   private kind = 0
   private tag = 0
-  private payload: Uint8Array | undefined
+  private payload: PooledMessage | undefined
   private payloadFill = 0
   private stopped = false
 
-  constructor(private readonly onFrame: (kind: number, tag: number, payload: Uint8Array) => boolean) {}
+  constructor(
+    private readonly pool: MessagePool,
+    private readonly onFrame: (kind: number, tag: number, payload: PooledMessage) => boolean,
+  ) {}
 
   push(chunk: Buffer): void {
     let pos = 0
@@ -340,90 +362,21 @@ class FrameReader {
         const length = h.readUInt32LE(at)
         this.kind = h.readUInt32LE(at + 4)
         this.tag = h.readDoubleLE(at + 8)
-        this.payload = new Uint8Array(length)
+        this.payload = this.pool.take(length)
         this.payloadFill = 0
       }
-      const n = Math.min(this.payload.length - this.payloadFill, chunk.length - pos)
+      const target = this.payload.bytes
+      const n = Math.min(target.length - this.payloadFill, chunk.length - pos)
       if (n > 0) {
-        this.payload.set(chunk.subarray(pos, pos + n), this.payloadFill)
+        chunk.copy(target, this.payloadFill, pos, pos + n)
         pos += n
         this.payloadFill += n
       }
-      if (this.payloadFill === this.payload.length) {
+      if (this.payloadFill === target.length) {
         const p = this.payload
         this.payload = undefined
         if (!this.onFrame(this.kind, this.tag, p)) this.stopped = true
       }
-    }
-  }
-}
-
-interface Waiter {
-  resolve: (m: Message) => void
-  reject: (e: Error) => void
-}
-
-/**
- * Matches messages with receives by (source, tag) in arrival order, like
- * Mailbox, but a source can fail on its own: when a peer's connection drops,
- * its pending and future receives fail while messages that already arrived
- * from it (and everything from other peers) are still delivered.
- */
-class Inbox {
-  private readonly arrived: Array<Map<number, Message[]>>
-  private readonly waiting: Array<Map<number, Waiter[]>>
-  private readonly gone: Array<((tag: number) => Error) | undefined>
-  private failure: Error | undefined
-
-  constructor(size: number) {
-    this.arrived = Array.from({ length: size }, () => new Map())
-    this.waiting = Array.from({ length: size }, () => new Map())
-    this.gone = new Array(size).fill(undefined)
-  }
-
-  deliver(src: number, tag: number, m: Message): void {
-    const w = this.waiting[src].get(tag)
-    if (w) {
-      const waiter = w.shift()!
-      if (w.length === 0) this.waiting[src].delete(tag)
-      waiter.resolve(m)
-      return
-    }
-    const q = this.arrived[src].get(tag)
-    if (q) q.push(m)
-    else this.arrived[src].set(tag, [m])
-  }
-
-  take(src: number, tag: number): Promise<Message> {
-    if (this.failure) return Promise.reject(this.failure)
-    const q = this.arrived[src].get(tag)
-    if (q) {
-      const m = q.shift()!
-      if (q.length === 0) this.arrived[src].delete(tag)
-      return Promise.resolve(m)
-    }
-    const gone = this.gone[src]
-    if (gone) return Promise.reject(gone(tag))
-    return new Promise<Message>((resolve, reject) => {
-      const w = this.waiting[src].get(tag)
-      if (w) w.push({ resolve, reject })
-      else this.waiting[src].set(tag, [{ resolve, reject }])
-    })
-  }
-
-  /** Nothing more will come from `src`: fail what waits for it, now and later. */
-  failPeer(src: number, error: (tag: number) => Error): void {
-    this.gone[src] = error
-    for (const [tag, list] of this.waiting[src]) for (const w of list) w.reject(error(tag))
-    this.waiting[src].clear()
-  }
-
-  /** Fail every pending and future receive (the communicator is closed). */
-  failAll(err: Error): void {
-    this.failure = err
-    for (const byTag of this.waiting) {
-      for (const list of byTag.values()) for (const w of list) w.reject(err)
-      byTag.clear()
     }
   }
 }

@@ -2,18 +2,20 @@ import { MessageChannel, Worker, type MessagePort } from 'node:worker_threads'
 import type { RankExit, RankGroup, StartRankGroup } from './group.js'
 import type { RankToLauncher } from './protocol.js'
 import { createStatusBuffer, readStatus } from './status.js'
+import { channelHeaders } from './threads.js'
 
 const BOOT = new URL('./rank-boot.mjs', import.meta.url)
 
 /**
  * The threads transport: every rank a worker thread of this process, linked
- * by a full mesh of MessageChannels. Rank status lives in shared memory, so
+ * by a full mesh of MessageChannels and shared-memory rings (see ThreadCommunicator). Rank status lives in shared memory, so
  * `where` is always current; there are no heartbeats (a thread cannot be
  * stopped from outside without stopping the process).
  */
 export const startThreadGroup: StartRankGroup = (spec, on) => {
   const status = createStatusBuffer(spec.size)
   const ports = wire(spec.size)
+  const headers = channelHeaders(spec.size)
   const workers: Worker[] = []
   const exited = new Set<number>()
   for (let rank = 0; rank < spec.size; rank++) {
@@ -22,7 +24,7 @@ export const startThreadGroup: StartRankGroup = (spec, on) => {
       rank,
       size: spec.size,
       argv: spec.argv,
-      transport: { kind: 'threads', ports: ports[rank] },
+      transport: { kind: 'threads', ports: ports[rank], channels: headers[rank] },
       status,
       ft: spec.ft,
       inject: spec.inject.filter((i) => i.rank === rank),

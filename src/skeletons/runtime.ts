@@ -7,7 +7,7 @@ import type { PhaseReporter } from './phase.js'
 export const noHooks: SkeletonHooks = {
   recoveryFor: () => ({ kind: 'normal' }),
   restore: () => Promise.reject(new InternalError('restore called on a run without checkpoints')),
-  checkpointPoint: () => Promise.resolve(),
+  checkpointPoint: () => undefined,
   resumed: () => {},
   request: () => {},
 }

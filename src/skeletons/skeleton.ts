@@ -1,7 +1,7 @@
 import type { DomainDesc } from '../domains/desc.js'
 import type { Domain } from '../domains/domain.js'
 import { ConfigError } from '../errors.js'
-import { partitionAt, validatePartition, type Partition } from '../routing/partition.js'
+import { PartitionTracker, type Partition } from '../routing/partition.js'
 import type { RoutingMode } from '../routing/plan.js'
 import { Router, validateSchedule, type Schedule } from '../routing/router.js'
 import { CheckpointRegistry } from '../checkpoint/registry.js'
@@ -9,6 +9,7 @@ import { parsePolicy, type CheckpointPolicy } from '../checkpoint/policy/policy.
 import type { SkeletonState } from '../checkpoint/skeleton-hooks.js'
 import { CalcKernel, type StepContext } from './kernel.js'
 import type { RankRuntime } from './runtime.js'
+import { SparseClock } from './sparse-clock.js'
 
 export interface SkeletonOptions {
   /** `border` (halo exchange, the default) or `circulation` (blocks move between ranks). */
@@ -20,6 +21,11 @@ export interface SkeletonOptions {
   /** When this skeleton checkpoints, overriding the run's policy (`{ every: 50 }`, `'30s'`, `{ mtbf: '6h' }`…). */
   checkpoint?: CheckpointPolicy | string
 }
+
+/** The longest a skeleton keeps the event loop waiting (give or take the SparseClock's 20 ms). */
+const YIELD_EVERY_MS = 50
+
+type Mutable<T> = { -readonly [K in keyof T]: T[K] }
 
 /**
  * The GReLoSSS main loop of one skeleton. Each superstep: calculate → route
@@ -45,6 +51,10 @@ export class Skeleton<It, D extends Domain> {
   private readonly customRoute: boolean
   private readonly total: number | undefined
   private finished = false
+  private parts: PartitionTracker | undefined
+  private readonly yieldClock = new SparseClock(YIELD_EVERY_MS)
+  private current: Mutable<SkeletonState<It, D>> | undefined
+  private wb: { part: Partition; next: Partition | undefined; box: DomainDesc } | undefined
 
   constructor(
     private readonly rt: RankRuntime,
@@ -77,16 +87,22 @@ export class Skeleton<It, D extends Domain> {
     return this.router.plansBuilt
   }
 
+  /** Number of partitions evaluated so far (one per partition epoch met, see `Domain.partitionEpoch`). */
+  get partitionsBuilt(): number {
+    return this.parts?.built ?? 0
+  }
+
   /** Run the loop to the end; resolves with the domain that holds the final values. */
   async run(): Promise<D> {
     if (this.finished) throw new ConfigError(`${this.name} has already run`)
     this.finished = true
     this.checkRegistration()
-    const { rt, kernel: k } = this
+    const { rt, kernel: k, router } = this
     const { rank, size } = rt.comm
     const owner = this.domains[0]
     let [read, write] = this.domains
     read.allocator = write.allocator = rt.comm.allocator
+    const parts = (this.parts = new PartitionTracker(owner, rank, size, this.name))
 
     rt.onSkeletonStart?.(this.index, this.total)
     const recovery = rt.hooks.recoveryFor(this.index)
@@ -101,19 +117,11 @@ export class Skeleton<It, D extends Domain> {
     if (k.end(it)) return read
     let nextIt = k.next(it)
     let last = k.end(nextIt)
-    let part = this.partition(owner, size, 0)
-    let partNext = last ? undefined : this.partition(owner, size, 1)
-    const advance = () => {
-      it = nextIt
-      step++
-      part = partNext!
-      nextIt = k.next(it)
-      last = k.end(nextIt)
-      partNext = last ? undefined : this.partition(owner, size, step + 1)
-    }
+    let part = parts.at(0)
+    let partNext = last ? undefined : parts.at(1)
 
     read.resize(part.needed[rank])
-    write.resize(writeBox(this.mode, part, partNext, rank))
+    write.resize(this.writeBox(part, partNext, rank))
     read.setPossessedBox(part.possessed[rank])
     write.setPossessedBox(part.possessed[rank])
     const initCtx: StepContext = { rank, size, step: 0 }
@@ -130,12 +138,12 @@ export class Skeleton<It, D extends Domain> {
         nextIt = k.next(it)
         last = k.end(nextIt)
       }
-      part = this.partition(owner, size, step)
-      partNext = last ? undefined : this.partition(owner, size, step + 1)
+      part = parts.at(step)
+      partNext = last ? undefined : parts.at(step + 1)
       // The step's read box is the write box of the step before it.
-      const before = step === 0 ? undefined : this.partition(owner, size, step - 1)
-      read.resize(before ? writeBox(this.mode, before, part, rank) : part.needed[rank])
-      write.resize(writeBox(this.mode, part, partNext, rank))
+      const before = step === 0 ? undefined : parts.at(step - 1)
+      read.resize(before ? this.writeBox(before, part, rank) : part.needed[rank])
+      write.resize(this.writeBox(part, partNext, rank))
       const replayMs = performance.now() - replayStart
       rt.status.set(this.index, step, 'restore')
       const restoreStart = performance.now()
@@ -148,38 +156,58 @@ export class Skeleton<It, D extends Domain> {
         read.setPossessedBox(box)
         k.rebuild(write, read, { rank, size, step: step + 1, it: nextIt, restored: { read: restored.read, write: restored.write } })
       }
-      if (partNext && restored.reroute && (await this.agreeRoute(it, step))) {
+      if (partNext && restored.reroute && (!this.customRoute || (await this.agreeRoute(it, step)))) {
         rt.status.phase('route')
-        await this.router.route(this.router.plan(part, partNext), this.mode === 'border' ? write : read, write, this.tag(step))
+        await router.route(router.plan(part, partNext), this.mode === 'border' ? write : read, write, this.tag(step))
       }
       rt.hooks.resumed({ skeleton: this.index, step, replayMs, restoreMs: performance.now() - restoreStart })
-      ;[read, write] = [write, read]
+      const was = read
+      read = write
+      write = was
       if (last) return this.finish(read)
-      advance()
+      it = nextIt
+      step++
+      part = partNext!
+      nextIt = k.next(it)
+      last = k.end(nextIt)
+      partNext = last ? undefined : parts.at(step + 1)
     }
 
+    // The per-superstep path: no closures, no new objects; awaits only when
+    // something is really pending (an await costs a few hundred bytes).
     for (;;) {
       rt.status.set(this.index, step, 'calculate')
-      await this.router.settle(write)
-      write.resize(writeBox(this.mode, part, partNext, rank))
-      read.setPossessedBox(part.possessed[rank])
-      write.setPossessedBox(part.possessed[rank])
+      const settled = router.settle(write)
+      if (settled) await settled
+      write.resize(this.writeBox(part, partNext, rank))
+      const mine = part.possessed[rank]
+      read.setPossessedBox(mine)
+      write.setPossessedBox(mine)
       k.calculate(read, write, it, step)
 
-      if (partNext && (await this.agreeRoute(it, step))) {
+      if (partNext && (!this.customRoute || (await this.agreeRoute(it, step)))) {
         rt.status.phase('route')
-        const plan = this.router.plan(part, partNext)
-        await this.router.route(plan, this.mode === 'border' ? write : read, write, this.tag(step))
+        let waiting = router.begin(router.plan(part, partNext), this.mode === 'border' ? write : read, write, this.tag(step))
+        while (waiting) waiting = router.proceed(await waiting)
       }
 
       rt.status.phase('checkpoint')
-      await rt.hooks.checkpointPoint(this.state(step, it, read, write, part, partNext), last)
+      const point = rt.hooks.checkpointPoint(this.state(step, it, read, write, part, partNext), last)
+      if (point) await point
 
       rt.status.phase('swap')
-      ;[read, write] = [write, read]
+      const was = read
+      read = write
+      write = was
       rt.onStep?.(this.index, step, this.total)
       if (last) break
-      advance()
+      if (this.yieldClock.due()) await this.yieldToEventLoop()
+      it = nextIt
+      step++
+      part = partNext!
+      nextIt = k.next(it)
+      last = k.end(nextIt)
+      partNext = last ? undefined : parts.at(step + 1)
     }
     return this.finish(read)
   }
@@ -199,43 +227,66 @@ export class Skeleton<It, D extends Domain> {
     )
   }
 
+  /**
+   * Supersteps whose messages are all there never reach the event loop (the
+   * halos come through shared memory or at once): now and then let it run
+   * timers, control messages and the errors they raise.
+   */
+  private async yieldToEventLoop(): Promise<void> {
+    await new Promise<void>((resolve) => setImmediate(resolve))
+    this.yieldClock.reset()
+  }
+
   private async finish(read: D): Promise<D> {
     await this.router.settleAll()
     this.rt.status.phase('light')
     return read
   }
 
+  /** The state handed to checkpoint hooks: one object per skeleton, updated in place each superstep. */
   private state(step: number, it: It, read: D, write: D, partition: Partition, next: Partition | undefined): SkeletonState<It, D> {
-    const { index, name, mode, checkpoint: registry, policy } = this
-    return { index, name, step, it, read, write, mode, partition, next, registry, policy }
+    const s = this.current
+    if (!s) {
+      const { index, name, mode, checkpoint: registry, policy } = this
+      return (this.current = { index, name, step, it, read, write, mode, partition, next, registry, policy })
+    }
+    s.step = step
+    s.it = it
+    s.read = read
+    s.write = write
+    s.partition = partition
+    s.next = next
+    return s
   }
 
-  private partition(owner: D, size: number, step: number): Partition {
-    const p = partitionAt(owner, size, step)
-    if (step === 0) validatePartition(p, this.name)
-    return p
+  /**
+   * The box of the domain written at a superstep (cached per pair of
+   * partitions). Border: it must hold what the rank computes and what the next
+   * superstep needs of it. Circulation: it is the receive buffer of the blocks
+   * the next superstep reads (the kernel reads `read`; routing moves blocks
+   * from `read` into it), so it holds `needed(s+1)` only — a hull with
+   * `possessed(s)` would span the whole ring where the rank wraps from the
+   * last block to the first.
+   */
+  private writeBox(part: Partition, next: Partition | undefined, rank: number): DomainDesc {
+    if (this.wb && this.wb.part === part && this.wb.next === next) return this.wb.box
+    const needed = (next ?? part).needed[rank]
+    const box = this.mode === 'circulation' ? needed : part.possessed[rank].hull(needed)
+    this.wb = { part, next, box }
+    return box
   }
 
   private async agreeRoute(it: It, step: number): Promise<boolean> {
-    if (!this.customRoute) return true
     const mine = this.kernel.shouldRoute(it, step) ? 1 : 0
     return (await this.rt.comm.allreduce(mine, 'max')) === 1
   }
 
+  /**
+   * Routing messages of superstep `step`: kept within small integers (no
+   * boxed numbers per message); a tag repeats after 2^20 supersteps, which is
+   * safe since messages between two ranks with one tag arrive in order.
+   */
   private tag(step: number): number {
-    return this.index * 2 ** 32 + step
+    return (this.index % 2048) * 0x100000 + (step % 0x100000)
   }
-}
-
-/**
- * The box of the domain written at a superstep. Border: it must hold what the
- * rank computes and what the next superstep needs of it. Circulation: it is
- * the receive buffer of the blocks the next superstep reads (the kernel reads
- * `read`; routing moves blocks from `read` into it), so it holds `needed(s+1)`
- * only — a hull with `possessed(s)` would span the whole ring where the
- * rank wraps from the last block to the first.
- */
-function writeBox(mode: RoutingMode, part: Partition, next: Partition | undefined, rank: number): DomainDesc {
-  const needed = (next ?? part).needed[rank]
-  return mode === 'circulation' ? needed : part.possessed[rank].hull(needed)
 }

@@ -21,6 +21,9 @@ class TableDomain extends Domain {
   needed(rank: number, _size: number, step: number): DomainDesc {
     return this.need[step][rank]
   }
+  override partitionEpoch(step: number): number {
+    return step
+  }
 }
 
 /** Split `box` into `parts` boxes (some may be empty) by random cuts. */

@@ -18,6 +18,9 @@ class RingRows extends Domain2D {
   needed(rank: number, size: number, step: number): DomainDesc<2> {
     return this.possessed(rank, size, step)
   }
+  override partitionEpoch(step: number): number {
+    return step
+  }
 }
 
 interface Seen {
