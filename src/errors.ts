@@ -21,6 +21,21 @@
 /** What an error tells a script about the run: `failed` (exit 1), `bad-input` (exit 2: refused before compute), `preempted` (exit 75: resumable). */
 export type ExitClass = 'failed' | 'bad-input' | 'preempted'
 
+/**
+ * The base of every error molotof throws on purpose (the catalogue is this
+ * file): `code` is stable, `exit` says what it means for a script, and
+ * `restartable` whether starting the ranks again can help.
+ *
+ * ```ts
+ * try {
+ *   await launch('examples/jacobi/jacobi.ts', { ranks: 4, argv: ['--n', '512'] })
+ * } catch (e) {
+ *   if (e instanceof RankFailedError) console.error(`rank ${e.rank} failed at step ${e.step}`)
+ *   else if (e instanceof MolotofError && e.exit === 'bad-input') console.error(e.message)   // fix the command
+ *   else throw e
+ * }
+ * ```
+ */
 export class MolotofError extends Error {
   /** What a run ending with this class of error tells a script (subclasses override it). */
   static readonly exit: ExitClass = 'failed'

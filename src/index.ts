@@ -1,6 +1,42 @@
-// The public API of molotof. Everything not exported here is internal.
+// The public API of molotof: what a program author and a batch user need.
+// Everything not exported here is internal (tests and benchmarks import it from
+// its module). Runtime names stay few (test/api.test.ts counts them); every
+// type a public signature uses is exported as a type. Add a name to its section.
+//
 // Installs how ranks run the programs this copy declares (see skeletons/program.ts).
 import './runtime/rank-entry.js'
+
+// --- Writing a program: domains, kernel, options, program -------------------
+export { DomainDesc, type StorageOrder } from './domains/desc.js'
+export { Domain, type DomainOptions, type NumericDType } from './domains/domain.js'
+export { Domain2D } from './domains/domain2d.js'
+export { Domain3D } from './domains/domain3d.js'
+export { splitPoint } from './domains/split.js'
+export type { DType, NumericArray, AnyTypedArray, TypedArrayOf, TypedArrayByName, BufferAllocator } from './domains/dtype.js'
+export { CalcKernel, type StepContext, type RebuildContext } from './skeletons/kernel.js'
+export { option, notSetting, type OptionSpec, type OptionSpecs, type OptionValues, type OptionCommon, type NumberRange } from './skeletons/options.js'
+export { defineProgram, type Program, type ProgramDefinition } from './skeletons/program.js'
+
+// --- What a program's main receives (types: molotof builds these) -----------
+export type { RankContext } from './skeletons/context.js'
+export type { Skeleton, SkeletonOptions } from './skeletons/skeleton.js'
+export type { RoutingMode } from './routing/plan.js'
+export type { Schedule } from './routing/router.js'
+export type { Communicator, Message, ReduceOp } from './routing/communicator.js'
+export type { CheckpointRegistry, Cell, DefaultEntry, HeavyRegistration, LightRegistration, WatchRegistration } from './checkpoint/registry.js'
+export type { Serializer } from './checkpoint/light/codec.js'
+
+// --- Running a program: once, supervised, or in this thread (tests) ---------
+export { launch, type LaunchOptions, type RunResult } from './runtime/launcher.js'
+export { Supervisor, type SuperviseOptions, type SuperviseResult, type SupervisorEvent } from './runtime/supervisor.js'
+export { runLocal, type LocalRunOptions } from './runtime/local.js'
+export type { Transport, RunningRanks } from './runtime/group.js'
+export type { Injection, RandomInjection } from './runtime/inject.js'
+export type { FaultToleranceConfig } from './checkpoint/config.js'
+export type { CheckpointPolicy } from './checkpoint/policy/policy.js'
+export type { CheckpointEvent, ResumedFigures } from './checkpoint/events.js'
+
+// --- Errors: one catalogue; branch on `instanceof`, `code`, `exit` or `restartable`
 export {
   MolotofError,
   ConfigError,
@@ -24,31 +60,3 @@ export {
   type FailureRecord,
   type FailureReason,
 } from './errors.js'
-export { DomainDesc, type StorageOrder } from './domains/desc.js'
-export { Domain, type DomainOptions, type NumericDType } from './domains/domain.js'
-export { Domain2D } from './domains/domain2d.js'
-export { Domain3D } from './domains/domain3d.js'
-export { splitPoint } from './domains/split.js'
-export { type DType, type NumericArray, type AnyTypedArray } from './domains/dtype.js'
-export { CalcKernel, type StepContext, type RebuildContext } from './skeletons/kernel.js'
-export { Skeleton, type SkeletonOptions } from './skeletons/skeleton.js'
-export type { SkeletonState } from './checkpoint/skeleton-hooks.js'
-export { RankContext } from './skeletons/context.js'
-export { defineProgram, isProgram, type Program, type ProgramDefinition } from './skeletons/program.js'
-export { option, notSetting, settingsOf, parseOptions, formatOptions, type OptionSpec, type OptionSpecs, type OptionValues } from './skeletons/options.js'
-export { RoutingPlan, type RoutingMode, type PeerTransfer } from './routing/plan.js'
-export { Router, type Schedule } from './routing/router.js'
-export { partitionAt, validatePartition, samePartition, type Partition } from './routing/partition.js'
-export type { Communicator, Message, ReduceOp } from './routing/communicator.js'
-export { launch, describe, type LaunchOptions, type RunResult, type ProgramDescription } from './runtime/launcher.js'
-export { localGroup, runLocal } from './runtime/local.js'
-export { CheckpointRegistry, Cell, type DefaultEntry } from './checkpoint/registry.js'
-export { parsePolicy, describePolicy, type CheckpointPolicy } from './checkpoint/policy/policy.js'
-export type { Serializer } from './checkpoint/light/codec.js'
-export type { FaultToleranceConfig } from './checkpoint/config.js'
-export type { CheckpointEvent, RecoveryInfo } from './checkpoint/events.js'
-export { Supervisor, type SuperviseOptions, type SuperviseResult, type SupervisorEvent } from './runtime/supervisor.js'
-export { parseInjection, type Injection, type RandomInjection } from './runtime/inject.js'
-export type { Transport, RankGroup } from './runtime/group.js'
-export { CheckpointStore } from './checkpoint/store/checkpoint-store.js'
-export type { NumberRange, OptionCommon } from './skeletons/options.js'

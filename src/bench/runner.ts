@@ -3,7 +3,7 @@ import { cpus, totalmem, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { FaultToleranceConfig } from '../checkpoint/config.js'
 import { ConfigError } from '../errors.js'
-import type { RankGroup, Transport } from '../runtime/group.js'
+import type { RunningRanks, Transport } from '../runtime/group.js'
 import { launch } from '../runtime/launcher.js'
 import { Supervisor, type SupervisorEvent } from '../runtime/supervisor.js'
 import { privateResidentBytes } from './sysmem.js'
@@ -162,7 +162,7 @@ export async function runBench(o: BenchOptions): Promise<BenchReport> {
 async function oneRun(o: BenchOptions, ft: FaultToleranceConfig | undefined): Promise<{ figures: RunFigures; steps: number; value: unknown }> {
   let firstAt: number | undefined
   let steps = 0
-  let group: RankGroup | undefined
+  let group: RunningRanks | undefined
   const checkpoints: RunFigures['checkpoints'] = []
   const privateBytes: (number | undefined)[] = new Array(o.ranks).fill(undefined)
   const r = await launch(o.program, {
@@ -185,7 +185,7 @@ async function oneRun(o: BenchOptions, ft: FaultToleranceConfig | undefined): Pr
   return { figures: { runtimeMs: end - (firstAt ?? end), checkpoints, privateBytes }, steps, value: r.value }
 }
 
-function sample(group: RankGroup | undefined, into: (number | undefined)[]): void {
+function sample(group: RunningRanks | undefined, into: (number | undefined)[]): void {
   for (let r = 0; r < into.length; r++) {
     const pid = group?.pid?.(r)
     const b = pid === undefined ? undefined : privateResidentBytes(pid)

@@ -43,7 +43,7 @@ export interface WatchRegistration {
  * sk.checkpoint.unregister('write')                          // minimal: only the domain just written
  * const hist = sk.checkpoint.register('history', new Float64Array(64))   // heavy, restored in place
  * const best = sk.checkpoint.value('best', { x: 0, at: new Date(0) })  // light, Cell<{ x: number; at: Date }>
- * sk.checkpoint.watch('lattice', () => lattice.digestSource)  // rebuilt by replay: only checked, never saved
+ * const grid = sk.checkpoint.watch('lattice', { step: 0.5, points: [0, 0.5, 1] })  // rebuilt by replay: only its digest is saved, and compared after replay
  * ```
  */
 export class CheckpointRegistry {

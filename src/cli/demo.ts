@@ -5,7 +5,7 @@ import { fileURLToPath } from 'node:url'
 import { privateResidentBytes } from '../bench/sysmem.js'
 import { table } from '../bench/stats.js'
 import { InternalError } from '../errors.js'
-import { TRANSPORTS, type RankGroup } from '../runtime/group.js'
+import { TRANSPORTS, type RunningRanks } from '../runtime/group.js'
 import { launch } from '../runtime/launcher.js'
 import { Supervisor } from '../runtime/supervisor.js'
 import { option } from '../skeletons/options.js'
@@ -58,7 +58,7 @@ export async function demoCommand(argv: readonly string[], out: (s: string) => v
     out(`   checksum ${ref.value.checksum}   (${(ref.wallMs / 1000).toFixed(2)} s)`)
 
     out(`\n2. Same run, checkpoint every ${every} sweeps, rank ${ranks - 1} killed at step ${failAt} (steps count from 0)`)
-    let group: RankGroup | undefined
+    let group: RunningRanks | undefined
     const system: number[] = []
     let minimal = 0
     const sup = new Supervisor<JacobiValue>(program, {

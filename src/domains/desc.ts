@@ -11,7 +11,7 @@ export type StorageOrder = 'C' | 'F'
  * ```ts
  * const rows = DomainDesc.of([0, 0], [4, 8])   // 4 rows × 8 columns
  * rows.intersect(DomainDesc.of([2, 0], [10, 8])).volume  // 16
- * for (const [i, j] of rows.cells()) { ... }  // C order: j fastest
+ * for (const [i, j] of rows.cells()) console.log(i, j)  // C order: j fastest
  * ```
  */
 export class DomainDesc<N extends number = number> {
@@ -31,8 +31,9 @@ export class DomainDesc<N extends number = number> {
     this.upper = Object.freeze([...upper])
   }
 
-  static of<N extends number>(lower: readonly number[], upper: readonly number[]): DomainDesc<N> {
-    return new DomainDesc<N>(lower, upper)
+  /** The box [lower, upper); its dimension count is the length of `lower` (`DomainDesc.of([0, 0], [4, 4])` is a `DomainDesc<2>`). */
+  static of<const L extends readonly number[]>(lower: L, upper: readonly number[]): DomainDesc<L['length']> {
+    return new DomainDesc<L['length']>(lower, upper)
   }
 
   /** An empty box of `dims` dimensions. */

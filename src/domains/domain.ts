@@ -29,8 +29,8 @@ export interface DomainOptions {
  * ```ts
  * class Strip extends Domain<1> {
  *   constructor(readonly n: number) { super(1) }
- *   possessed(rank: number, size: number) { return DomainDesc.of([split(this.n, size, rank)], [split(this.n, size, rank + 1)]) }
- *   needed(rank: number, size: number, step: number) { return this.possessed(rank, size, step).expand(1).intersect(DomainDesc.of([0], [this.n])) }
+ *   possessed(rank: number, size: number) { return DomainDesc.of([splitPoint(this.n, size, rank)], [splitPoint(this.n, size, rank + 1)]) }
+ *   needed(rank: number, size: number) { return this.possessed(rank, size).expand(1).intersect(DomainDesc.of([0], [this.n])) }
  * }
  * ```
  *
@@ -81,8 +81,12 @@ export abstract class Domain<N extends number = number, A extends NumericArray =
    * partition that ignores `step`; override it when the boxes move:
    *
    * ```ts
-   * partitionEpoch(step: number) { return step }                    // changes every superstep
-   * partitionEpoch(step: number) { return Math.floor(step / 100) }  // rebalanced every 100
+   * class Ring extends Plate {
+   *   override partitionEpoch(step: number) { return step }  // changes every superstep
+   * }
+   * class Rebalanced extends Plate {
+   *   override partitionEpoch(step: number) { return Math.floor(step / 100) }  // every 100 steps
+   * }
    * ```
    *
    * A pure function of `step`, like the partition methods. The skeleton

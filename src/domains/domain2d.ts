@@ -9,12 +9,15 @@ import type { NumericArray } from './dtype.js'
  *
  * ```ts
  * class Plate extends Domain2D {
- *   possessed(rank: number, size: number) { return DomainDesc.of([lo(rank), 1], [lo(rank + 1), n + 1]) }
- *   needed(rank: number, size: number, step: number) { return this.possessed(rank, size, step).expand(1) }
+ *   constructor(readonly n: number) { super() }
+ *   possessed(rank: number, size: number) {
+ *     return DomainDesc.of([1 + splitPoint(this.n, size, rank), 1], [1 + splitPoint(this.n, size, rank + 1), this.n + 1])
+ *   }
+ *   needed(rank: number, size: number) { return this.possessed(rank, size).expand(1) }
  * }
- * // in a kernel:
- * const { data: u, s0, offset } = read   // C order: s1 === 1
- * u[offset + i * s0 + j]
+ * // in a kernel's calculate(read: Plate, write: Plate):
+ * const { data: u, s0, offset } = grid   // C order: s1 === 1
+ * const center = u[offset + 1 * s0 + 1]   // cell (1, 1)
  * ```
  */
 export abstract class Domain2D<A extends NumericArray = Float64Array<ArrayBufferLike>> extends Domain<2, A> {

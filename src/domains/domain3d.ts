@@ -8,8 +8,11 @@ import type { NumericArray } from './dtype.js'
  *
  * ```ts
  * class Cube extends Domain3D {
- *   possessed(rank: number, size: number) { return DomainDesc.of([lo(rank), 0, 0], [lo(rank + 1), n, n]) }
- *   needed(rank: number, size: number, step: number) { return this.possessed(rank, size, step).expand([1, 0, 0]) }
+ *   constructor(readonly n: number) { super() }
+ *   possessed(rank: number, size: number) {
+ *     return DomainDesc.of([splitPoint(this.n, size, rank), 0, 0], [splitPoint(this.n, size, rank + 1), this.n, this.n])
+ *   }
+ *   needed(rank: number, size: number) { return this.possessed(rank, size).expand([1, 0, 0]).intersect(DomainDesc.of([0, 0, 0], [this.n, this.n, this.n])) }
  * }
  * ```
  */

@@ -18,7 +18,7 @@ export const DTYPES = {
 } as const
 
 export type DType = keyof typeof DTYPES
-interface TypedArrayByName {
+export interface TypedArrayByName {
   float64: Float64Array<ArrayBufferLike>
   float32: Float32Array<ArrayBufferLike>
   int32: Int32Array<ArrayBufferLike>

@@ -3,7 +3,7 @@
  * contiguous parts (the first `n % parts` parts get one more). `splitPoint(n, p, p) === n`.
  *
  * ```ts
- * const lo = splitPoint(10, 3, rank), hi = splitPoint(10, 3, rank + 1)  // 0..4, 4..7, 7..10
+ * const lo = splitPoint(10, 3, ctx.rank), hi = splitPoint(10, 3, ctx.rank + 1)  // 0..4, 4..7, 7..10
  * ```
  */
 export function splitPoint(n: number, parts: number, k: number): number {

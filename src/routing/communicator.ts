@@ -28,9 +28,10 @@ export const SENT: Promise<void> = Promise.resolve()
  * transport plugs in without touching them.
  *
  * ```ts
- * await comm.send(1, tag, bytes)          // resolves when `bytes` may be modified again
- * const m = await comm.recv(0, tag); use(m.bytes); m.release()
- * const total = await comm.allreduce(localSum, 'sum')
+ * const { comm } = ctx, tag = 7
+ * if (comm.rank === 0) await comm.send(1, tag, new Uint8Array([1, 2, 3]))   // resolves when the bytes may be modified again
+ * if (comm.rank === 1) { const m = await comm.recv(0, tag); console.log(m.bytes); m.release() }
+ * const total = await comm.allreduce(comm.rank, 'sum')
  * ```
  *
  * Messages between one pair of ranks with one tag arrive in the order sent.

@@ -44,24 +44,28 @@ export interface RankGroupEvents {
   exit(rank: number, how: RankExit): void
 }
 
-/**
- * The ranks of one attempt, started by a transport. The launcher and the
- * supervisor only use this interface, so threads and processes behave alike.
- */
-export interface RankGroup {
+/** The ranks of a running attempt as `launch`'s `onGroup` hands them out: to watch or kill them (demonstrations, benchmarks). */
+export interface RunningRanks {
   readonly size: number
   readonly transport: Transport
-  /** Where a rank was at its last status update (threads: now; processes: last heartbeat). */
-  where(rank: number): RankWhere
-  /** performance.now() of the rank's last heartbeat; undefined where the transport has none. */
-  lastHeartbeat(rank: number): number | undefined
-  send(rank: number, m: LauncherToRank): void
   /** The operating-system process of a rank (processes transport), for /proc figures. */
   pid?(rank: number): number | undefined
   /** Kill one rank abruptly (processes: the signal; threads: terminate). */
   kill(rank: number, signal?: NodeJS.Signals): void
   /** Stop every rank and wait until they are gone. */
   terminate(): Promise<void>
+}
+
+/**
+ * The ranks of one attempt, started by a transport. The launcher and the
+ * supervisor only use this interface, so threads and processes behave alike.
+ */
+export interface RankGroup extends RunningRanks {
+  /** Where a rank was at its last status update (threads: now; processes: last heartbeat). */
+  where(rank: number): RankWhere
+  /** performance.now() of the rank's last heartbeat; undefined where the transport has none. */
+  lastHeartbeat(rank: number): number | undefined
+  send(rank: number, m: LauncherToRank): void
 }
 
 export type Transport = 'threads' | 'processes'

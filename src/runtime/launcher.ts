@@ -5,7 +5,7 @@ import type { FaultToleranceConfig } from '../checkpoint/config.js'
 import type { CheckpointEvent, ResumedFigures } from '../checkpoint/events.js'
 import { ConfigError, PreemptedError, ProgramLoadError } from '../errors.js'
 import { runAttempt, type AttemptCallbacks } from './attempt.js'
-import { TRANSPORTS, type RankGroup, type RankGroupSpec, type StartRankGroup, type Transport } from './group.js'
+import { TRANSPORTS, type RankGroupSpec, type RunningRanks, type StartRankGroup, type Transport } from './group.js'
 import type { Injection, RandomInjection } from './inject.js'
 import { startProcessGroup } from './process-group.js'
 import type { RankToLauncher } from './protocol.js'
@@ -30,7 +30,7 @@ export interface LaunchOptions {
   /** Rank 0's progress (throttled to ~4 per second, always the first and last step). */
   onProgress?: (skeleton: number, step: number, total: number | undefined) => void
   /** Called with the ranks of each attempt once started (pids, kill, where). */
-  onGroup?: (group: RankGroup) => void
+  onGroup?: (group: RunningRanks) => void
   /** Failures to inject (tests, demonstrations). */
   inject?: Injection[]
   /** Random failure points (drawn by the ranks from the seed). */

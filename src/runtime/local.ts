@@ -56,24 +56,32 @@ class LocalCommunicator extends PointToPointCommunicator {
   }
 }
 
+/** How `runLocal` runs a program. */
+export interface LocalRunOptions {
+  /** Number of ranks (async ranks of this thread). */
+  ranks: number
+  /** The program's own options, as on the command line (`['--n', '64']`). */
+  argv?: readonly string[]
+  /** Receives every line a rank logs (default: dropped). */
+  onLog?: (rank: number, text: string) => void
+  /** Checkpointing and recovery (off when absent). */
+  checkpoint?: FaultToleranceConfig
+}
+
 /**
  * Run a program on `ranks` async ranks in this thread (no workers): the fast
  * path for tests. Options are given as command-line words.
  *
  * ```ts
- * const values = await runLocal(program, { ranks: 3, argv: ['--n', '64'] })
+ * const program = defineProgram({
+ *   name: 'sum',
+ *   options: { n: option.int(10, 'per-rank factor') },
+ *   main: (ctx) => ctx.allreduce(ctx.rank * ctx.options.n, 'sum'),
+ * })
+ * const values = await runLocal(program, { ranks: 3, argv: ['--n', '64'] })   // [192, 192, 192]
  * ```
  */
-export async function runLocal<R>(
-  program: Program<OptionSpecs, R>,
-  opts: {
-    ranks: number
-    argv?: readonly string[]
-    onLog?: (rank: number, text: string) => void
-    /** Checkpointing and recovery (off when absent). */
-    checkpoint?: FaultToleranceConfig
-  },
-): Promise<R[]> {
+export async function runLocal<R>(program: Program<OptionSpecs, R>, opts: LocalRunOptions): Promise<R[]> {
   if (!Number.isInteger(opts.ranks) || opts.ranks < 1) throw new ConfigError(`the rank count must be a positive integer (got ${opts.ranks})`)
   const options = parseOptions(program.options, opts.argv ?? [])
   const comms = localGroup(opts.ranks)

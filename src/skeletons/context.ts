@@ -10,12 +10,17 @@ import { Skeleton, type SkeletonOptions } from './skeleton.js'
  * skeleton construction, and a few collectives for light results.
  *
  * ```ts
- * async main(ctx) {
- *   const grid = await ctx.skeleton(new Relax(ctx.options.iterations), [new Plate(n), new Plate(n)]).run()
- *   const sum = await ctx.foldInRankOrder(0, (acc) => addMyRows(acc, grid))
- *   ctx.log(`sum ${sum}`)
- *   return { sum }
- * }
+ * export default defineProgram({
+ *   name: 'relax',
+ *   options: { n: option.int(256, 'interior size'), iterations: option.int(500, 'sweeps') },
+ *   async main(ctx) {
+ *     const { n, iterations } = ctx.options
+ *     const grid = await ctx.skeleton(new Relax(iterations), [new Plate(n), new Plate(n)]).run()
+ *     const sum = await ctx.sumInStorageOrder(grid)
+ *     ctx.log(`sum ${sum}`)   // rank 0's log line
+ *     return { sum }
+ *   },
+ * })
  * ```
  */
 export class RankContext<O> {

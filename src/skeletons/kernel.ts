@@ -5,8 +5,10 @@ import type { Domain } from '../domains/domain.js'
  * (numbered from 0, as everywhere in molotof).
  *
  * ```ts
- * override initialize(read: Block, _write: Block, ctx: StepContext) {
- *   fillBlock(read, blockOf(ctx.rank, ctx.size, ctx.step))
+ * class HotTop extends Relax {
+ *   override initialize(read: Plate, write: Plate, ctx: StepContext) {
+ *     if (ctx.rank === 0) for (const d of [read, write]) for (let j = 0; j < d.n + 2; j++) d.put(0, j, 1)
+ *   }
  * }
  * ```
  */
@@ -39,7 +41,11 @@ export interface RebuildContext<It> extends StepContext {
  *   begin() { return 0 }
  *   end(it: number) { return it >= this.iterations }
  *   next(it: number) { return it + 1 }
- *   calculate(read: Plate, write: Plate) { ... hot loop over read.data / write.data ... }
+ *   calculate(read: Plate, write: Plate) {
+ *     const b = write.possessedBox, u = read.data, v = write.data, s = read.s0, o = read.offset
+ *     for (let i = b.lower[0]; i < b.upper[0]; i++)
+ *       for (let j = b.lower[1]; j < b.upper[1]; j++) v[o + i * s + j] = 0.25 * (u[o + i * s + j - 1] + u[o + i * s + j + 1] + u[o + (i - 1) * s + j] + u[o + (i + 1) * s + j])
+ *   }
  * }
  * ```
  */
@@ -86,8 +92,11 @@ export abstract class CalcKernel<It, D extends Domain = Domain> {
    * default: an unregistered domain then keeps what `initialize` put there.
    *
    * ```ts
-   * override rebuild(read: Block, _write: Block, ctx: RebuildContext<number>) {
-   *   if (!ctx.restored.read) fillBlock(read, read.box)   // B is a formula: no need to save it
+   * class Formula extends Relax {
+   *   // A grid that is a formula of its coordinates need not be saved: sk.checkpoint.unregister('read')
+   *   override rebuild(read: Plate, _write: Plate, ctx: RebuildContext<number>) {
+   *     if (!ctx.restored.read) for (const [i, j] of read.box.cells()) read.put(i, j, i + j)
+   *   }
    * }
    * ```
    */

@@ -84,7 +84,17 @@ export const option = {
     ({ type: 'choice', default: def, help, choices }) as { type: 'choice'; default: D; help: string; choices: C },
 }
 
-/** Mark an option as not a setting: it may change between a run and its resume. */
+/**
+ * Mark an option as not a setting: it may change between a run and its
+ * resume (settings must match the checkpoint's, or the resume is refused).
+ *
+ * ```ts
+ * const options = {
+ *   n: option.int(256, 'interior size'),                         // a setting
+ *   verbose: notSetting(option.boolean(false, 'print progress')),  // free to change on --resume
+ * }
+ * ```
+ */
 export function notSetting<S extends OptionSpec>(spec: S): S {
   return { ...spec, setting: false }
 }

@@ -42,12 +42,16 @@ export function installRankEntry(entry: RankEntry): void {
  *
  * ```ts
  * export default defineProgram({
- *   name: 'jacobi',
- *   options: { n: option.int(256, 'interior size') },
- *   async main(ctx) { ... return { residual } },
+ *   name: 'relax',
+ *   options: { n: option.int(256, 'interior size', { min: 1 }), sweeps: option.int(500, 'Jacobi sweeps') },
+ *   async main(ctx) {
+ *     const plate = await ctx.skeleton(new Relax(ctx.options.sweeps), [new Plate(ctx.options.n), new Plate(ctx.options.n)]).run()
+ *     return { heat: await ctx.sumInStorageOrder(plate) }
+ *   },
+ *   format: (r) => `heat ${r.heat}`,
  * })
  * ```
- * Run it with `molotof run jacobi.ts --ranks 4 --n 1024`.
+ * Run it with `molotof run relax.ts --ranks 4 --n 1024`.
  */
 export function defineProgram<O extends OptionSpecs, R>(def: ProgramDefinition<O, R>): Program<O, R> {
   if (!def || typeof def.name !== 'string' || !/^[\w.-]+$/.test(def.name)) {

@@ -33,7 +33,7 @@ type Mutable<T> = { -readonly [K in keyof T]: T[K] }
  * (a pointer swap). The skeleton owns the loop; the kernel owns the numbers.
  *
  * ```ts
- * const sk = ctx.skeleton(new Relax(iterations), [new Plate(n), new Plate(n)])
+ * const sk = ctx.skeleton(new Relax(ctx.options.iterations), [new Plate(n), new Plate(n)])
  * const result = await sk.run()   // the domain holding the last values
  * ```
  *

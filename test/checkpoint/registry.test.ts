@@ -2,7 +2,8 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
-import { CalcKernel, CheckpointRegistry, ConfigError, defineProgram, Domain, DomainDesc, option, runLocal, type Serializer } from '../../src/index.js'
+import { CheckpointRegistry } from '../../src/checkpoint/registry.js'
+import { CalcKernel, ConfigError, defineProgram, Domain, DomainDesc, option, runLocal, type Serializer } from '../../src/index.js'
 import { main } from '../../src/cli/main.js'
 
 class Money {

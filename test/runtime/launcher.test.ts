@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest'
-import { ConfigError, describe as describeProgram, launch, MolotofError, ProgramLoadError, RankFailedError } from '../../src/index.js'
+import { describe as describeProgram } from '../../src/runtime/launcher.js'
+import { ConfigError, launch, MolotofError, ProgramLoadError, RankFailedError } from '../../src/index.js'
 
 const quiet = { onLog: () => {} }
 

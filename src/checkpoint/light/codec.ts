@@ -16,11 +16,16 @@ export { diffLight }
  * loudly instead of building the wrong object.
  *
  * ```ts
+ * class Rng {
+ *   constructor(public state: bigint) {}
+ *   static fromState(state: bigint) { return new Rng(state) }
+ * }
  * const rngSerializer: Serializer<Rng> = {
  *   name: 'Rng',
  *   serialize: (r) => ({ state: r.state }),
  *   deserialize: (d) => Rng.fromState((d as { state: bigint }).state),
  * }
+ * const rng = sk.checkpoint.value('rng', new Rng(42n), rngSerializer)   // a Cell<Rng>
  * ```
  */
 export interface Serializer<T> {

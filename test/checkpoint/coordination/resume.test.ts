@@ -2,7 +2,8 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync, truncateSync, unlinkSyn
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
-import { CheckpointStore, runLocal, type FaultToleranceConfig } from '../../../src/index.js'
+import { CheckpointStore } from '../../../src/checkpoint/store/checkpoint-store.js'
+import { runLocal, type FaultToleranceConfig } from '../../../src/index.js'
 import jacobi, { type JacobiResult } from '../../../examples/jacobi/jacobi.js'
 import twoPhase from '../../fixtures/two-phase.js'
 
