@@ -87,8 +87,8 @@ export function hangTimeoutOf(opts: LaunchOptions): number {
 /**
  * Run a program file once on N ranks and wait for all of them. Any rank that
  * throws, exits, is killed or hangs stops every rank and rejects with an error
- * naming the rank, skeleton, step and phase. (The supervisor, `supervise`,
- * adds automatic restarts.)
+ * naming the rank, skeleton, step and phase. (`Supervisor` adds
+ * automatic restarts.)
  *
  * ```ts
  * const { value } = await launch('examples/jacobi/jacobi.ts', { ranks: 4, argv: ['--n', '512'] })

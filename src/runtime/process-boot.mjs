@@ -103,7 +103,7 @@ process.on('disconnect', () => {
 process.on('uncaughtException', (e) => {
   beat(HEARTBEAT_FD, status, seq, rank)
   const b = rank * 4
-  const err = e instanceof Error ? e : new Error(String(e))
+  const err = e instanceof Error ? e : new Error(String(e)) // a thrown non-Error, as an Error to report its message
   const message = {
     type: 'error',
     rank,

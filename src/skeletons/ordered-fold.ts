@@ -2,6 +2,7 @@ import { DomainDesc, type StorageOrder } from '../domains/desc.js'
 import { forEachRun, type Domain } from '../domains/domain.js'
 import { arrayOver, bytesOf, DTYPES, type NumericArray } from '../domains/dtype.js'
 import type { Communicator } from '../routing/communicator.js'
+import { InternalError } from '../errors.js'
 
 /** Cells of the global array per band: rank 0 holds at most two bands of received cells. */
 const BAND_CELLS = 1 << 20
@@ -93,7 +94,7 @@ export async function foldInStorageOrder(comm: Communicator, domain: Domain, ini
 
 /** The cells of `piece` in storage order: a view when contiguous, else packed. */
 function cellsOf(d: Domain, piece: DomainDesc): NumericArray {
-  if (!d.box.contains(piece)) throw new RangeError(`possessed box ${piece} is outside the allocated box ${d.box}`)
+  if (!d.box.contains(piece)) throw new InternalError(`possessed box ${piece} is outside the allocated box ${d.box}`) // the skeleton allocates every possessed box
   if (d.isContiguous(piece)) return d.view(piece)
   const out = new DTYPES[d.dtype](piece.volume) as NumericArray
   let pos = 0

@@ -45,7 +45,7 @@ export interface ClockOptions {
  * ```ts
  * const clock = new PolicyClock(parsePolicy('mtbf:6h'))
  * const mine = clock.shouldCheckpoint({ step, now: performance.now(), lastCheckpointAt, measuredCostMs: costs })
- * const go = clock.timeBased ? await comm.allReduceMax(mine ? 1 : 0) === 1 : mine
+ * const go = clock.timeBased ? await comm.allreduce(mine ? 1 : 0, 'max') === 1 : mine
  * ```
  */
 export class PolicyClock {

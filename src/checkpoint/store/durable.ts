@@ -65,7 +65,7 @@ export async function writeDurably(path: string, parts: readonly Uint8Array[], o
     // Cleanup after a failure: the original error is what matters and is rethrown; a temporary
     // file left behind is harmless (prune and recovery delete temporary files).
     if (fh) await fh.close().catch(() => undefined)
-    await unlink(tmp).catch(() => undefined)
+    await unlink(tmp).catch(() => undefined) // the same cleanup
     throw err
   }
 }
@@ -110,6 +110,8 @@ async function writeAll(fh: FileHandle, parts: readonly Uint8Array[]): Promise<n
     const batch = pending.slice(0, MAX_IOV)
     const want = batch.reduce((n, p) => n + p.byteLength, 0)
     const { bytesWritten } = await fh.writev(batch, position)
+    // Shaped like the fs error it stands for (plain Error with an errno code): the caller turns
+    // every write failure into a CheckpointError with checkpointFsError, this one included.
     if (bytesWritten <= 0) throw Object.assign(new Error('write made no progress'), { code: 'EIO' })
     position += bytesWritten
     if (bytesWritten === want) {
