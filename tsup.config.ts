@@ -1,4 +1,6 @@
-import { copyFileSync } from 'node:fs'
+import { copyFileSync, readFileSync } from 'node:fs'
+import { createRequire } from 'node:module'
+import { dirname, join } from 'node:path'
 import { defineConfig } from 'tsup'
 
 // dist/ unless told otherwise: the build test builds elsewhere, so that running
@@ -9,6 +11,13 @@ const outDir = process.env.MOLOTOF_BUILD_DIR ?? 'dist'
 function copyBootFiles(): void {
   for (const f of ['rank-boot.mjs', 'process-boot.mjs', 'load-program.mjs', 'resolve-molotof.mjs']) copyFileSync(`src/runtime/${f}`, `${outDir}/${f}`)
 }
+
+/**
+ * Chart.js's browser bundle as a string constant of the CLI bundle (the HTML
+ * report of `molotof bench` inlines it): chart.js is needed to build the
+ * package, not to run it, so it is a devDependency.
+ */
+const chartJs = readFileSync(join(dirname(createRequire(import.meta.url).resolve('chart.js')), 'chart.umd.min.js'), 'utf8')
 
 export default defineConfig([
   {
@@ -28,6 +37,7 @@ export default defineConfig([
     format: ['esm'],
     sourcemap: true,
     target: 'node20',
+    define: { __MOLOTOF_CHART_JS__: JSON.stringify(chartJs) },
     onSuccess: async () => copyBootFiles(),
   },
 ])

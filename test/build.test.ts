@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process'
-import { existsSync, rmSync } from 'node:fs'
+import { existsSync, readFileSync, rmSync } from 'node:fs'
 import { afterAll, describe, expect, it } from 'vitest'
 
 // Built inside node_modules (so the bundles resolve their dependencies) but not
@@ -20,5 +20,9 @@ describe('package build (tsup)', () => {
     expect(esm.trim()).toBe('function function')
     const version = execFileSync(process.execPath, [`${out}/cli.js`, '--version']).toString().trim()
     expect(version).toMatch(/^\d+\.\d+\.\d+$/)
+    // The HTML report's Chart.js travels inside the CLI bundle: chart.js is a devDependency.
+    expect(readFileSync(`${out}/cli.js`, 'utf8')).toContain('Chart.js v4.')
+    const pkg = JSON.parse(readFileSync('package.json', 'utf8')) as { dependencies: Record<string, string>; devDependencies: Record<string, string> }
+    expect(Object.keys(pkg.dependencies)).not.toContain('chart.js')
   }, 120_000)
 })

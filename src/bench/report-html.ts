@@ -4,8 +4,14 @@ import { dirname, join } from 'node:path'
 import type { BenchReport } from './runner.js'
 import type { BenchSummary } from './summarize.js'
 
+// The built CLI carries Chart.js as this constant (tsup.config.ts `define`), so
+// an installed molotof does not depend on chart.js; run from the sources, it is
+// read from node_modules, where chart.js is a devDependency.
+declare const __MOLOTOF_CHART_JS__: string | undefined
+
 /** Chart.js, inlined so the report is one self-contained file that opens offline. */
 function chartJsSource(): string {
+  if (typeof __MOLOTOF_CHART_JS__ === 'string') return __MOLOTOF_CHART_JS__
   const entry = createRequire(import.meta.url).resolve('chart.js')
   return readFileSync(join(dirname(entry), 'chart.umd.min.js'), 'utf8')
 }

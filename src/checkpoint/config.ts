@@ -1,3 +1,4 @@
+import { freeze } from 'immer'
 import type { JsonObject } from './format/json.js'
 import type { CheckpointPolicy } from './policy/policy.js'
 
@@ -32,6 +33,20 @@ export interface FaultToleranceConfig {
   async?: boolean
   /** Stop every rank right after this checkpoint point (tests and demonstrations). */
   interrupt?: { skeleton: number; step: number }
+}
+
+/**
+ * A deep-frozen copy of a run configuration (immer's `freeze`). The launcher,
+ * the supervisor and, with runLocal, every rank of the thread share one
+ * configuration for the whole run, so nothing may change it on the way (a
+ * write throws); the caller's object stays theirs to change for another run.
+ *
+ * ```ts
+ * const ft = frozenConfig({ dir: '.molotof/relax', policy: { every: 50 }, keep: 2, resume: false })
+ * ```
+ */
+export function frozenConfig(config: FaultToleranceConfig): FaultToleranceConfig {
+  return freeze(structuredClone(config), true)
 }
 
 /** Who is checkpointing: the program and the settings its checkpoints must match. */

@@ -1,7 +1,7 @@
 import { existsSync, statSync } from 'node:fs'
 import { dirname, join, resolve } from 'node:path'
 import { Worker } from 'node:worker_threads'
-import type { FaultToleranceConfig } from '../checkpoint/config.js'
+import { frozenConfig, type FaultToleranceConfig } from '../checkpoint/config.js'
 import type { CheckpointEvent, ResumedFigures } from '../checkpoint/events.js'
 import { ConfigError, PreemptedError, ProgramLoadError } from '../errors.js'
 import { runAttempt, type AttemptCallbacks } from './attempt.js'
@@ -77,7 +77,7 @@ export function groupSpec(programFile: string, opts: LaunchOptions): RankGroupSp
   for (const i of opts.inject ?? []) {
     if (i.rank >= ranks) throw new ConfigError(`--inject rank=${i.rank}: there are only ${ranks} ranks (0..${ranks - 1})`)
   }
-  return { programFile: file, tsconfig: findTsconfig(file), size: ranks, argv: [...(opts.argv ?? [])], ft: opts.checkpoint, inject: opts.inject ?? [], injectRandom: opts.injectRandom, injectFired: opts.injectFired, heartbeatMs, transport }
+  return { programFile: file, tsconfig: findTsconfig(file), size: ranks, argv: [...(opts.argv ?? [])], ft: opts.checkpoint && frozenConfig(opts.checkpoint), inject: opts.inject ?? [], injectRandom: opts.injectRandom, injectFired: opts.injectFired, heartbeatMs, transport }
 }
 
 export function hangTimeoutOf(opts: LaunchOptions): number {

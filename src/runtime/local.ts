@@ -6,7 +6,7 @@ import { MessagePool } from './message-pool.js'
 import { CommunicationError, ConfigError, MolotofError, RankFailedError } from '../errors.js'
 import { parseOptions, type OptionSpecs } from '../skeletons/options.js'
 import type { Program } from '../skeletons/program.js'
-import type { FaultToleranceConfig } from '../checkpoint/config.js'
+import { frozenConfig, type FaultToleranceConfig } from '../checkpoint/config.js'
 import { runSession } from './rank-session.js'
 import { createStatusBuffer, RankStatus, readStatus } from './status.js'
 
@@ -85,6 +85,7 @@ export async function runLocal<R>(program: Program<OptionSpecs, R>, opts: LocalR
   if (!Number.isInteger(opts.ranks) || opts.ranks < 1) throw new ConfigError(`the rank count must be a positive integer (got ${opts.ranks})`)
   const options = parseOptions(program.options, opts.argv ?? [])
   const comms = localGroup(opts.ranks)
+  const ft = opts.checkpoint && frozenConfig(opts.checkpoint) // one configuration shared by every rank of this thread
   const status = createStatusBuffer(opts.ranks)
   try {
     return await Promise.all(
@@ -95,7 +96,7 @@ export async function runLocal<R>(program: Program<OptionSpecs, R>, opts: LocalR
             comm,
             status: new RankStatus(status, rank),
             options,
-            ft: opts.checkpoint,
+            ft,
             log: (t) => opts.onLog?.(rank, t),
           })) as R
         } catch (e) {

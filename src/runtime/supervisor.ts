@@ -1,4 +1,4 @@
-import type { FaultToleranceConfig } from '../checkpoint/config.js'
+import { frozenConfig, type FaultToleranceConfig } from '../checkpoint/config.js'
 import { ConfigError, RestartBudgetExhaustedError, RunStoppedError, type FailureRecord } from '../errors.js'
 import { runAttempt, type AttemptOutcome } from './attempt.js'
 import type { RankGroup } from './group.js'
@@ -78,7 +78,7 @@ export class Supervisor<R = unknown> {
     if (!Number.isInteger(restarts) || restarts < 0) throw new ConfigError(`the restart budget must be a non-negative integer (got ${restarts})`)
     if (opts.timeLimitMs !== undefined && !(opts.timeLimitMs > 0)) throw new ConfigError(`the time limit must be positive (got ${opts.timeLimitMs} ms)`)
     if (!opts.checkpoint) throw new ConfigError('a supervised run needs a checkpoint configuration (directory and policy)')
-    this.ft = opts.checkpoint
+    this.ft = frozenConfig(opts.checkpoint)
     groupSpec(programFile, opts) // validate everything before the first rank starts
   }
 
