@@ -18,10 +18,11 @@ const MAX_RUNTIME_NAMES = 30
  * short example shows the call, not the set-up: README's `Plate` (a Domain2D:
  * an n×n plate in a one-cell boundary, strips of rows) and `Relax` (its
  * kernel), and `ctx`, `sk`, `grid`, `n`, `checkpoint` as a program's main has
- * them. Blocks that import nothing from 'molotof' also get every public name
- * imported. README blocks get nothing free: they are read as whole files (a
- * `<!-- ts-context … -->` comment just before a block may give what it
- * assumes; `$EXAMPLE` marks where the block goes, else it follows).
+ * them (declared globally: a block's own declarations shadow them). Blocks that
+ * import nothing from 'molotof' also get every public name imported. A README
+ * block may be preceded by a `<!-- ts-context … -->` comment, the code it
+ * assumes (hidden on the rendered page); `$EXAMPLE` in it marks where the block
+ * goes, else the block follows it.
  */
 const PRELUDE = `import { CalcKernel, Domain2D, DomainDesc, splitPoint, type FaultToleranceConfig, type RankContext, type Skeleton } from 'molotof'
 class PlateDomain extends Domain2D {
