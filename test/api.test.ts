@@ -71,7 +71,7 @@ function compilerOptions(): ts.CompilerOptions {
   return { ...parsed.options, noUnusedLocals: false, noUnusedParameters: false, noEmit: true, incremental: false }
 }
 
-function programOf(extra: Map<string, string>): ts.Program {
+function programOf(extra: Map<string, string>, oldProgram?: ts.Program): ts.Program {
   const options = compilerOptions()
   const host = ts.createCompilerHost(options)
   const getSourceFile = host.getSourceFile.bind(host)
@@ -83,7 +83,8 @@ function programOf(extra: Map<string, string>): ts.Program {
   host.fileExists = (name) => extra.has(resolve(name)) || fileExists(name)
   const readFile = host.readFile.bind(host)
   host.readFile = (name) => extra.get(resolve(name)) ?? readFile(name)
-  return ts.createProgram({ rootNames: [INDEX, ...extra.keys()], options, host })
+  // The old program's parsed files are reused: only the examples are new.
+  return ts.createProgram({ rootNames: [INDEX, ...extra.keys()], options, host, oldProgram })
 }
 
 /** The ```ts blocks of a markdown text, with the line each starts at. */
@@ -210,7 +211,7 @@ describe('the public API (src/index.ts)', () => {
       const imports = /from 'molotof'/.test(e.code) ? '' : `import { ${all} } from 'molotof'\n`
       files.set(e.file, `${imports}${e.code}\nexport {}\n`)
     }
-    const program = programOf(files)
+    const program = programOf(files, base)
     const failures: string[] = []
     for (const e of examples) {
       const sf = program.getSourceFile(e.file)!
