@@ -28,6 +28,10 @@ export interface RecoveryInfo {
   /** Load, restore and re-route (ms), once done. */
   restoreMs?: number
   warnings: string[]
+  /** The rank count of the checkpoint, when it differs from the run's (an elastic restore). */
+  fromRanks?: number
+  /** What an elastic restore read, summed over the ranks (once done). */
+  elastic?: { bytesRead: number; bytesNeeded: number; headerBytes: number; verifyBytes: number }
 }
 
 /** Figures of a finished recovery on one rank. */

@@ -1,4 +1,5 @@
 import { freeze } from 'immer'
+import type { DomainDesc, StorageOrder } from '../domains/desc.js'
 import { dtypeOf, type AnyTypedArray } from '../domains/dtype.js'
 import { ConfigError } from '../errors.js'
 import { checkSerializable, type Serializer } from './light/codec.js'
@@ -22,11 +23,41 @@ export class Cell<T> {
 export interface HeavyRegistration {
   readonly name: string
   readonly array: AnyTypedArray
+  /** The global box the array holds (its cells in `order`): what lets a resume on another rank count re-slice it. */
+  readonly box?: DomainDesc
+  readonly order: StorageOrder
 }
 export interface LightRegistration {
   readonly name: string
   readonly cell: Cell<unknown>
   readonly serializer: Serializer<unknown> | undefined
+  readonly merge: MergeRule<unknown> | undefined
+}
+
+/**
+ * How a light value that differs between the ranks of a checkpoint becomes
+ * the value of one rank of a resume on another rank count: `values` are the
+ * old ranks' values, in rank order.
+ *
+ * ```ts
+ * const merge: MergeRule<number> = (values) => values.reduce((a, b) => a + b, 0)   // a count split over the ranks
+ * ```
+ */
+export type MergeRule<T> = (values: readonly T[], ctx: { rank: number; size: number; oldSize: number }) => T
+
+/** Options of `register`: the array's global box makes it elastic (re-sliced when resuming on another rank count). */
+export interface HeavyOptions {
+  /** The cells the array holds, in global coordinates; its length must be the box's volume. */
+  box?: DomainDesc
+  /** Storage order of the array over its box (default `C`: the last dimension fastest). */
+  order?: StorageOrder
+}
+
+/** Options of `value`. */
+export interface LightOptions<T> {
+  serializer?: Serializer<T>
+  /** Used only when resuming on another rank count and the old ranks' values differ. */
+  merge?: MergeRule<T>
 }
 export interface WatchRegistration {
   readonly name: string
@@ -67,12 +98,25 @@ export class CheckpointRegistry {
     return this.defaults.has(name)
   }
 
-  /** Save a typed array as raw bytes; on restore its contents are put back in place. */
-  register<T extends AnyTypedArray>(name: string, array: T): T {
+  /**
+   * Save a typed array as raw bytes; on restore its contents are put back in
+   * place. With `{ box }` (the global cells it holds) a resume on another
+   * rank count re-slices it; without, such a resume is refused naming it.
+   *
+   * ```ts
+   * const c = sk.checkpoint.register('C', new Float64Array(rows.volume), { box: rows })
+   * ```
+   */
+  register<T extends AnyTypedArray>(name: string, array: T, options: HeavyOptions = {}): T {
     this.checkName(name)
     if (!ArrayBuffer.isView(array)) throw new ConfigError(`${this.owner}: register("${name}") needs a typed array; use value() for light values`)
     dtypeOf(array) // throws for DataView and other views
-    this.heavyEntries.set(name, { name, array })
+    const { box, order = 'C' } = options
+    if (order !== 'C' && order !== 'F') throw new ConfigError(`${this.owner}: register("${name}"): order must be "C" or "F"`)
+    if (box !== undefined && box.volume !== array.length) {
+      throw new ConfigError(`${this.owner}: register("${name}"): the array has ${array.length} elements, its box ${box} holds ${box.volume}`)
+    }
+    this.heavyEntries.set(name, { name, array, ...(box ? { box } : {}), order })
     return array
   }
 
@@ -81,11 +125,18 @@ export class CheckpointRegistry {
    * -0…, or a user class with a `serializer`). It is checked now, so a value
    * that cannot be saved fails at registration, not at the first checkpoint.
    */
-  value<T>(name: string, initial: T, serializer?: Serializer<T>): Cell<T> {
+  value<T>(name: string, initial: T, options?: Serializer<T> | LightOptions<T>): Cell<T> {
     this.checkName(name)
+    const { serializer, merge } = isSerializer(options) ? { serializer: options, merge: undefined } : (options ?? {})
+    if (merge !== undefined && typeof merge !== 'function') throw new ConfigError(`${this.owner}: value("${name}"): merge must be a function`)
     checkSerializable(name, initial, serializer)
     const cell = new Cell(initial)
-    this.lightEntries.set(name, { name, cell: cell as Cell<unknown>, serializer: serializer as Serializer<unknown> | undefined })
+    this.lightEntries.set(name, {
+      name,
+      cell: cell as Cell<unknown>,
+      serializer: serializer as Serializer<unknown> | undefined,
+      merge: merge as MergeRule<unknown> | undefined,
+    })
     return cell
   }
 
@@ -123,4 +174,8 @@ export class CheckpointRegistry {
       throw new ConfigError(`${this.owner}: "${name}" is already registered`)
     }
   }
+}
+
+function isSerializer<T>(o: Serializer<T> | LightOptions<T> | undefined): o is Serializer<T> {
+  return o !== undefined && typeof (o as Serializer<T>).serialize === 'function'
 }

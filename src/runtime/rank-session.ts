@@ -1,6 +1,8 @@
 import type { FaultToleranceConfig } from '../checkpoint/config.js'
 import type { CheckpointControl } from '../checkpoint/control.js'
 import { CheckpointCoordinator } from '../checkpoint/coordination/coordinator.js'
+import { RecoveryLineDamagedError } from '../checkpoint/recovery/elastic/line.js'
+import type { RejectedLine } from '../checkpoint/recovery/negotiate.js'
 import type { CheckpointEvent, ResumedFigures } from '../checkpoint/events.js'
 import { RankContext } from '../skeletons/context.js'
 import { settingsOf, type OptionSpecs, type OptionValues } from '../skeletons/options.js'
@@ -30,8 +32,25 @@ export function fingerprintOf(program: Program): string {
   return `molotof-program:${program.name}`
 }
 
-/** Open the checkpoint coordinator (negotiating the recovery line on resume) and run `main`. */
+/**
+ * Open the checkpoint coordinator (negotiating the recovery line on resume) and
+ * run `main`. An elastic restore that finds the line damaged (every rank at
+ * the same point) runs the program again from the top with that checkpoint
+ * passed over, as negotiation passes over the damage it sees itself.
+ */
 export async function runSession(s: RankSession): Promise<unknown> {
+  const rejected: RejectedLine[] = []
+  for (;;) {
+    try {
+      return await runOnce(s, rejected)
+    } catch (e) {
+      if (!(e instanceof RecoveryLineDamagedError) || rejected.some((r) => r.seq === e.seq)) throw e
+      rejected.push({ seq: e.seq, problems: e.problems })
+    }
+  }
+}
+
+async function runOnce(s: RankSession, rejected: readonly RejectedLine[]): Promise<unknown> {
   const rt: RankRuntime = { comm: s.comm, status: s.status, hooks: noHooks, onStep: s.onStep, onSkeletonStart: s.onSkeletonStart }
   s.status.set(-1, -1, 'light')
   let recovering = false
@@ -41,7 +60,7 @@ export async function runSession(s: RankSession): Promise<unknown> {
       s.ft,
       { fingerprint: fingerprintOf(s.program), settings: settingsOf(s.program.options, s.options) },
       s.log,
-      { onCheckpoint: s.onCheckpoint, onResumed: s.onResumed, control: s.control },
+      { onCheckpoint: s.onCheckpoint, onResumed: s.onResumed, control: s.control, rejected },
     )
     rt.hooks = coordinator
     recovering = coordinator.recovering

@@ -162,7 +162,9 @@ export class CheckpointCommitter {
     }
     if (includes('write')) out.push(this.domainEntry('write', state.read, state.partition.possessed[rank].intersect(state.read.box)))
     if (includes('iterator')) out.push({ name: 'iterator', kind: 'light', bytes: encodeLight(state.it, undefined, 'iterator') })
-    for (const h of reg.heavy.values()) out.push({ name: h.name, kind: 'heavy', dtype: dtypeOf(h.array), bytes: bytesOf(h.array) })
+    for (const h of reg.heavy.values()) {
+      out.push({ name: h.name, kind: 'heavy', dtype: dtypeOf(h.array), ...(h.box ? { box: h.box.toJSON() } : {}), bytes: bytesOf(h.array) })
+    }
     for (const l of reg.light.values()) out.push({ name: l.name, kind: 'light', bytes: encodeLight(l.cell.value, l.serializer, l.name) })
     return copy ? out.map((e) => (e.kind === 'heavy' ? { ...e, bytes: this.staging.copy(e.name, e.bytes) } : e)) : out
   }

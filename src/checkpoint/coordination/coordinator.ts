@@ -6,7 +6,9 @@ import type { CheckpointControl } from '../control.js'
 import type { CheckpointEvent, RecoveryInfo, ResumedFigures } from '../events.js'
 import type { DecodedRankFile } from '../format/rank-file.js'
 import { parsePolicy } from '../policy/policy.js'
-import { negotiateRecoveryLine } from '../recovery/negotiate.js'
+import type { ElasticLine } from '../recovery/elastic/line.js'
+import { restoreElastic } from '../recovery/elastic/restore.js'
+import { negotiateRecoveryLine, type RejectedLine } from '../recovery/negotiate.js'
 import { restoreFromFile } from '../recovery/restore.js'
 import type { RecoveryDecision, RestoreOutcome, ResumeFigures, SkeletonHooks, SkeletonState } from '../skeleton-hooks.js'
 import { CheckpointStore } from '../store/checkpoint-store.js'
@@ -18,6 +20,8 @@ export interface CoordinatorHooks {
   onCheckpoint?: (e: CheckpointEvent) => void
   onResumed?: (r: ResumedFigures) => void
   control?: CheckpointControl
+  /** Checkpoints found damaged by an earlier elastic restore of this session: passed over. */
+  rejected?: readonly RejectedLine[]
 }
 
 /**
@@ -35,6 +39,8 @@ export interface CoordinatorHooks {
 export class CheckpointCoordinator implements SkeletonHooks {
   /** This rank's file of the recovery line, read and verified during negotiation. */
   private restoredFile: DecodedRankFile | undefined
+  /** The recovery line when it was written by another rank count. */
+  private elasticLine: ElasticLine | undefined
 
   private constructor(
     private readonly comm: Communicator,
@@ -76,9 +82,10 @@ export class CheckpointCoordinator implements SkeletonHooks {
     const commits = new CheckpointCommitter(comm, cfg, id, store, seq, hooks)
     if (!cfg.resume) return new CheckpointCoordinator(comm, cfg, store, vote, commits, undefined, log, hooks)
 
-    const { info, file } = await negotiateRecoveryLine(comm, store, id.settings, listed, log)
+    const { info, file, elastic } = await negotiateRecoveryLine(comm, store, id.settings, listed, log, hooks.rejected)
     const coordinator = new CheckpointCoordinator(comm, cfg, store, vote, commits, info, log, hooks)
     coordinator.restoredFile = file
+    coordinator.elasticLine = elastic
     return coordinator
   }
 
@@ -92,12 +99,31 @@ export class CheckpointCoordinator implements SkeletonHooks {
   async restore(state: SkeletonState): Promise<RestoreOutcome> {
     const r = this.recovery
     if (!r || r.seq === undefined) throw new InternalError('restore called without a recovery line')
+    if (this.elasticLine) return this.restoreElastic(state, this.elasticLine)
     const file = this.restoredFile ?? (await this.store.loadRankFile(r.seq, this.comm.rank))
     this.restoredFile = undefined
     const restored = restoreFromFile(state, file, r.seq)
     const clock = this.vote.clockFor(state)
     clock.lastAt = performance.now()
     return restored
+  }
+
+  /** A line of another rank count: read the parts of the old files this rank needs (collective). */
+  private async restoreElastic(state: SkeletonState, line: ElasticLine): Promise<RestoreOutcome> {
+    this.elasticLine = undefined
+    const { outcome, figures } = await restoreElastic(state, line, this.comm)
+    const all = await this.comm.allgather([figures.bytesRead, figures.bytesNeeded, figures.headerBytes, figures.verifyBytes])
+    const sum = (k: number) => all.reduce((n, f) => n + f[k], 0)
+    const total = { bytesRead: sum(0), bytesNeeded: sum(1), headerBytes: sum(2), verifyBytes: sum(3) }
+    if (this.recovery) this.recovery.elastic = total
+    if (this.comm.rank === 0) {
+      this.log(
+        `elastic restore from ${line.oldSize} ranks: read ${total.bytesRead} payload bytes for ${total.bytesNeeded} needed ` +
+          `(×${(total.bytesRead / Math.max(1, total.bytesNeeded)).toFixed(3)}), ${total.headerBytes} header bytes, ${total.verifyBytes} bytes read only to verify checksums`,
+      )
+    }
+    this.vote.clockFor(state).lastAt = performance.now()
+    return outcome
   }
 
   resumed(f: ResumeFigures): void {

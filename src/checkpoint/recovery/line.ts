@@ -89,7 +89,9 @@ export interface LocalViewOptions {
 /**
  * This rank's view of the store: every checkpoint, newest first, sorted into
  * valid for this rank (marker intact, own file present, right size, header and,
- * by default, payload checksums correct) and not (with the reason).
+ * by default, payload checksums correct) and not (with the reason). For a
+ * checkpoint of another rank count, "own file" means the old ranks r with
+ * r mod size = rank.
  *
  * ```ts
  * const view = await localView(store, rank, size)
@@ -103,7 +105,11 @@ export async function localView(store: CheckpointStore, rank: number, size: numb
       view.problems.push({ seq: s.seq, rank, file: store.markerOf(s.seq), reason: s.problem ?? 'no usable commit marker' })
       continue
     }
-    const report = await store.validate(s.seq, size, { ranks: [rank], checksums: options.checksums ?? true })
+    // A checkpoint of another rank count (an elastic restore) needs every old file: each
+    // new rank checks its share, old rank r by new rank r mod size.
+    const oldSize = s.marker?.size ?? size
+    const ranks = oldSize === size ? [rank] : Array.from({ length: oldSize }, (_, r) => r).filter((r) => r % size === rank)
+    const report = await store.validate(s.seq, oldSize, { ranks, checksums: options.checksums ?? true })
     if (report.ok) view.valid.push(s.seq)
     else for (const p of report.problems) view.problems.push({ seq: s.seq, rank, file: p.file, reason: p.reason })
   }

@@ -1,0 +1,118 @@
+import { open } from 'node:fs/promises'
+import { CheckpointCorruptError } from '../../../errors.js'
+import { readHeaderOnly, type RankFileHeader } from '../../format/rank-file.js'
+import type { CheckpointStore } from '../../store/checkpoint-store.js'
+import { checkpointFsError, errorCode } from '../../store/fs-errors.js'
+
+/** A byte range of a rank file's data section (offsets as in its entry records). */
+export interface ByteRange {
+  offset: number
+  length: number
+}
+
+/** What a source counted, for figures and benchmarks. */
+export interface SourceCounters {
+  /** Bytes of preambles and headers read. */
+  headerBytes: number
+  /** Payload bytes read by `readRanges`. */
+  payloadBytes: number
+}
+
+/**
+ * Where the rank files of a checkpoint come from, for an elastic restore: the
+ * header of any old rank's file, and byte ranges of its data section. The
+ * directory store is one source (`DirectorySource`); a memory or partner copy
+ * of the same files is another, with the same format, so the elastic reader
+ * does not care where the bytes are.
+ *
+ * ```ts
+ * const source: RankFileSource = new DirectorySource(store)
+ * const h = await source.header(seq, 2)
+ * const [bytes] = await source.readRanges(seq, 2, [{ offset: h.entries[0].offset, length: 64 }])
+ * ```
+ */
+export interface RankFileSource {
+  /** Where the files are, for messages (a directory, a level). */
+  readonly where: string
+  readonly counters: SourceCounters
+  /** The name of old rank `rank`'s file of checkpoint `seq`, for messages. */
+  nameOf(seq: number, rank: number): string
+  /** The validated header (its CRC checked) of old rank `rank`'s file of checkpoint `seq`. */
+  header(seq: number, rank: number): Promise<RankFileHeader>
+  /**
+   * The bytes of `ranges` of that file's data section, one fresh buffer per
+   * range (starting on an 8-byte boundary, so typed arrays can view them).
+   */
+  readRanges(seq: number, rank: number, ranges: readonly ByteRange[]): Promise<Uint8Array[]>
+}
+
+/**
+ * Rank files in a checkpoint directory (`CheckpointStore`), read with
+ * positioned reads: the header alone, then only the ranges asked for.
+ *
+ * ```ts
+ * const source = new DirectorySource(new CheckpointStore('.molotof/jacobi'))
+ * ```
+ */
+export class DirectorySource implements RankFileSource {
+  readonly counters: SourceCounters = { headerBytes: 0, payloadBytes: 0 }
+  private readonly dataStarts = new Map<string, number>()
+
+  constructor(private readonly store: CheckpointStore) {}
+
+  get where(): string {
+    return this.store.dir
+  }
+
+  nameOf(seq: number, rank: number): string {
+    return this.store.fileOf(seq, rank)
+  }
+
+  async header(seq: number, rank: number): Promise<RankFileHeader> {
+    const path = this.store.fileOf(seq, rank)
+    try {
+      const info = await readHeaderOnly(path)
+      const dataStart = info.fileBytes - info.header.dataLength
+      this.dataStarts.set(path, dataStart)
+      this.counters.headerBytes += dataStart
+      return info.header
+    } catch (e) {
+      if (errorCode(e) === 'ENOENT') throw new CheckpointCorruptError(path, 'the file is missing')
+      if (e instanceof CheckpointCorruptError) throw e
+      throw checkpointFsError('cannot read checkpoint file', path, e)
+    }
+  }
+
+  async readRanges(seq: number, rank: number, ranges: readonly ByteRange[]): Promise<Uint8Array[]> {
+    if (ranges.length === 0) return []
+    const path = this.store.fileOf(seq, rank)
+    const base = this.dataStarts.get(path) ?? (await this.header(seq, rank), this.dataStarts.get(path)!)
+    let fh: import('node:fs/promises').FileHandle
+    try {
+      fh = await open(path, 'r')
+    } catch (e) {
+      if (errorCode(e) === 'ENOENT') throw new CheckpointCorruptError(path, 'the file is missing')
+      throw checkpointFsError('cannot read checkpoint file', path, e)
+    }
+    try {
+      const out: Uint8Array[] = []
+      for (const r of ranges) {
+        const buf = new Uint8Array(r.length)
+        let done = 0
+        while (done < r.length) {
+          const { bytesRead } = await fh.read(buf, done, r.length - done, base + r.offset + done)
+          if (bytesRead === 0) throw new CheckpointCorruptError(path, `the file ends inside bytes ${base + r.offset}..${base + r.offset + r.length} (truncated)`)
+          done += bytesRead
+        }
+        this.counters.payloadBytes += r.length
+        out.push(buf)
+      }
+      return out
+    } catch (e) {
+      if (e instanceof CheckpointCorruptError) throw e
+      throw checkpointFsError('cannot read checkpoint file', path, e)
+    } finally {
+      await fh.close()
+    }
+  }
+}
