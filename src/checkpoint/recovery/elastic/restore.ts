@@ -214,7 +214,7 @@ function planTargets(state: SkeletonState, line: ElasticLine, rank: number) {
   return { targets, pieces, light, read, write }
 }
 
-/** Light values: equal on every old rank → that value; otherwise the merge rule, or a refusal naming the value. */
+/** Light values: the merge rule when there is one; otherwise equal on every old rank → that value, or a refusal naming the value. */
 function restoreLight(
   state: SkeletonState,
   line: ElasticLine,
@@ -232,11 +232,14 @@ function restoreLight(
       const { range, within } = plans[r].at[i]
       return decodeLight(buffers[r][range].subarray(within, within + recs[k].length), reg.serializer)
     })
+    // A merge rule, when the program gives one, is how the value crosses rank counts, even when the old values agree.
+    if (reg.merge) {
+      reg.cell.value = reg.merge(values, { rank, size, oldSize: line.oldSize })
+      return
+    }
     const digests = values.map((v) => digestOf(v, reg.serializer, reg.name))
     if (digests.every((d) => d === digests[0])) {
       reg.cell.value = values[0]
-    } else if (reg.merge) {
-      reg.cell.value = reg.merge(values, { rank, size, oldSize: line.oldSize })
     } else {
       throw new CheckpointMismatchError(
         `cannot resume checkpoint ${line.seq}, taken on ${line.oldSize} ranks, on ${size}: the light value "${reg.name}" (skeleton ${state.index}) differs between the old ranks; ` +
