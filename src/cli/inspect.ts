@@ -1,5 +1,7 @@
 import { existsSync } from 'node:fs'
 import { readHeaderOnly } from '../checkpoint/format/rank-file.js'
+import { describeBlocker, elasticBlockers } from '../checkpoint/recovery/elastic/line.js'
+import { DirectorySource } from '../checkpoint/recovery/elastic/source.js'
 import { CheckpointStore } from '../checkpoint/store/checkpoint-store.js'
 import { ConfigError } from '../errors.js'
 import { option } from '../skeletons/options.js'
@@ -17,7 +19,9 @@ const INSPECT_HELP = formatHelp({
   usage: 'molotof inspect <checkpoint-dir> [--verify] [--json]',
   about: `Lists the checkpoints in a directory: skeleton, step, ranks, entries, sizes,
 completeness (commit marker present) and validity (sizes and headers, and with
---verify every checksum), and the spare files pruning left for the next writes.`,
+--verify every checksum), whether each can be resumed on another rank count
+(elastic) and what blocks it, and the spare files pruning left for the next
+writes.`,
   sections: [{ title: 'Options', specs: INSPECT_OPTIONS }],
   exitCodes: [
     [0, 'the newest checkpoint is complete and valid'],
@@ -37,6 +41,8 @@ interface Row {
   bytes: number
   entries: string[]
   problems: string[]
+  /** Whether a resume on another rank count can re-slice it; `blockers` say why not (or what needs a merge rule). */
+  elastic?: { ok: boolean; blockers: string[] }
 }
 
 /** `molotof inspect`: exit 0 when the newest checkpoint is complete and valid, 1 otherwise. */
@@ -57,7 +63,9 @@ export async function inspectCommand(argv: readonly string[], out: (s: string) =
     const first = c.files[0]
     // An unreadable header only leaves its columns at "?": validate (complete checkpoints) or the missing marker says what is wrong.
     const header = first ? await readHeaderOnly(`${c.path}/${first.file}`).catch(() => undefined) : undefined
+    const elastic = report?.ok ? await elasticityOf(store, c.seq, size) : undefined
     rows.push({
+      ...(elastic ? { elastic } : {}),
       seq: c.seq,
       complete: c.complete,
       valid: report?.ok ?? false,
@@ -82,6 +90,7 @@ export async function inspectCommand(argv: readonly string[], out: (s: string) =
         `  #${r.seq}  ${state.padEnd(10)} skeleton ${r.skeleton ?? '?'} step ${r.step ?? '?'}  ${r.ranks ?? '?'} ranks  ${formatBytes(r.bytes)}  entries: ${r.entries.join(', ') || '-'}`,
       )
       for (const p of r.problems) out(`      ${p}`)
+      if (r.elastic) out(`      elastic: ${r.elastic.ok ? 'yes, resumable on another rank count' : r.elastic.blockers.join('; ')}`)
     }
   }
   if (spares.length > 0 && !f.json) {
@@ -90,4 +99,16 @@ export async function inspectCommand(argv: readonly string[], out: (s: string) =
   }
   const newest = rows[rows.length - 1]
   return newest && newest.complete && newest.valid ? 0 : 1
+}
+
+/** Whether a valid checkpoint can be resumed on another rank count (see elasticBlockers). */
+async function elasticityOf(store: CheckpointStore, seq: number, size: number): Promise<{ ok: boolean; blockers: string[] }> {
+  const { blockers } = await elasticBlockers(new DirectorySource(store), seq, size)
+  const refused = blockers.filter((b) => b.why === 'no-box')
+  const merge = blockers.filter((b) => b.why === 'differs')
+  const lines = [
+    ...(refused.length > 0 ? [`no: ${refused.map(describeBlocker).join('; ')}`] : []),
+    ...(merge.length > 0 ? [`${refused.length > 0 ? 'and' : 'only if the program merges them'}: ${merge.map(describeBlocker).join('; ')}`] : []),
+  ]
+  return { ok: blockers.length === 0, blockers: lines }
 }

@@ -36,3 +36,24 @@ describe('molotof inspect', () => {
     expect(json.spares.every((s) => s.bytes > 0)).toBe(true)
   })
 })
+
+describe('molotof inspect: elastic restart', () => {
+  it('says whether each checkpoint can be resumed on another rank count, and what blocks it', async () => {
+    const { runLocal } = await import('../../src/index.js')
+    const line = (await import('../fixtures/elastic.js')).default
+    const cases: Array<[string[], RegExp, boolean]> = [
+      [['--acc', 'box'], /elastic: yes, resumable on another rank count/, true],
+      [['--acc', 'nobox'], /elastic: no: "acc" \(skeleton 0\) is an array saved without its global box/, false],
+      [['--tally', 'plain', '--n', '16'], /elastic: only if the program merges them: "tally" \(skeleton 0\) is a light value that differs between ranks/, false],
+    ]
+    for (const [argv, said, ok] of cases) {
+      await rm(dir, { recursive: true, force: true })
+      await runLocal(line, { ranks: 3, argv, checkpoint: { dir, policy: { every: 3 }, keep: 1, resume: false } })
+      const { code, text } = await inspect()
+      expect(code).toBe(0)
+      expect(text).toMatch(said)
+      const json = JSON.parse((await inspect('--json')).text) as { checkpoints: { elastic: { ok: boolean } }[] }
+      expect(json.checkpoints[0].elastic.ok).toBe(ok)
+    }
+  })
+})

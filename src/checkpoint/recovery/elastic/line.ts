@@ -98,3 +98,37 @@ export function assertResliceable(line: ElasticLine, newSize: number): void {
       `${blockers.map(describeBlocker).join('; ')}. Or resume on ${line.oldSize} ranks.`,
   )
 }
+
+/**
+ * Whether checkpoint `seq` (of `size` ranks) can be resumed on another rank
+ * count, and what blocks it: arrays saved without their box (refused), and
+ * light values whose bytes differ between ranks (accepted only if the
+ * program gives them a merge rule, which the files cannot tell). Reads every
+ * header and every light payload (small), never a heavy one.
+ *
+ * ```ts
+ * const { blockers } = await elasticBlockers(new DirectorySource(store), seq, 4)
+ * ```
+ */
+export async function elasticBlockers(source: RankFileSource, seq: number, size: number): Promise<{ blockers: ElasticBlocker[] }> {
+  const headers: RankFileHeader[] = []
+  for (let r = 0; r < size; r++) headers.push(await source.header(seq, r))
+  const blockers = heavyWithoutBox(headers)
+  const light = headers[0].entries.filter((e) => e.kind === 'light' && e.name !== 'iterator')
+  for (const e of light) {
+    const bytes: Uint8Array[] = []
+    for (let r = 0; r < size; r++) {
+      const rec = headers[r].entries.find((x) => x.name === e.name)
+      if (!rec) continue
+      bytes.push((await source.readRanges(seq, r, [{ offset: rec.offset, length: rec.length }]))[0])
+    }
+    if (bytes.some((b) => !sameBytes(b, bytes[0]))) blockers.push({ entry: e.name, skeleton: headers[0].skeleton, why: 'differs' })
+  }
+  return { blockers }
+}
+
+function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
+  if (a.byteLength !== b.byteLength) return false
+  for (let i = 0; i < a.byteLength; i++) if (a[i] !== b[i]) return false
+  return true
+}

@@ -32,19 +32,19 @@ export function boxLayout(box: DomainDesc, order: StorageOrder): Layout {
 }
 
 /** `a` minus `b`, as disjoint boxes (at most two per dimension). */
-export function subtractBox(a: DomainDesc, b: DomainDesc): DomainDesc[] {
+export function subtractBox<N extends number>(a: DomainDesc<N>, b: DomainDesc<N>): DomainDesc<N>[] {
   const cut = a.intersect(b)
   if (cut.isEmpty) return a.isEmpty ? [] : [a]
-  const out: DomainDesc[] = []
+  const out: DomainDesc<N>[] = []
   const lower = [...a.lower]
   const upper = [...a.upper]
   for (let d = 0; d < a.dims; d++) {
     if (lower[d] < cut.lower[d]) {
-      out.push(DomainDesc.of(lower, upper.map((u, k) => (k === d ? cut.lower[d] : u))))
+      out.push(DomainDesc.of<N>(lower, upper.map((u, k) => (k === d ? cut.lower[d] : u))))
       lower[d] = cut.lower[d]
     }
     if (upper[d] > cut.upper[d]) {
-      out.push(DomainDesc.of(lower.map((l, k) => (k === d ? cut.upper[d] : l)), upper))
+      out.push(DomainDesc.of<N>(lower.map((l, k) => (k === d ? cut.upper[d] : l)), upper))
       upper[d] = cut.upper[d]
     }
   }
