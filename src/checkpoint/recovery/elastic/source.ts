@@ -1,8 +1,11 @@
+import { readSync } from 'node:fs'
 import { open } from 'node:fs/promises'
 import { CheckpointCorruptError } from '../../../errors.js'
 import { readHeaderOnly, type RankFileHeader } from '../../format/rank-file.js'
 import type { CheckpointStore } from '../../store/checkpoint-store.js'
 import { checkpointFsError, errorCode } from '../../store/fs-errors.js'
+
+const SYNC_READ_BYTES = 64 * 1024
 
 /** A byte range of a rank file's data section (offsets as in its entry records). */
 export interface ByteRange {
@@ -100,7 +103,12 @@ export class DirectorySource implements RankFileSource {
         const buf = new Uint8Array(r.length)
         let done = 0
         while (done < r.length) {
-          const { bytesRead } = await fh.read(buf, done, r.length - done, base + r.offset + done)
+          // A strided box is many short runs: a synchronous read of a cached page costs
+          // microseconds, a trip through the thread pool a hundred. Long ranges go async.
+          const bytesRead =
+            r.length < SYNC_READ_BYTES
+              ? readSync(fh.fd, buf, done, r.length - done, base + r.offset + done)
+              : (await fh.read(buf, done, r.length - done, base + r.offset + done)).bytesRead
           if (bytesRead === 0) throw new CheckpointCorruptError(path, `the file ends inside bytes ${base + r.offset}..${base + r.offset + r.length} (truncated)`)
           done += bytesRead
         }
