@@ -68,7 +68,7 @@ async function runOnce(s: RankSession, rejected: readonly RejectedLine[]): Promi
       const r = coordinator.recovery!
       s.log(
         `resuming from checkpoint ${r.seq} (skeleton ${r.skeleton}, step ${r.step}); recovery line agreed in ${r.negotiateMs.toFixed(1)} ms, ` +
-          `rank file read and verified in ${r.loadMs.toFixed(1)} ms`,
+          (r.fromRanks === undefined ? `rank file read and verified in ${r.loadMs.toFixed(1)} ms` : `${r.fromRanks} old rank headers read in ${r.loadMs.toFixed(1)} ms`),
       )
     }
   }
