@@ -20,8 +20,8 @@ const INSPECT_HELP = formatHelp({
   about: `Lists the checkpoints in a directory: skeleton, step, ranks, entries, sizes,
 completeness (commit marker present) and validity (sizes and headers, and with
 --verify every checksum), whether each can be resumed on another rank count
-(elastic) and what blocks it, and the spare files pruning left for the next
-writes.`,
+("elastic"; otherwise what blocks it), and the spare files pruning left for
+the next writes.`,
   sections: [{ title: 'Options', specs: INSPECT_OPTIONS }],
   exitCodes: [
     [0, 'the newest checkpoint is complete and valid'],
@@ -86,11 +86,13 @@ export async function inspectCommand(argv: readonly string[], out: (s: string) =
     out(`checkpoints in ${store.dir}${f.verify ? ' (checksums verified)' : ''}:`)
     for (const r of rows) {
       const state = !r.complete ? 'INCOMPLETE' : r.valid ? 'valid' : 'INVALID'
+      // "elastic": resumable on another rank count; otherwise what blocks it, on the next line.
+      const elastic = r.elastic ? (r.elastic.ok ? '  elastic' : '  not elastic') : ''
       out(
-        `  #${r.seq}  ${state.padEnd(10)} skeleton ${r.skeleton ?? '?'} step ${r.step ?? '?'}  ${r.ranks ?? '?'} ranks  ${formatBytes(r.bytes)}  entries: ${r.entries.join(', ') || '-'}`,
+        `  #${r.seq}  ${state.padEnd(10)} skeleton ${r.skeleton ?? '?'} step ${r.step ?? '?'}  ${r.ranks ?? '?'} ranks  ${formatBytes(r.bytes)}  entries: ${r.entries.join(', ') || '-'}${elastic}`,
       )
       for (const p of r.problems) out(`      ${p}`)
-      if (r.elastic) out(`      elastic: ${r.elastic.ok ? 'yes, resumable on another rank count' : r.elastic.blockers.join('; ')}`)
+      if (r.elastic && !r.elastic.ok) out(`      on another rank count: ${r.elastic.blockers.join('; ')}`)
     }
   }
   if (spares.length > 0 && !f.json) {
