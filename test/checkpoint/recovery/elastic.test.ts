@@ -3,7 +3,7 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'n
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
-import { runLocal, type FaultToleranceConfig } from '../../../src/index.js'
+import { launch, runLocal, type FaultToleranceConfig } from '../../../src/index.js'
 import { readHeaderOnly } from '../../../src/checkpoint/format/rank-file.js'
 import jacobi, { type JacobiResult } from '../../../examples/jacobi/jacobi.js'
 import swing from '../../../examples/swing/swing.js'
@@ -94,6 +94,20 @@ describe('elastic restart: Jacobi', () => {
     expect(text).toMatch(/warning: checkpoint \d+ skipped: .*rank-2\.mlf: checksum mismatch in entry "read"/)
     expect(text).toMatch(/resuming from checkpoint \d+ \(skeleton 0, step 3\)/)
     expect(grid(resumed)).toEqual(reference)
+  })
+})
+
+describe('elastic restart: worker threads', () => {
+  it('a checkpoint of 3 rank threads resumed on 2 (shared-memory domains) gives the checksum of a run without checkpoints', async () => {
+    const argv = ['--n', '40', '--iterations', '12']
+    const dir = freshDir()
+    const cfg = ft(dir, { policy: { every: 3 } })
+    await expect(launch('examples/jacobi/jacobi.ts', { ranks: 3, argv, checkpoint: { ...cfg, interrupt: { skeleton: 0, step: 7 } }, onLog: () => {} })).rejects.toThrow(/interrupted/)
+    const logs: string[] = []
+    const resumed = await launch<JacobiResult>('examples/jacobi/jacobi.ts', { ranks: 2, argv, checkpoint: { ...cfg, resume: true }, onLog: (_r, t) => logs.push(t) })
+    expect(logs.join('\n')).toMatch(/resuming a checkpoint of 3 ranks on 2[\s\S]*resuming from checkpoint \d+ \(skeleton 0, step 5\)/)
+    const [plain] = await runLocal(jacobi, { ranks: 1, argv })
+    expect(Object.is(resumed.value.checksum, plain.checksum)).toBe(true)
   })
 })
 
