@@ -77,12 +77,28 @@ export async function restoreElastic(state: SkeletonState, line: ElasticLine, co
   const dtypeOfEntry = new Map<string, DType>(targets.map((t) => [t.name, t.dtype]))
   const bpe = (p: Piece) => (p.target < 0 ? 1 : DTYPES[dtypeOfEntry.get(p.entry)!].BYTES_PER_ELEMENT)
   const plans = byRank.map((list) => planRanges(list, bpe))
+  // A range that is one whole run of a target is read straight into the target's memory.
+  const targetOf = new Map(targets.map((t) => [t.name, t]))
+  const direct = plans.map((p, r) => {
+    const into: (Uint8Array | undefined)[] = new Array(p.ranges.length).fill(undefined)
+    const pieceCount = new Array<number>(p.ranges.length).fill(0)
+    for (const a of p.at) pieceCount[a.range]++
+    byRank[r].forEach((piece, i) => {
+      const { range } = p.at[i]
+      if (piece.target < 0 || pieceCount[range] !== 1) return
+      const t = targetOf.get(piece.entry)!
+      const bpe = DTYPES[t.dtype].BYTES_PER_ELEMENT
+      if (piece.elements * bpe !== p.ranges[range].length) return
+      into[range] = new Uint8Array(t.data.buffer, t.data.byteOffset + piece.target * bpe, piece.elements * bpe)
+    })
+    return into
+  })
   const buffers: Uint8Array[][] = []
   let damage: SkipReason | undefined
   let bytesRead = 0
   try {
     for (let r = 0; r < oldSize; r++) {
-      buffers.push(await source.readRanges(seq, r, plans[r].ranges))
+      buffers.push(await source.readRanges(seq, r, plans[r].ranges, direct[r]))
       for (const g of plans[r].ranges) bytesRead += g.length
     }
   } catch (e) {
@@ -99,14 +115,13 @@ export async function restoreElastic(state: SkeletonState, line: ElasticLine, co
   const { problems, extraBytes } = await verifyCollectively(comm, seq, source, headers, holdings)
   if (problems.length > 0) throw new RecoveryLineDamagedError(seq, problems)
 
-  // 4. Copy the runs in place, then the light values.
-  const targetOf = new Map(targets.map((t) => [t.name, t]))
+  // 4. Copy the runs in place (those read straight into place are there already), then the light values.
   for (let r = 0; r < oldSize; r++) {
     const list = byRank[r]
     const at = plans[r].at
     for (let i = 0; i < list.length; i++) {
       const p = list[i]
-      if (p.target < 0) continue
+      if (p.target < 0 || direct[r][at[i].range] !== undefined) continue
       const t = targetOf.get(p.entry)!
       const buf = buffers[r][at[i].range]
       t.data.set(arrayOver(t.dtype, buf.buffer, buf.byteOffset + at[i].within, p.elements) as never, p.target)

@@ -43,10 +43,12 @@ export interface RankFileSource {
   /** The validated header (its CRC checked) of old rank `rank`'s file of checkpoint `seq`. */
   header(seq: number, rank: number): Promise<RankFileHeader>
   /**
-   * The bytes of `ranges` of that file's data section, one fresh buffer per
-   * range (starting on an 8-byte boundary, so typed arrays can view them).
+   * The bytes of `ranges` of that file's data section, one buffer per range:
+   * `into[i]` when given (exactly the range's length: the bytes land straight
+   * in their destination), otherwise a fresh one (starting on an 8-byte
+   * boundary, so typed arrays can view it).
    */
-  readRanges(seq: number, rank: number, ranges: readonly ByteRange[]): Promise<Uint8Array[]>
+  readRanges(seq: number, rank: number, ranges: readonly ByteRange[], into?: readonly (Uint8Array | undefined)[]): Promise<Uint8Array[]>
 }
 
 /**
@@ -86,7 +88,7 @@ export class DirectorySource implements RankFileSource {
     }
   }
 
-  async readRanges(seq: number, rank: number, ranges: readonly ByteRange[]): Promise<Uint8Array[]> {
+  async readRanges(seq: number, rank: number, ranges: readonly ByteRange[], into?: readonly (Uint8Array | undefined)[]): Promise<Uint8Array[]> {
     if (ranges.length === 0) return []
     const path = this.store.fileOf(seq, rank)
     const base = this.dataStarts.get(path) ?? (await this.header(seq, rank), this.dataStarts.get(path)!)
@@ -99,8 +101,9 @@ export class DirectorySource implements RankFileSource {
     }
     try {
       const out: Uint8Array[] = []
-      for (const r of ranges) {
-        const buf = new Uint8Array(r.length)
+      for (const [i, r] of ranges.entries()) {
+        const given = into?.[i]
+        const buf = given && given.byteLength === r.length ? given : new Uint8Array(r.length)
         let done = 0
         while (done < r.length) {
           // A strided box is many short runs: a synchronous read of a cached page costs
