@@ -1,5 +1,5 @@
 import fc from 'fast-check'
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, readdirSync, readFileSync, rmSync, unlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
@@ -74,24 +74,32 @@ describe('elastic restart: Jacobi', () => {
     )
   })
 
-  it('a damaged old file that a new rank needs: the previous complete checkpoint is used, with a warning naming the file', async () => {
+  const damages: Array<[string, (file: string) => Promise<void>, RegExp]> = [
+    [
+      'a flipped byte in the middle of its grid (only the collective checksum can tell)',
+      async (file) => {
+        const { header, fileBytes } = await readHeaderOnly(file)
+        const read = header.entries.find((e) => e.name === 'read')!
+        const bytes = readFileSync(file)
+        bytes[fileBytes - header.dataLength + read.offset + Math.floor(read.length / 2)] ^= 0x10
+        writeFileSync(file, bytes)
+      },
+      /warning: checkpoint \d+ skipped: .*rank-2\.mlf: checksum mismatch in entry "read"/,
+    ],
+    ['a deleted file (seen by negotiation)', async (file) => unlinkSync(file), /warning: checkpoint \d+ skipped: .*rank-2\.mlf: the file is missing/],
+  ]
+  it.each(damages)('a damaged old file that a new rank needs, %s: the previous complete checkpoint is used, with a warning naming the file', async (_what, damage, warning) => {
     const a = argv(12, 9)
     const reference = grid(await runLocal(jacobi, { ranks: 3, argv: a }))
     const dir = freshDir()
     const cfg = ft(dir, { policy: { every: 2 }, keep: 3 })
     await expect(runLocal(jacobi, { ranks: 4, argv: a, checkpoint: { ...cfg, interrupt: { skeleton: 0, step: 6 } } })).rejects.toThrow(/interrupted/)
     const newest = join(dir, readdirSync(dir).filter((f) => f.startsWith('ckpt-')).sort().pop()!)
-    // Flip a byte in the middle of rank 2's grid: headers and sizes stay valid, only its checksum can tell.
-    const file = join(newest, 'rank-2.mlf')
-    const { header, fileBytes } = await readHeaderOnly(file)
-    const read = header.entries.find((e) => e.name === 'read')!
-    const bytes = readFileSync(file)
-    bytes[fileBytes - header.dataLength + read.offset + Math.floor(read.length / 2)] ^= 0x10
-    writeFileSync(file, bytes)
+    await damage(join(newest, 'rank-2.mlf'))
     const logs: string[] = []
     const resumed = await runLocal(jacobi, { ranks: 3, argv: a, checkpoint: { ...cfg, resume: true }, onLog: (_r, t) => logs.push(t) })
     const text = logs.join('\n')
-    expect(text).toMatch(/warning: checkpoint \d+ skipped: .*rank-2\.mlf: checksum mismatch in entry "read"/)
+    expect(text).toMatch(warning)
     expect(text).toMatch(/resuming from checkpoint \d+ \(skeleton 0, step 3\)/)
     expect(grid(resumed)).toEqual(reference)
   })

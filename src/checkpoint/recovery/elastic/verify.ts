@@ -95,16 +95,24 @@ export async function verifyCollectively(
     })
   })
 
-  // Read the unneeded parts assigned to this rank.
+  // Read the unneeded parts assigned to this rank. A file that cannot be read
+  // is reported with the CRCs (entry -1), so that every rank learns it at once.
   const held: Holding[] = [...holdings]
+  const crcs: number[] = []
   let extraBytes = 0
   for (const [r, list] of extraRanges) {
     const recs = headers[r].entries
-    const bufs = await source.readRanges(
-      seq,
-      r,
-      list.map((x) => ({ offset: recs[x.e].offset + x.from, length: x.to - x.from })),
-    )
+    let bufs: Uint8Array[]
+    try {
+      bufs = await source.readRanges(
+        seq,
+        r,
+        list.map((x) => ({ offset: recs[x.e].offset + x.from, length: x.to - x.from })),
+      )
+    } catch {
+      crcs.push(r, -1, 0, 0)
+      continue
+    }
     list.forEach((x, i) => {
       held.push({ rank: r, entry: recs[x.e].name, offset: recs[x.e].offset + x.from, bytes: bufs[i] })
       extraBytes += x.to - x.from
@@ -112,7 +120,6 @@ export async function verifyCollectively(
   }
 
   // CRCs of the segments this rank computes: [old rank, entry, segment, crc].
-  const crcs: number[] = []
   const done = new Set<string>()
   for (const h of held) {
     const e = index[h.rank].get(h.entry)!
@@ -131,7 +138,11 @@ export async function verifyCollectively(
   for (const list of gathered) for (let k = 0; k < list.length; k += 4) found.set(`${list[k]}:${list[k + 1]}:${list[k + 2]}`, list[k + 3])
 
   const problems: SkipReason[] = []
+  const unreadable = new Set<number>()
+  for (const list of gathered) for (let k = 0; k < list.length; k += 4) if (list[k + 1] === -1) unreadable.add(list[k])
+  for (const r of unreadable) problems.push({ seq, rank: r, file: source.nameOf(seq, r), reason: 'the file could not be read to verify its checksums' })
   headers.forEach((h, r) => {
+    if (unreadable.has(r)) return
     h.entries.forEach((rec, e) => {
       const { cuts } = segments.get(keyOf(r, e))!
       let crc = 0
