@@ -80,8 +80,8 @@ export async function negotiateRecoveryLine(
         problem = { seq: seqNow, rank, file: store.fileOf(seqNow, rank), reason }
       }
     } else {
-      // Another rank count: every old header now (cheap), the payload ranges at restore.
-      const opened = await openElasticLine(new DirectorySource(store), seqNow, oldSize, size)
+      // Another rank count: every old header now (each read by one rank, then exchanged), the payload ranges at restore.
+      const opened = await openElasticLine(new DirectorySource(store), seqNow, oldSize, comm)
       elastic = opened.line
       problem = opened.problem
     }

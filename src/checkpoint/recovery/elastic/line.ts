@@ -1,7 +1,8 @@
 import { CheckpointCorruptError, CheckpointMismatchError } from '../../../errors.js'
+import type { Communicator } from '../../../routing/communicator.js'
 import type { RankFileHeader } from '../../format/rank-file.js'
 import type { SkipReason } from '../line.js'
-import type { RankFileSource } from './source.js'
+import type { RankFileSource, SourceHeader } from './source.js'
 
 /**
  * A recovery line written by another rank count, ready for an elastic
@@ -13,6 +14,8 @@ export interface ElasticLine {
   seq: number
   oldSize: number
   headers: RankFileHeader[]
+  /** Where each old file's data section starts. */
+  dataStarts: number[]
   source: RankFileSource
 }
 
@@ -62,31 +65,44 @@ export function describeBlocker(b: ElasticBlocker): string {
 }
 
 /**
- * Reads every old rank's header of checkpoint `seq` (header-only reads). A
- * file that cannot be read is returned as a problem (the line moves back);
- * an array without a box is refused, naming it: no older checkpoint of this
- * program would have one either.
+ * Every old rank's header of checkpoint `seq`, read once over all ranks: new
+ * rank q reads the headers of old ranks r with r mod size = q (header-only
+ * reads) and the ranks exchange them (collective). A file that cannot be read
+ * is this rank's `problem` and leaves `line` undefined on every rank (the
+ * caller moves the line back); arrays without a box are refused afterwards
+ * (assertResliceable), once the line is final.
  *
  * ```ts
- * const { line, problem } = await openElasticLine(source, seq, 4, 3)
+ * const { line, problem } = await openElasticLine(source, seq, 4, comm)
  * ```
  */
 export async function openElasticLine(
   source: RankFileSource,
   seq: number,
   oldSize: number,
-  newSize: number,
+  comm: Communicator,
 ): Promise<{ line?: ElasticLine; problem?: SkipReason }> {
-  const headers: RankFileHeader[] = []
-  for (let r = 0; r < oldSize; r++) {
+  const mine: [number, SourceHeader][] = []
+  let problem: SkipReason | undefined
+  for (let r = comm.rank; r < oldSize && problem === undefined; r += comm.size) {
     try {
-      headers.push(await source.header(seq, r))
+      mine.push([r, await source.header(seq, r)])
     } catch (e) {
       const reason = e instanceof CheckpointCorruptError ? e.reason : (e as Error).message
-      return { problem: { seq, rank: r, file: source.nameOf(seq, r), reason } }
+      problem = { seq, rank: r, file: source.nameOf(seq, r), reason }
     }
   }
-  return { line: { seq, oldSize, headers, source } }
+  const all = await comm.allgather({ headers: mine, failed: problem !== undefined })
+  if (all.some((a) => a.failed)) return { problem }
+  const headers: RankFileHeader[] = new Array(oldSize)
+  const dataStarts: number[] = new Array(oldSize)
+  for (const a of all) {
+    for (const [r, h] of a.headers) {
+      headers[r] = h.header
+      dataStarts[r] = h.dataStart
+    }
+  }
+  return { line: { seq, oldSize, headers, dataStarts, source } }
 }
 
 /** Throws CheckpointMismatchError when the line holds an array that cannot be re-sliced. */
@@ -111,8 +127,9 @@ export function assertResliceable(line: ElasticLine, newSize: number): void {
  * ```
  */
 export async function elasticBlockers(source: RankFileSource, seq: number, size: number): Promise<{ blockers: ElasticBlocker[] }> {
-  const headers: RankFileHeader[] = []
-  for (let r = 0; r < size; r++) headers.push(await source.header(seq, r))
+  const files: SourceHeader[] = []
+  for (let r = 0; r < size; r++) files.push(await source.header(seq, r))
+  const headers = files.map((f) => f.header)
   const blockers = heavyWithoutBox(headers)
   const light = headers[0].entries.filter((e) => e.kind === 'light' && e.name !== 'iterator')
   for (const e of light) {
@@ -120,7 +137,7 @@ export async function elasticBlockers(source: RankFileSource, seq: number, size:
     for (let r = 0; r < size; r++) {
       const rec = headers[r].entries.find((x) => x.name === e.name)
       if (!rec) continue
-      bytes.push((await source.readRanges(seq, r, [{ offset: rec.offset, length: rec.length }]))[0])
+      bytes.push((await source.readRanges(seq, r, files[r].dataStart, [{ offset: rec.offset, length: rec.length }]))[0])
     }
     if (bytes.some((b) => !sameBytes(b, bytes[0]))) blockers.push({ entry: e.name, skeleton: headers[0].skeleton, why: 'differs' })
   }

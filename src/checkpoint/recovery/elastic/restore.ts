@@ -98,7 +98,7 @@ export async function restoreElastic(state: SkeletonState, line: ElasticLine, co
   let bytesRead = 0
   try {
     for (let r = 0; r < oldSize; r++) {
-      buffers.push(await source.readRanges(seq, r, plans[r].ranges, direct[r]))
+      buffers.push(await source.readRanges(seq, r, line.dataStarts[r], plans[r].ranges, direct[r]))
       for (const g of plans[r].ranges) bytesRead += g.length
     }
   } catch (e) {
@@ -112,7 +112,7 @@ export async function restoreElastic(state: SkeletonState, line: ElasticLine, co
   // 3. Every old payload against its checksum, together.
   const holdings: Holding[] = []
   plans.forEach((p, r) => p.ranges.forEach((g, i) => holdings.push({ rank: r, entry: p.entries[i], offset: g.offset, bytes: buffers[r][i] })))
-  const { problems, extraBytes } = await verifyCollectively(comm, seq, source, headers, holdings)
+  const { problems, extraBytes } = await verifyCollectively(comm, line, holdings)
   if (problems.length > 0) throw new RecoveryLineDamagedError(seq, problems)
 
   // 4. Copy the runs in place (those read straight into place are there already), then the light values.

@@ -21,6 +21,12 @@ export interface SourceCounters {
   payloadBytes: number
 }
 
+/** A rank file's validated header and where its data section starts in the file. */
+export interface SourceHeader {
+  header: RankFileHeader
+  dataStart: number
+}
+
 /**
  * Where the rank files of a checkpoint come from, for an elastic restore: the
  * header of any old rank's file, and byte ranges of its data section. The
@@ -30,8 +36,8 @@ export interface SourceCounters {
  *
  * ```ts
  * const source: RankFileSource = new DirectorySource(store)
- * const h = await source.header(seq, 2)
- * const [bytes] = await source.readRanges(seq, 2, [{ offset: h.entries[0].offset, length: 64 }])
+ * const { header, dataStart } = await source.header(seq, 2)
+ * const [bytes] = await source.readRanges(seq, 2, dataStart, [{ offset: header.entries[0].offset, length: 64 }])
  * ```
  */
 export interface RankFileSource {
@@ -40,15 +46,16 @@ export interface RankFileSource {
   readonly counters: SourceCounters
   /** The name of old rank `rank`'s file of checkpoint `seq`, for messages. */
   nameOf(seq: number, rank: number): string
-  /** The validated header (its CRC checked) of old rank `rank`'s file of checkpoint `seq`. */
-  header(seq: number, rank: number): Promise<RankFileHeader>
+  /** The validated header (its CRC checked) of old rank `rank`'s file of checkpoint `seq`, and where its data starts. */
+  header(seq: number, rank: number): Promise<SourceHeader>
   /**
-   * The bytes of `ranges` of that file's data section, one buffer per range:
+   * The bytes of `ranges` of that file's data section (starting at byte
+   * `dataStart` of the file, as `header` said), one buffer per range:
    * `into[i]` when given (exactly the range's length: the bytes land straight
    * in their destination), otherwise a fresh one (starting on an 8-byte
    * boundary, so typed arrays can view it).
    */
-  readRanges(seq: number, rank: number, ranges: readonly ByteRange[], into?: readonly (Uint8Array | undefined)[]): Promise<Uint8Array[]>
+  readRanges(seq: number, rank: number, dataStart: number, ranges: readonly ByteRange[], into?: readonly (Uint8Array | undefined)[]): Promise<Uint8Array[]>
 }
 
 /**
@@ -61,7 +68,6 @@ export interface RankFileSource {
  */
 export class DirectorySource implements RankFileSource {
   readonly counters: SourceCounters = { headerBytes: 0, payloadBytes: 0 }
-  private readonly dataStarts = new Map<string, number>()
 
   constructor(private readonly store: CheckpointStore) {}
 
@@ -73,14 +79,13 @@ export class DirectorySource implements RankFileSource {
     return this.store.fileOf(seq, rank)
   }
 
-  async header(seq: number, rank: number): Promise<RankFileHeader> {
+  async header(seq: number, rank: number): Promise<SourceHeader> {
     const path = this.store.fileOf(seq, rank)
     try {
       const info = await readHeaderOnly(path)
       const dataStart = info.fileBytes - info.header.dataLength
-      this.dataStarts.set(path, dataStart)
       this.counters.headerBytes += dataStart
-      return info.header
+      return { header: info.header, dataStart }
     } catch (e) {
       if (errorCode(e) === 'ENOENT') throw new CheckpointCorruptError(path, 'the file is missing')
       if (e instanceof CheckpointCorruptError) throw e
@@ -88,10 +93,10 @@ export class DirectorySource implements RankFileSource {
     }
   }
 
-  async readRanges(seq: number, rank: number, ranges: readonly ByteRange[], into?: readonly (Uint8Array | undefined)[]): Promise<Uint8Array[]> {
+  async readRanges(seq: number, rank: number, dataStart: number, ranges: readonly ByteRange[], into?: readonly (Uint8Array | undefined)[]): Promise<Uint8Array[]> {
     if (ranges.length === 0) return []
     const path = this.store.fileOf(seq, rank)
-    const base = this.dataStarts.get(path) ?? (await this.header(seq, rank), this.dataStarts.get(path)!)
+    const base = dataStart
     let fh: import('node:fs/promises').FileHandle
     try {
       fh = await open(path, 'r')

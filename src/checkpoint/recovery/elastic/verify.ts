@@ -1,9 +1,8 @@
 import { crc32 } from 'node:zlib'
 import type { Communicator } from '../../../routing/communicator.js'
-import type { RankFileHeader } from '../../format/rank-file.js'
 import type { SkipReason } from '../line.js'
 import { crc32Combine } from './crc-combine.js'
-import type { RankFileSource } from './source.js'
+import type { ElasticLine } from './line.js'
 
 /** Bytes this rank read from an old rank's file: `bytes` start at `offset` of its data section, inside entry `entry`. */
 export interface Holding {
@@ -31,17 +30,12 @@ export interface Verification {
  * rank gets the same answer.
  *
  * ```ts
- * const { problems } = await verifyCollectively(comm, seq, source, headers, holdings)
+ * const { problems } = await verifyCollectively(comm, line, holdings)
  * if (problems.length > 0) throw new RecoveryLineDamaged(seq, problems)
  * ```
  */
-export async function verifyCollectively(
-  comm: Communicator,
-  seq: number,
-  source: RankFileSource,
-  headers: readonly RankFileHeader[],
-  holdings: readonly Holding[],
-): Promise<Verification> {
+export async function verifyCollectively(comm: Communicator, line: ElasticLine, holdings: readonly Holding[]): Promise<Verification> {
+  const { seq, source, headers, dataStarts } = line
   const me = comm.rank
   // Entry-relative intervals, as plain numbers: [old rank, entry index, from, to].
   const index = headers.map((h) => new Map(h.entries.map((e, i) => [e.name, i])))
@@ -107,6 +101,7 @@ export async function verifyCollectively(
       bufs = await source.readRanges(
         seq,
         r,
+        dataStarts[r],
         list.map((x) => ({ offset: recs[x.e].offset + x.from, length: x.to - x.from })),
       )
     } catch {
