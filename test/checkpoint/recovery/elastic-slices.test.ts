@@ -19,7 +19,7 @@ describe('crc32Combine', () => {
 /** A 2-D box inside [0, 12)². */
 const box2 = fc
   .tuple(fc.integer({ min: 0, max: 11 }), fc.integer({ min: 0, max: 11 }), fc.integer({ min: 0, max: 11 }), fc.integer({ min: 0, max: 11 }))
-  .map(([a, b, c, d]) => DomainDesc.of<2>([Math.min(a, b), Math.min(c, d)], [Math.max(a, b) + 1, Math.max(c, d) + 1]))
+  .map(([a, b, c, d]) => DomainDesc.of([Math.min(a, b), Math.min(c, d)], [Math.max(a, b) + 1, Math.max(c, d) + 1]))
 
 /** The old ranks' entries of a checkpoint of a 12×12 grid cut in `rows`×`cols` blocks, value of cell (i, j) = 100 i + j, packed one after the other. */
 function oldFiles(rows: number, cols: number, order: StorageOrder) {
@@ -29,7 +29,7 @@ function oldFiles(rows: number, cols: number, order: StorageOrder) {
   let rank = 0
   for (let a = 0; a < rows; a++) {
     for (let b = 0; b < cols; b++) {
-      const box = DomainDesc.of<2>([cut(12, rows, a), cut(12, cols, b)], [cut(12, rows, a + 1), cut(12, cols, b + 1)])
+      const box = DomainDesc.of([cut(12, rows, a), cut(12, cols, b)], [cut(12, rows, a + 1), cut(12, cols, b + 1)])
       // 16 bytes of something else first: entry offsets are not 0.
       const data = new Float64Array(2 + box.volume)
       const lay = boxLayout(box, order)

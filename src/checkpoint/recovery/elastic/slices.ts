@@ -40,11 +40,11 @@ export function subtractBox<N extends number>(a: DomainDesc<N>, b: DomainDesc<N>
   const upper = [...a.upper]
   for (let d = 0; d < a.dims; d++) {
     if (lower[d] < cut.lower[d]) {
-      out.push(DomainDesc.of<N>(lower, upper.map((u, k) => (k === d ? cut.lower[d] : u))))
+      out.push(new DomainDesc<N>(lower, upper.map((u, k) => (k === d ? cut.lower[d] : u))))
       lower[d] = cut.lower[d]
     }
     if (upper[d] > cut.upper[d]) {
-      out.push(DomainDesc.of<N>(lower.map((l, k) => (k === d ? cut.upper[d] : l)), upper))
+      out.push(new DomainDesc<N>(lower.map((l, k) => (k === d ? cut.upper[d] : l)), upper))
       upper[d] = cut.upper[d]
     }
   }
