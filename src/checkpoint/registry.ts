@@ -104,6 +104,7 @@ export class CheckpointRegistry {
    * rank count re-slices it; without, such a resume is refused naming it.
    *
    * ```ts
+   * const rows = grid.possessed(ctx.rank, ctx.size)   // the global cells the array holds on this rank
    * const c = sk.checkpoint.register('C', new Float64Array(rows.volume), { box: rows })
    * ```
    */

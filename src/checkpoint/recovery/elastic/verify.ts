@@ -105,6 +105,7 @@ export async function verifyCollectively(comm: Communicator, line: ElasticLine, 
         list.map((x) => ({ offset: recs[x.e].offset + x.from, length: x.to - x.from })),
       )
     } catch {
+      // Reported to every rank with the CRCs below: the line is then damaged everywhere alike.
       crcs.push(r, -1, 0, 0)
       continue
     }
