@@ -289,6 +289,76 @@ export class InternalError extends MolotofError {
   }
 }
 
+/**
+ * The program's code differs from the code that wrote the checkpoint a run
+ * would resume from: resuming would continue one version's state with
+ * another's code. Refused unless the user allows it (`--allow-code-change`).
+ */
+export class CodeChangedError extends MolotofError {
+  static readonly code = 'E_CODE_CHANGED'
+  static override readonly exit: ExitClass = 'bad-input'
+  static override readonly restartable: boolean = false
+  /** The files that differ, were added or removed (as the message shows them). */
+  readonly files: readonly string[]
+  constructor(message: string, files: readonly string[]) {
+    super(CodeChangedError.code, message)
+    this.files = files
+  }
+}
+
+/** Who holds a checkpoint directory's lock. */
+export interface LockHolder {
+  pid: number
+  host: string
+  /** ISO time the holder started. */
+  startedAt: string
+}
+
+/** Another run is using the checkpoint directory (it holds the directory's lock). */
+export class DirectoryLockedError extends MolotofError {
+  static readonly code = 'E_LOCKED'
+  static override readonly exit: ExitClass = 'bad-input'
+  static override readonly restartable: boolean = false
+  readonly dir: string
+  readonly holder: LockHolder
+  constructor(dir: string, holder: LockHolder, hint: string) {
+    super(
+      DirectoryLockedError.code,
+      `the checkpoint directory ${dir} is in use by another run: pid ${holder.pid} on ${holder.host}, started ${holder.startedAt}. ${hint}`,
+    )
+    this.dir = dir
+    this.holder = holder
+  }
+}
+
+/**
+ * A run started without --resume found checkpoints of an earlier, unfinished
+ * run in its directory: it neither resumes from them nor discards them
+ * unasked. The message says how to proceed (--resume, --fresh, another directory).
+ */
+export class EarlierRunError extends MolotofError {
+  static readonly code = 'E_EARLIER_RUN'
+  static override readonly exit: ExitClass = 'bad-input'
+  static override readonly restartable: boolean = false
+  readonly dir: string
+  constructor(dir: string, message: string) {
+    super(EarlierRunError.code, message)
+    this.dir = dir
+  }
+}
+
+/** The checkpoint directory cannot be used (cannot be created or written, read-only file system …), found before any rank starts. */
+export class CheckpointDirectoryError extends MolotofError {
+  static readonly code = 'E_CHECKPOINT_DIR'
+  static override readonly exit: ExitClass = 'bad-input'
+  static override readonly restartable: boolean = false
+  readonly dir: string
+  constructor(dir: string, message: string, options?: { cause?: unknown }) {
+    super(CheckpointDirectoryError.code, message, options)
+    this.dir = dir
+  }
+}
+
 /** A catalogue class as the catalogue sees it: its code, exit class and restart rule. */
 export type CatalogueClass = (abstract new (...args: never[]) => MolotofError) & {
   readonly code: string
@@ -313,6 +383,10 @@ export const CATALOGUE: readonly CatalogueClass[] = [
   RunInterruptedError,
   CommunicationError,
   InternalError,
+  CodeChangedError,
+  DirectoryLockedError,
+  EarlierRunError,
+  CheckpointDirectoryError,
 ]
 
 /** An error as plain data: what crosses from a rank to the launcher (any transport) or between ranks. */

@@ -22,6 +22,10 @@ import {
   RunInterruptedError,
   RunStoppedError,
   SettingsMismatchError,
+  CodeChangedError,
+  DirectoryLockedError,
+  EarlierRunError,
+  CheckpointDirectoryError,
   type ErrorRecord,
   type FailureRecord,
 } from '../src/errors.js'
@@ -45,6 +49,10 @@ const samples: MolotofError[] = [
   new RunInterruptedError(0, 12),
   new CommunicationError('rank 1 closed its communicator'),
   new InternalError('restore without a line'),
+  new CodeChangedError('the code changed: relaxation.ts changed', ['examples/jacobi/relaxation.ts']),
+  new DirectoryLockedError('/ckpt', { pid: 42, host: 'h', startedAt: '2026-01-01T00:00:00.000Z' }, 'Wait for it.'),
+  new EarlierRunError('/ckpt', 'holds checkpoints of an earlier run'),
+  new CheckpointDirectoryError('/ckpt', 'the file system is read-only (EROFS)'),
 ]
 
 /** What crosses the rank boundary: structured clone (threads) and v8 serialization (processes' IPC). */
@@ -85,6 +93,10 @@ describe('the error catalogue', () => {
       RunInterruptedError: 'preempted',
       CommunicationError: 'failed, restart',
       InternalError: 'failed, restart',
+      CodeChangedError: 'bad-input',
+      DirectoryLockedError: 'bad-input',
+      EarlierRunError: 'bad-input',
+      CheckpointDirectoryError: 'bad-input',
     })
     // A class outside the catalogue (e.g. from a newer framework copy) is a failure a restart may fix.
     expect(new MolotofError('E_NEW', 'x').exit).toBe('failed')

@@ -33,6 +33,17 @@ export interface FaultToleranceConfig {
   async?: boolean
   /** Stop every rank right after this checkpoint point (tests and demonstrations). */
   interrupt?: { skeleton: number; step: number }
+  /**
+   * The run lineage (see identity/run.ts): every checkpoint carries it and a
+   * resume uses only checkpoints that carry it. A supervised run sets it;
+   * otherwise a resume continues the newest checkpoint's lineage and a fresh
+   * start draws a new one.
+   */
+  runId?: string
+  /** Resume even when the program's code differs from the checkpoint's (a warning instead of a refusal). */
+  allowCodeChange?: boolean
+  /** Supervised runs: discard the checkpoints found in the directory before starting (see identity/run-directory.ts). */
+  fresh?: boolean
 }
 
 /**
@@ -53,4 +64,10 @@ export function frozenConfig(config: FaultToleranceConfig): FaultToleranceConfig
 export interface ProgramIdentity {
   fingerprint: string
   settings: JsonObject
+  /**
+   * The program file and the URLs of every module loaded with it, when the
+   * program was loaded from a file: checkpoints then carry the code's identity
+   * (identity/code.ts) and a resume with other code is refused unless allowed.
+   */
+  code?: { programFile: string; modules: readonly string[] }
 }

@@ -7,4 +7,9 @@ process.stdout.on('error', (e: NodeJS.ErrnoException) => {
   throw e
 })
 
-process.exitCode = await main(process.argv.slice(2))
+const code = await main(process.argv.slice(2))
+process.exitCode = code
+// The outcome is decided (the result printed, or the run stopped): a signal
+// arriving while the process winds down ends it with that outcome, not as
+// killed by the signal.
+for (const signal of ['SIGINT', 'SIGTERM'] as const) process.on(signal, () => process.exit(code))

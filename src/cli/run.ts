@@ -2,6 +2,7 @@ import { appendFileSync, writeFileSync } from 'node:fs'
 import { basename, join, resolve } from 'node:path'
 import { parseDuration } from '../checkpoint/policy/duration.js'
 import { parsePolicy } from '../checkpoint/policy/policy.js'
+import { explainFsError } from '../checkpoint/store/fs-errors.js'
 import type { FaultToleranceConfig } from '../checkpoint/config.js'
 import { ConfigError } from '../errors.js'
 import { TRANSPORTS } from '../runtime/group.js'
@@ -23,6 +24,8 @@ export const RUN_OPTIONS = {
   keep: option.int(2, 'complete checkpoints kept', { min: 1 }),
   asyncCheckpoints: option.boolean(false, 'write checkpoints in the background (staging copy), commit once every rank is durable'),
   resume: option.boolean(false, 'resume from the newest checkpoint valid on every rank (a clean start if there is none)'),
+  fresh: option.boolean(false, 'discard the checkpoints of an earlier, unfinished run found in the checkpoint directory, then start afresh'),
+  allowCodeChange: option.boolean(false, "with --resume: resume even though the program's code changed since the checkpoint (a warning instead of a refusal)"),
   restarts: option.int(3, 'automatic restarts after failures (the restart budget)', { min: 0 }),
   heartbeat: option.int(200, 'heartbeat period of rank processes, ms', { min: 10 }),
   hangTimeout: option.int(undefined, 'a rank process silent this long (ms) is hung (default: max(2000, 10 × heartbeat))', { min: 1 }),
@@ -81,7 +84,13 @@ export async function runCommand(argv: readonly string[], out: (s: string) => vo
     throw new ConfigError(`--time-limit needs a positive duration such as 2h, 30m or 90s (got "${f.timeLimit}")`)
   }
   const eventsFile = f.events === undefined ? undefined : resolve(f.events)
-  if (eventsFile) writeFileSync(eventsFile, '')
+  if (eventsFile) {
+    try {
+      writeFileSync(eventsFile, '')
+    } catch (e) {
+      throw new ConfigError(`--events: cannot write ${eventsFile}: ${explainFsError(e)}`)
+    }
+  }
 
   const view = new ProgressView((s) => process.stderr.write(s), process.stderr.isTTY === true)
   const supervisor = new Supervisor(program, {
@@ -124,7 +133,7 @@ export async function runCommand(argv: readonly string[], out: (s: string) => vo
     view.clear()
     if (r.kind === 'preempted') {
       const where = r.seq === undefined ? 'no checkpoint could be taken' : `checkpoint ${r.seq} (skeleton ${r.skeleton}, step ${r.step}) in ${r.checkpointDir}`
-      err(`preempted: ${where}.\nResume with: molotof run ${[program, ...argv.filter((a) => a !== program && !/^--(no-)?resume(=|$)/.test(a))].join(' ')} --resume`)
+      err(`preempted: ${where}.\nResume with: molotof run ${[program, ...argv.filter((a) => a !== program && !/^--(no-)?(resume|fresh)(=|$)/.test(a))].join(' ')} --resume`)
       return EXIT.preempted
     }
     if (f.json) out(JSON.stringify(r.value, jsonReplacer, 2))
@@ -143,8 +152,20 @@ export async function runCommand(argv: readonly string[], out: (s: string) => vo
 
 /** Always on under the supervisor: restarts and preemption need somewhere to checkpoint to. */
 function faultTolerance(program: string, f: RunValues): FaultToleranceConfig {
+  // resolve('') is the current directory: an empty value is a mistake (an unset variable), not a choice.
+  if (f.checkpointDir !== undefined && f.checkpointDir.trim() === '') throw new ConfigError('--checkpoint-dir needs a directory path (got an empty value)')
+  if (f.allowCodeChange && !f.resume) throw new ConfigError('--allow-code-change applies to a resume: add --resume')
+  if (f.fresh && f.resume) throw new ConfigError('--fresh discards the checkpoints that --resume would continue from: give one or the other')
   const dir = f.checkpointDir ?? join('.molotof', basename(program).replace(/\.[^.]+$/, ''))
-  return { dir: resolve(dir), policy: parsePolicy(f.checkpoint), keep: f.keep, resume: f.resume, async: f.asyncCheckpoints }
+  return {
+    dir: resolve(dir),
+    policy: parsePolicy(f.checkpoint),
+    keep: f.keep,
+    resume: f.resume,
+    async: f.asyncCheckpoints,
+    fresh: f.fresh,
+    allowCodeChange: f.allowCodeChange,
+  }
 }
 
 function injections(text: string | undefined): { fixed: Injection[]; random: RandomInjection | undefined } {

@@ -1,4 +1,5 @@
 import { ConfigError } from '../errors.js'
+import { formatSize } from './memory.js'
 import { DomainDesc, type StorageOrder } from './desc.js'
 import { arrayOver, DTYPES, plainAllocator, type BufferAllocator, type DType, type NumericArray } from './dtype.js'
 
@@ -140,7 +141,7 @@ export abstract class Domain<N extends number = number, A extends NumericArray =
     const keep = this.preserveOnResize && !old.box.isEmpty && old.box.overlaps(box)
     const bytes = volume * DTYPES[this.dtype].BYTES_PER_ELEMENT
     if (keep || this._data.buffer.byteLength < bytes) {
-      this._data = arrayOver(this.dtype, this.allocator(bytes), 0, volume) as A
+      this._data = this.allocate(bytes, box)
     } else {
       this._data = arrayOver(this.dtype, this._data.buffer, 0, volume) as A
     }
@@ -157,6 +158,16 @@ export abstract class Domain<N extends number = number, A extends NumericArray =
     let k = this._offset
     for (let d = 0; d < this.dims; d++) k += x[d] * this._strides[d]
     return k
+  }
+
+  /** Memory for `box`; an impossible size (beyond typed array limits or this machine) is bad input, not a crash to restart from. */
+  private allocate(bytes: number, box: DomainDesc<N>): A {
+    try {
+      return arrayOver(this.dtype, this.allocator(bytes), 0, box.volume) as A
+    } catch (e) {
+      if (!(e instanceof RangeError)) throw e
+      throw new ConfigError(`cannot allocate a domain of ${box} (${box.volume} ${this.dtype} cells, ${formatSize(bytes)}): ${e.message}; choose a smaller problem size`)
+    }
   }
 
   /** Value at a global cell; throws outside the allocated box. */

@@ -19,6 +19,8 @@ export interface AttemptCallbacks {
   onProgress?: (rank: number, skeleton: number, step: number, total: number | undefined) => void
   /** Called once the group exists (to forward signals, read progress). */
   onStarted?: (group: RankGroup) => void
+  /** A rank process received a stop signal and forwarded it instead of dying (see process-boot.mjs). */
+  onSignal?: (rank: number, signal: string) => void
 }
 
 /**
@@ -87,6 +89,8 @@ export function runAttempt(
           }
           return fail(loc, 'error', `${m.name}: ${m.message}`, performance.now(), m.stack, error)
         }
+        case 'signal':
+          return cb.onSignal?.(m.rank, m.signal)
         case 'describe':
           return
       }

@@ -9,6 +9,7 @@ import { TRANSPORTS, type RankGroupSpec, type RunningRanks, type StartRankGroup,
 import type { Injection, RandomInjection } from './inject.js'
 import { startProcessGroup } from './process-group.js'
 import type { RankToLauncher } from './protocol.js'
+import { assertHangTimeout, assertRanksFit } from './limits.js'
 import { createStatusBuffer } from './status.js'
 import { startThreadGroup } from './thread-group.js'
 
@@ -73,6 +74,8 @@ export function groupSpec(programFile: string, opts: LaunchOptions): RankGroupSp
   if (!TRANSPORTS.includes(transport)) throw new ConfigError(`unknown transport "${String(transport)}" (available: ${TRANSPORTS.join(', ')})`)
   const heartbeatMs = opts.heartbeatMs ?? 200
   if (!(heartbeatMs >= 10)) throw new ConfigError(`the heartbeat period must be at least 10 ms (got ${heartbeatMs})`)
+  assertHangTimeout(heartbeatMs, opts.hangTimeoutMs)
+  assertRanksFit(ranks, transport)
   const file = checkProgramFile(programFile)
   for (const i of opts.inject ?? []) {
     if (i.rank >= ranks) throw new ConfigError(`--inject rank=${i.rank}: there are only ${ranks} ranks (0..${ranks - 1})`)
@@ -140,9 +143,16 @@ export async function describe(programFile: string): Promise<ProgramDescription>
   }
 }
 
+const PROGRAM_EXTENSION = /\.(?:[mc]?tsx?|[mc]?jsx?)$/
+
 function checkProgramFile(programFile: string): string {
   const file = resolve(programFile)
   if (!existsSync(file) || !statSync(file).isFile()) throw new ProgramLoadError(`program file not found: ${programFile}`)
+  if (!PROGRAM_EXTENSION.test(file)) {
+    throw new ProgramLoadError(
+      `${programFile} is not a program: molotof runs TypeScript or JavaScript modules (.ts, .mts, .cts, .js, .mjs, .cjs) whose default export is defineProgram({ ... })`,
+    )
+  }
   return file
 }
 

@@ -6,18 +6,22 @@
 // The program's `molotof` is always the framework copy these boot files
 // belong to, i.e. the copy of the CLI (or `launch`) that started the rank:
 // dist/ when it runs from the built package, src/ when it runs from sources.
+import { spawnSync } from 'node:child_process'
 import { existsSync } from 'node:fs'
 import Module, { register } from 'node:module'
 import { fileURLToPath, pathToFileURL } from 'node:url'
 
 const RANK_ENTRY = Symbol.for('molotof.rank-entry')
+// This file's folder: the loader's own frames are not where a program went wrong.
+const BOOT_DIR = fileURLToPath(new URL('.', import.meta.url))
 
 /** This copy's public entry: ESM and CommonJS (the same file when running from sources). */
 function frameworkEntry() {
   const built = new URL('./index.js', import.meta.url)
   if (existsSync(built)) return { esm: built.href, cjs: fileURLToPath(new URL('./index.cjs', import.meta.url)) }
+  // From sources, a CommonJS program gets a shim that keeps the whole framework one CommonJS copy (see the file).
   const source = new URL('../index.ts', import.meta.url)
-  return { esm: source.href, cjs: fileURLToPath(source) }
+  return { esm: source.href, cjs: fileURLToPath(new URL('./source-entry.cjs', import.meta.url)) }
 }
 
 /** Make `molotof` resolve to this copy, for ESM imports (a loader hook) and CommonJS requires. */
@@ -34,6 +38,9 @@ function pinFramework(entry) {
  * @param {(program: object) => object} initFor the init object for the program's entry
  */
 export async function runProgram({ programFile, tsconfig, rank, control }, initFor) {
+  // Every module loaded with the program (URLs): the ranks hash the local ones into the code identity checkpoints carry.
+  const loaded = []
+  let program
   try {
     const url = pathToFileURL(programFile).href
     const entry = frameworkEntry()
@@ -41,29 +48,97 @@ export async function runProgram({ programFile, tsconfig, rank, control }, initF
     const { register: registerTsxCjs } = await import('tsx/cjs/api')
     // tsx loads TypeScript (the program and, from sources, molotof itself);
     // the hook registered after it runs first, so `paths` cannot redirect `molotof`.
-    const tsx = registerTsx({ namespace: `molotof-rank-${rank}`, tsconfig: tsconfig ?? undefined })
+    const tsx = registerTsx({ namespace: `molotof-rank-${rank}`, tsconfig: tsconfig ?? undefined, onImport: (u) => loaded.push(u) })
     registerTsxCjs()
     pinFramework(entry)
+    // Modules a program loaded as CommonJS require()s are listed in the require cache, not reported by onImport.
+    const cache = Module._cache
+    const before = new Set(Object.keys(cache))
     const mod = await tsx.import(url, import.meta.url)
-    const program = programOf(mod)
-    if (!program) {
-      control.postMessage({
-        type: 'load-error',
-        rank,
-        message: `${programFile} does not export a molotof program: write \`export default defineProgram({ ... })\``,
-      })
-      return
-    }
-    await program[RANK_ENTRY](initFor(program))
+    for (const key of Object.keys(cache)) if (!before.has(key) && key.startsWith('/')) loaded.push(pathToFileURL(key.replace(/\?.*$/, '')).href)
+    program = programOf(mod)
   } catch (e) {
-    control.postMessage({ type: 'load-error', rank, message: `cannot load ${programFile}: ${e && e.stack ? e.stack : String(e)}` })
+    control.postMessage({ type: 'load-error', rank, message: `cannot load ${programFile}: ${describeLoadError(e, programFile, loaded)}` })
+    return
+  }
+  if (!program) {
+    control.postMessage({
+      type: 'load-error',
+      rank,
+      message: `${programFile} does not export a molotof program: write \`export default defineProgram({ ... })\``,
+    })
+    return
+  }
+  try {
+    await program[RANK_ENTRY]({ ...initFor(program), code: { programFile, modules: loaded } })
+  } catch (e) {
+    control.postMessage({ type: 'load-error', rank, message: `cannot run ${programFile}: ${describeLoadError(e, programFile)}` })
   }
 }
 
 /** The default export (`export default defineProgram(...)`), also when the module was compiled to CommonJS. */
 function programOf(mod) {
-  for (const m of [mod.default, mod.program, mod.default?.default, mod.default?.program]) {
+  for (const m of [mod?.default, mod?.program, mod?.default?.default, mod?.default?.program]) {
     if (m && typeof m[RANK_ENTRY] === 'function') return m
   }
   return undefined
+}
+
+/**
+ * One line for a program that cannot be loaded: where (file:line:col) and
+ * what, never a stack of the loader's internals.
+ */
+function describeLoadError(e, programFile, loaded = []) {
+  if (!(e instanceof Error)) return String(e)
+  // esbuild (through tsx): "Transform failed with 1 error:\n/path/file.ts:2:74: ERROR: Unexpected "*""
+  const esbuild = /^(.+?:\d+:\d+): ERROR: (.+)$/m.exec(e.message)
+  if (esbuild) return `${shortPath(esbuild[1])}: syntax error: ${esbuild[2]}`
+  const where = locationOf(e, programFile) ?? (e.name === 'SyntaxError' ? syntaxErrorLocation(loaded) : undefined)
+  const what = `${e.name}: ${e.message.split('\n')[0]}`
+  return where ? `${where}: ${what}` : what
+}
+
+/**
+ * Where the error happened: the syntax error header line, else the first
+ * frame in the program file, else the first frame outside node_modules and
+ * the boot files.
+ */
+function locationOf(e, programFile) {
+  const lines = (e.stack ?? '').split('\n')
+  // V8 puts a syntax error's location on the first line: "file:///path/prog.js:3".
+  const head = /^(file:\/\/\S+?:\d+)$/.exec(lines[0] ?? '')
+  if (head) return shortPath(head[1])
+  const frames = []
+  for (const line of lines) {
+    const m = /^at (?:.*? \()?((?:file:\/\/)?\/[^()]+?:\d+:\d+)\)?$/.exec(line.trim())
+    if (m && !m[1].includes('/node_modules/') && !m[1].includes(BOOT_DIR)) frames.push(shortPath(m[1]))
+  }
+  const ownFile = shortPath(programFile)
+  return frames.find((f) => f.startsWith(ownFile + ':')) ?? frames[0]
+}
+
+/**
+ * V8 gives a syntax error in an ES module no location in its stack (Node
+ * prints it only for uncaught errors): ask `node --check` about the
+ * JavaScript files loaded, newest first (TypeScript errors come located from esbuild).
+ */
+function syntaxErrorLocation(loaded) {
+  const files = loaded
+    .filter((u) => u.startsWith('file:') && !u.includes('/node_modules/') && /\.[mc]?jsx?$/.test(u.replace(/[?#].*$/, '')))
+    .map((u) => fileURLToPath(u.replace(/[?#].*$/, '')))
+  for (const file of [...new Set(files)].reverse()) {
+    const r = spawnSync(process.execPath, ['--check', file], { encoding: 'utf8', timeout: 10_000 })
+    const m = r.status !== 0 ? /^(\S+?:\d+)$/m.exec(r.stderr ?? '') : null
+    if (m) return shortPath(m[1])
+  }
+  return undefined
+}
+
+/** A location relative to the current directory when inside it. */
+function shortPath(location) {
+  const suffix = /(:\d+)+$/.exec(location)?.[0] ?? ''
+  const bare = location.slice(0, location.length - suffix.length)
+  const path = bare.startsWith('file://') ? fileURLToPath(bare) : bare
+  const cwd = process.cwd() + '/'
+  return (path.startsWith(cwd) ? path.slice(cwd.length) : path) + suffix
 }

@@ -8,15 +8,22 @@
 // init: the attempt's RankGroupSpec for this rank, plus `rank` and `endpoints`
 // (the Unix socket path of every rank).
 //
-// A heartbeat thread writes this rank's status slot to fd 4 every heartbeatMs,
-// so the launcher can tell a long computation (beats go on) from a hung or
-// stopped process (beats stop).
+// A heartbeat thread writes this rank's status slot to fd 4 whenever it
+// changes (looked at every POLL_MS) and at least every heartbeatMs, so the
+// launcher can tell a long computation (beats go on) from a hung or stopped
+// process (beats stop), and knows where a rank killed outright was.
+//
+// SIGINT and SIGTERM (Ctrl-C at a terminal, a batch scheduler: they reach the
+// whole process group) do not kill a rank: they are forwarded to the
+// launcher, whose supervisor makes every rank checkpoint and stop.
 import { writeSync } from 'node:fs'
 import { deserialize } from 'node:v8'
 import { Worker } from 'node:worker_threads'
 import { runProgram } from './load-program.mjs'
 
 const HEARTBEAT_FD = 4
+// How often the heartbeat thread looks at the status slot: a failure report is at most this far behind the rank.
+const POLL_MS = 2
 // Same order as PHASES in status.ts (only used to name the phase of an uncaught error);
 // test/runtime/boot-constants.test.ts checks that the two agree.
 const PHASES = ['start', 'light', 'init', 'calculate', 'route', 'checkpoint', 'swap', 'replay', 'restore', 'done']
@@ -58,12 +65,22 @@ const heartbeat = new Worker(
    const { writeSync } = require('node:fs')
    const { fd, status, seq, rank, periodMs } = workerData
    const beat = ${beat.toString()}
-   const tick = () => {
-     // The launcher died without killing us: do not outlive it.
-     if (!beat(fd, status, seq, rank)) process.kill(process.pid, 'SIGKILL')
-   }
-   tick()
-   setInterval(tick, periodMs)`,
+   const b = rank * 4
+   const nap = new Int32Array(new SharedArrayBuffer(4))
+   let lastChanges = -1
+   let lastAt = 0
+   // A blocking loop: this thread has nothing else to do, and a timer could not poll this often cheaply.
+   for (;;) {
+     const changes = Atomics.load(status, b + 3)
+     const now = performance.now()
+     if (changes !== lastChanges || now - lastAt >= periodMs) {
+       // The launcher died without killing us: do not outlive it.
+       if (!beat(fd, status, seq, rank)) process.kill(process.pid, 'SIGKILL')
+       lastChanges = changes
+       lastAt = now
+     }
+     Atomics.wait(nap, 0, 0, ${POLL_MS})
+   }`,
   { eval: true, workerData: { fd: HEARTBEAT_FD, status, seq, rank, periodMs: heartbeatMs } },
 )
 heartbeat.unref() // beats must not keep a finished rank alive
@@ -94,6 +111,12 @@ const control = {
     })
   },
   onMessage: (handler) => process.on('message', handler),
+}
+
+for (const signal of ['SIGINT', 'SIGTERM']) {
+  process.on(signal, () => {
+    if (process.connected) process.send({ type: 'signal', rank, signal }, () => {})
+  })
 }
 
 let running = true

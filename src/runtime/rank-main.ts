@@ -37,6 +37,8 @@ export interface RankInit {
   injectFired?: Injection[]
   /** End this rank abruptly (SIGKILL for a process). */
   die: () => never
+  /** The program file and every module URL loaded with it (load-program.mjs): the code identity checkpoints carry. */
+  code?: { programFile: string; modules: string[] }
 }
 
 /** Run `program` as one rank; every outcome is reported on the control port. */
@@ -77,6 +79,7 @@ export async function runRank(program: Program, init: RankInit): Promise<void> {
       status,
       options,
       ft: init.ft,
+      code: init.code,
       control: session,
       log: (text) => control.postMessage({ type: 'log', rank, text }),
       onCheckpoint: (e) => control.postMessage({ type: 'checkpoint', rank, ...e }),

@@ -19,6 +19,8 @@ export interface RankSession {
   options: OptionValues<OptionSpecs>
   /** Checkpointing and recovery; none when undefined. */
   ft: FaultToleranceConfig | undefined
+  /** The program file and the modules loaded with it, when known: checkpoints then carry the code's identity. */
+  code?: { programFile: string; modules: readonly string[] }
   control?: CheckpointControl
   log: (text: string) => void
   onCheckpoint?: (e: CheckpointEvent) => void
@@ -58,7 +60,7 @@ async function runOnce(s: RankSession, rejected: readonly RejectedLine[]): Promi
     const coordinator = await CheckpointCoordinator.open(
       s.comm,
       s.ft,
-      { fingerprint: fingerprintOf(s.program), settings: settingsOf(s.program.options, s.options) },
+      { fingerprint: fingerprintOf(s.program), settings: settingsOf(s.program.options, s.options), ...(s.code ? { code: s.code } : {}) },
       s.log,
       { onCheckpoint: s.onCheckpoint, onResumed: s.onResumed, control: s.control, rejected },
     )

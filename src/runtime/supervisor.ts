@@ -1,4 +1,5 @@
 import { frozenConfig, type FaultToleranceConfig } from '../checkpoint/config.js'
+import { openRunDirectory } from '../checkpoint/identity/run-directory.js'
 import { ConfigError, RestartBudgetExhaustedError, RunStoppedError, type FailureRecord } from '../errors.js'
 import { runAttempt, type AttemptOutcome } from './attempt.js'
 import type { RankGroup } from './group.js'
@@ -63,6 +64,8 @@ export type SuperviseResult<R = unknown> =
 export class Supervisor<R = unknown> {
   private group: RankGroup | undefined
   private preemptWhy: string | undefined
+  /** Who asked for the stop under way: only a second request of the supervisor's own stops at once. */
+  private preemptBy: 'supervisor' | 'rank' | undefined
   private attempt = 0
   private readonly t0 = performance.now()
   private readonly ft: FaultToleranceConfig
@@ -84,15 +87,38 @@ export class Supervisor<R = unknown> {
 
   /** Ask the ranks to checkpoint at the next checkpoint point and stop. A second call stops at once. */
   preempt(why: string): 'graceful' | 'immediate' {
+    if (this.preemptBy === 'rank') {
+      // A signal to the whole process group reaches the ranks too, which forward it, possibly before
+      // the supervisor's own copy is handled: that copy is the same request, not a second one.
+      this.preemptBy = 'supervisor'
+      return 'graceful'
+    }
     if (this.preemptWhy !== undefined) {
       void this.group?.terminate()
       return 'immediate'
     }
+    this.preemptBy = 'supervisor'
+    this.startPreemption(why)
+    return 'graceful'
+  }
+
+  /**
+   * A stop signal a rank process received and forwarded (sent to the process
+   * group, or to that rank alone): the first request of a run starts the
+   * graceful stop; forwarded copies never escalate it (every rank forwards
+   * the same group signal, a busy rank late).
+   */
+  private forwardedSignal(rank: number, signal: string): void {
+    if (this.preemptWhy !== undefined) return
+    this.preemptBy = 'rank'
+    this.startPreemption(`${signal} (received by rank ${rank})`)
+  }
+
+  private startPreemption(why: string): void {
     this.preemptWhy = why
     this.emit({ event: 'preempt-requested', attempt: this.attempt, why })
     const g = this.group
     if (g) for (let r = 0; r < g.size; r++) g.send(r, { type: 'preempt' })
-    return 'graceful'
   }
 
   /** Ask the ranks for a checkpoint at the next checkpoint point (they go on afterwards). */
@@ -104,13 +130,17 @@ export class Supervisor<R = unknown> {
   async run(): Promise<SuperviseResult<R>> {
     const budget = this.opts.restarts ?? 3
     const failures: FailureRecord[] = []
+    // The directory's lock, the run's lineage and the refusals that need no rank (see run-directory.ts).
+    const dir = await openRunDirectory(this.ft, this.programFile)
+    for (const note of dir.notes) this.opts.onLog?.(0, `note: ${note}`)
     const timer = this.startTimeLimit()
     try {
       for (;;) {
         const resume = this.attempt > 0 || this.ft.resume
         const spec = groupSpec(this.programFile, {
           ...this.opts,
-          checkpoint: { ...this.ft, resume },
+          // Restarts resume from this run's own checkpoints only: its run id is in every one it writes.
+          checkpoint: { ...this.ft, resume, runId: dir.runId },
           // Each injected failure fires once per run, so a restarted run completes.
           injectFired: this.fired,
         })
@@ -120,6 +150,7 @@ export class Supervisor<R = unknown> {
         switch (outcome.kind) {
           case 'done': {
             const wallMs = performance.now() - this.t0
+            await dir.finish().catch(() => undefined) // unrecorded, a later fresh run asks instead of discarding
             this.emit({ event: 'finish', attempt, wallMs, restarts: attempt })
             return { kind: 'done', value: outcome.values[0] as R, values: outcome.values as R[], text: outcome.text, ranks: spec.size, wallMs, failures, restarts: attempt }
           }
@@ -160,6 +191,7 @@ export class Supervisor<R = unknown> {
       }
     } finally {
       if (timer) clearInterval(timer)
+      await dir.release()
     }
   }
 
@@ -170,6 +202,7 @@ export class Supervisor<R = unknown> {
     return runAttempt(GROUP_STARTERS[spec.transport ?? 'threads'], spec, {
       hangTimeoutMs: hangTimeoutOf(this.opts),
       onLog: this.opts.onLog,
+      onSignal: (rank, signal) => this.forwardedSignal(rank, signal),
       onStarted: (g) => {
         this.group = g
         this.opts.onGroup?.(g)

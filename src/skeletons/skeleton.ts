@@ -2,6 +2,8 @@ import type { DomainDesc } from '../domains/desc.js'
 import type { Domain } from '../domains/domain.js'
 import { ConfigError } from '../errors.js'
 import { PartitionTracker, type Partition } from '../routing/partition.js'
+import { DTYPES } from '../domains/dtype.js'
+import { assertDomainsFit } from '../domains/memory.js'
 import type { RoutingMode } from '../routing/plan.js'
 import { Router, validateSchedule, type Schedule } from '../routing/router.js'
 import { CheckpointRegistry } from '../checkpoint/registry.js'
@@ -119,6 +121,7 @@ export class Skeleton<It, D extends Domain> {
     let last = k.end(nextIt)
     let part = parts.at(0)
     let partNext = last ? undefined : parts.at(1)
+    assertDomainsFit(part.needed[rank].hull(part.possessed[rank]).volume, DTYPES[owner.dtype].BYTES_PER_ELEMENT, this.name, rank)
 
     read.resize(part.needed[rank])
     write.resize(this.writeBox(part, partNext, rank))

@@ -7,6 +7,7 @@ import type { Communicator } from '../../routing/communicator.js'
 import type { FaultToleranceConfig, ProgramIdentity } from '../config.js'
 import type { CheckpointControl } from '../control.js'
 import type { CheckpointEvent } from '../events.js'
+import type { CodeIdentity } from '../format/code-record.js'
 import { encodeRankFile, type EntryInput } from '../format/rank-file.js'
 import { encodeLight } from '../light/codec.js'
 import { replayDigests } from '../recovery/replay-check.js'
@@ -57,6 +58,8 @@ export class CheckpointCommitter {
     /** The number of the next checkpoint (the same on every rank). */
     private seq: number,
     private readonly hooks: { onCheckpoint?: (e: CheckpointEvent) => void; control?: CheckpointControl } = {},
+    /** The run lineage and program code every file and marker carries (see identity/run.ts). */
+    private readonly stamp: { runId?: string; code?: CodeIdentity } = {},
   ) {}
 
   /** The number the next checkpoint will get. */
@@ -87,7 +90,7 @@ export class CheckpointCommitter {
     const durable = (async (): Promise<{ written?: RankFileRecord; failure?: string }> => {
       try {
         const parts = encodeRankFile(
-          { fingerprint: this.id.fingerprint, skeleton: state.index, step: state.step, rank, size, settings: this.id.settings, digests },
+          { fingerprint: this.id.fingerprint, skeleton: state.index, step: state.step, rank, size, settings: this.id.settings, digests, ...this.stamp },
           entries,
         )
         const torn = this.hooks.control?.faults?.tornWrite(
@@ -116,6 +119,10 @@ export class CheckpointCommitter {
     const all = await this.comm.allgather({ written, failure })
     const failed = all.map((a, r) => (a.failure ? `rank ${r}: ${a.failure}` : '')).filter(Boolean)
     if (failed.length > 0) {
+      // Every rank's write has ended (the allgather above): the partial checkpoint is removed rather than left
+      // to fill the disk, before any rank throws (the first error ends the attempt).
+      if (rank === 0) await this.store.remove(seq).catch(() => undefined)
+      await this.comm.allreduce(0, 'max')
       throw new CheckpointError(`checkpoint ${seq} could not be written (the previous checkpoint is intact):\n  ${failed.join('\n  ')}`)
     }
     let commitFailure: string | undefined
@@ -130,6 +137,7 @@ export class CheckpointCommitter {
           settings: this.id.settings,
           ranks: all.map((a) => a.written!),
           createdAt: new Date().toISOString(),
+          ...this.stamp,
         })
         await this.store.prune(this.cfg.keep)
       } catch (e) {

@@ -5,6 +5,8 @@ import type { FaultToleranceConfig, ProgramIdentity } from '../config.js'
 import type { CheckpointControl } from '../control.js'
 import type { CheckpointEvent, RecoveryInfo, ResumedFigures } from '../events.js'
 import type { DecodedRankFile } from '../format/rank-file.js'
+import { codeIdentityOf, type CodeIdentity } from '../identity/code.js'
+import { checkResumeCode, newestComplete, newRunId, otherRuns } from '../identity/run.js'
 import { parsePolicy } from '../policy/policy.js'
 import type { ElasticLine } from '../recovery/elastic/line.js'
 import { restoreElastic } from '../recovery/elastic/restore.js'
@@ -78,11 +80,23 @@ export class CheckpointCoordinator implements SkeletonHooks {
     const listed = await store.list()
     const nextSeq = listed.reduce((m, s) => Math.max(m, s.seq + 1), 0)
     const seq = await comm.allreduce(nextSeq, 'max')
+    // Rank 0 decides the run lineage and hashes the program's code (once per run start); one allgather shares both.
+    const { runId, code } = (await comm.allgather(comm.rank === 0 ? lineageOf(cfg, id, listed) : undefined))[0]!
     const vote = new CheckpointVote(comm, cfg.policy, hooks.control)
-    const commits = new CheckpointCommitter(comm, cfg, id, store, seq, hooks)
+    const commits = new CheckpointCommitter(comm, cfg, id, store, seq, hooks, { runId, code })
     if (!cfg.resume) return new CheckpointCoordinator(comm, cfg, store, vote, commits, undefined, log, hooks)
 
-    const { info, file, elastic } = await negotiateRecoveryLine(comm, store, id.settings, listed, log, hooks.rejected)
+    // Only this run's lineage: another run's checkpoints are never a recovery line.
+    const { info, file, elastic } = await negotiateRecoveryLine(comm, store, id.settings, listed, log, hooks.rejected, otherRuns(listed, runId))
+    if (info.seq !== undefined) {
+      const marker = listed.find((c) => c.seq === info.seq)?.marker ?? (await store.readMarker(info.seq))
+      // The same inputs on every rank (the code identity comes from rank 0): all refuse alike, or all go on.
+      const warning = checkResumeCode(marker.code, code, { seq: info.seq, allow: cfg.allowCodeChange === true, programFile: id.code?.programFile })
+      if (warning !== undefined) {
+        info.warnings.push(warning)
+        if (comm.rank === 0) log(`warning: ${warning}`)
+      }
+    }
     const coordinator = new CheckpointCoordinator(comm, cfg, store, vote, commits, info, log, hooks)
     coordinator.restoredFile = file
     coordinator.elasticLine = elastic
@@ -161,6 +175,17 @@ export class CheckpointCoordinator implements SkeletonHooks {
   request(): void {
     this.vote.request()
   }
+}
+
+/**
+ * The lineage the ranks write and resume: the configured run id (a supervised
+ * run passes its own), else, resuming, the newest complete checkpoint's, else
+ * a new one; and the program's code identity when it was loaded from a file.
+ */
+function lineageOf(cfg: FaultToleranceConfig, id: ProgramIdentity, listed: Parameters<typeof newestComplete>[0]): { runId: string; code: CodeIdentity | undefined } {
+  const newest = cfg.resume ? newestComplete(listed)?.marker : undefined
+  const runId = cfg.runId ?? (newest !== undefined ? (newest.runId ?? '') : newRunId())
+  return { runId, code: id.code ? codeIdentityOf(id.code.programFile, id.code.modules) : undefined }
 }
 
 /** Run `f`; its error as plain data (for an allgather), or undefined. */

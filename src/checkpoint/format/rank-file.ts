@@ -2,6 +2,7 @@ import { open } from 'node:fs/promises'
 import { crc32 } from 'node:zlib'
 import { CheckpointCorruptError, ConfigError } from '../../errors.js'
 import { DTYPES, isDType, type DType } from '../../domains/dtype.js'
+import { isCodeIdentity, type CodeIdentity } from './code-record.js'
 import { checkJsonObject, isPlainObject, type JsonObject } from './json.js'
 
 /*
@@ -72,6 +73,10 @@ export interface RankFileMeta {
   digests?: Readonly<Record<string, string>>
   /** ISO time; now when omitted. */
   createdAt?: string
+  /** The run lineage that wrote the checkpoint (see identity/run.ts); absent when written outside a supervised or identified run. */
+  runId?: string
+  /** The program's code (see identity/code.ts), when known. */
+  code?: CodeIdentity
 }
 
 /** The decoded JSON header of a rank file. */
@@ -85,6 +90,10 @@ export interface RankFileHeader {
   settings: JsonObject
   digests: Record<string, string>
   createdAt: string
+  /** The run lineage that wrote the checkpoint, when known. */
+  runId?: string
+  /** The program's code, when the writer knew it. */
+  code?: CodeIdentity
   /** Length of the data section in bytes (the file is exactly data start + this). */
   dataLength: number
   entries: EntryRecord[]
@@ -177,6 +186,8 @@ export function encodeRankFile(meta: RankFileMeta, entries: readonly EntryInput[
     settings: checkJsonObject('settings', meta.settings),
     digests: { ...(meta.digests ?? {}) },
     createdAt: meta.createdAt ?? new Date().toISOString(),
+    ...(meta.runId !== undefined ? { runId: meta.runId } : {}),
+    ...(meta.code !== undefined ? { code: meta.code } : {}),
     dataLength: offset,
     entries: records,
   }
@@ -378,6 +389,8 @@ function checkHeader(h: unknown, name: string): RankFileHeader {
   if (!isPlainObject(h.settings)) bad('settings is not an object')
   if (!isPlainObject(h.digests) || !Object.values(h.digests).every((d) => typeof d === 'string')) bad('digests is not a map of strings')
   if (typeof h.createdAt !== 'string') bad('createdAt is not a string')
+  if (h.runId !== undefined && typeof h.runId !== 'string') bad('runId is not a string')
+  if (h.code !== undefined && !isCodeIdentity(h.code)) bad('code is not a code identity')
   if (!Array.isArray(h.entries)) return bad('entries is not an array')
   const names = new Set<string>()
   let expected = 0
@@ -412,6 +425,7 @@ function isBox(b: unknown): b is BoxRecord {
 
 function checkMeta(m: RankFileMeta): void {
   if (typeof m.fingerprint !== 'string') throw new ConfigError('checkpoint fingerprint must be a string')
+  if (m.runId !== undefined && typeof m.runId !== 'string') throw new ConfigError('checkpoint runId must be a string')
   for (const k of ['skeleton', 'step', 'rank', 'size'] as const) {
     if (!Number.isSafeInteger(m[k])) throw new ConfigError(`checkpoint ${k} must be an integer (got ${String(m[k])})`)
   }

@@ -34,6 +34,8 @@ export interface RejectedLine {
  * reads and verifies its own file of it once — the same read restore uses; a
  * file that fails there moves the line back and the ranks agree again.
  * Skipped checkpoints are logged (rank 0) and listed in `info.warnings`.
+ * Checkpoints in `foreign` (another run's, see identity/run.ts) are neither
+ * candidates nor worth a warning.
  *
  * ```ts
  * const { info, file } = await negotiateRecoveryLine(comm, store, settings, await store.list(), log)
@@ -46,19 +48,21 @@ export async function negotiateRecoveryLine(
   listed: readonly CheckpointSummary[],
   log: (text: string) => void,
   rejected: readonly RejectedLine[] = [],
+  foreign: ReadonlySet<number> = new Set(),
 ): Promise<NegotiatedLine> {
   const { rank, size } = comm
   const t0 = performance.now()
   // Settings and rank count first: checkpoints of another configuration are
   // refused outright, not passed over as "invalid" for a silent fresh start.
-  const newest = listed.filter((c) => c.complete && c.marker).pop()
+  const newest = listed.filter((c) => c.complete && c.marker && !foreign.has(c.seq)).pop()
   // The rank count is no refusal by itself: another one means an elastic restore.
   if (newest?.marker) assertSameSettings({ settings: newest.marker.settings, size }, { settings, size })
   // Agree on headers and sizes (cheap), then each rank reads and verifies its
   // own file of the chosen line once — the same read restore uses. A file
   // that fails there moves the line back and the ranks agree again.
+  // Checkpoints of other runs (`foreign`) are neither candidates nor worth a warning.
   const late: string[] = []
-  let views = await comm.allgather(await localView(store, rank, size, { checksums: false }))
+  let views = withoutForeign(await comm.allgather(await localView(store, rank, size, { checksums: false })), foreign)
   for (const r of rejected) {
     views = withoutSeq(views, r.seq)
     late.push(`checkpoint ${r.seq} skipped: ${r.problems.map((p) => `${p.file}: ${p.reason}`).join('; ')}`)
@@ -120,4 +124,10 @@ export async function negotiateRecoveryLine(
 /** The views with checkpoint `seq` no longer valid anywhere. */
 function withoutSeq(views: RankView[], seq: number): RankView[] {
   return views.map((v) => ({ ...v, valid: v.valid.filter((q) => q !== seq) }))
+}
+
+/** Views without the checkpoints in `foreign`. */
+function withoutForeign(views: readonly RankView[], foreign: ReadonlySet<number>): RankView[] {
+  if (foreign.size === 0) return [...views]
+  return views.map((v) => ({ ...v, valid: v.valid.filter((s) => !foreign.has(s)), problems: v.problems.filter((p) => !foreign.has(p.seq)) }))
 }

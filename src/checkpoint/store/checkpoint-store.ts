@@ -1,8 +1,8 @@
-import { mkdir, open, readdir, readFile, rename, rm, stat, unlink } from 'node:fs/promises'
+import { lstat, open, readdir, readFile, rename, rm, stat, unlink } from 'node:fs/promises'
 import { join, resolve } from 'node:path'
 import { performance } from 'node:perf_hooks'
 import { CheckpointCorruptError, CheckpointError, CheckpointMismatchError, ConfigError } from '../../errors.js'
-import { isTemporaryName, syncDirectory, writeDurably } from './durable.js'
+import { isTemporaryName, makeDirectory, syncDirectory, writeDurably } from './durable.js'
 import { decodeRankFile, headerChecksumOf, readHeaderOnly, type DecodedRankFile, type RankFileHeader } from '../format/rank-file.js'
 import { checkpointFsError, errorCode, explainFsError } from './fs-errors.js'
 import { encodeMarker, parseMarker, type CommitMarker, type RankFileRecord } from './marker.js'
@@ -128,16 +128,18 @@ export class CheckpointStore {
     const path = this.fileOf(seq, rank)
     const headerChecksum = headerChecksumOf(parts[0] ?? new Uint8Array(0))
     try {
-      await mkdir(dir, { recursive: true })
+      await makeDirectory(dir)
     } catch (e) {
       throw checkpointFsError('cannot create checkpoint directory', dir, e)
     }
     if (await exists(this.markerOf(seq))) {
-      throw new CheckpointError(`checkpoint ${seq} in ${this.dir} is already committed; a new checkpoint needs a new sequence number (see nextSeq())`)
+      throw new CheckpointError(`checkpoint ${seq} in ${this.dir} is already committed and is not overwritten: is another run writing to this directory?`)
     }
     let bytes: number
     try {
-      bytes = await writeDurably(path, parts, { reuse: this.spareOf(rank) })
+      // The spare folder is used only when it is a real folder of this directory, never a symlink out of it.
+      const spares = await lstat(join(this.dir, SPARE_DIR)).catch(() => undefined)
+      bytes = await writeDurably(path, parts, spares?.isDirectory() ? { reuse: this.spareOf(rank) } : {})
     } catch (e) {
       throw checkpointFsError('cannot write checkpoint file', path, e)
     }
@@ -317,7 +319,7 @@ export class CheckpointStore {
     const names = await namesIn(dir)
     const files = names.map((n) => RANK_FILE.exec(n)).filter((m): m is RegExpExecArray => m !== null)
     if (files.length === 0) return
-    await mkdir(join(this.dir, SPARE_DIR), { recursive: true })
+    await makeDirectory(join(this.dir, SPARE_DIR))
     for (const m of files) {
       // Any failure (a rank racing for its spare, a vanished file) only means one spare fewer:
       // the file is deleted with its directory right after, and a spare is only a speed-up.
@@ -408,6 +410,7 @@ function headerMismatch(h: RankFileHeader, m: CommitMarker, rank: number): strin
     return `the file is from skeleton ${h.skeleton} step ${h.step}, the marker says skeleton ${m.skeleton} step ${m.step}`
   }
   if (h.fingerprint !== m.fingerprint) return `the file was written by another program (fingerprint ${JSON.stringify(h.fingerprint)})`
+  if (h.runId !== m.runId) return `the file was written by another run (${JSON.stringify(h.runId ?? null)}, the marker says ${JSON.stringify(m.runId ?? null)})`
   return undefined
 }
 

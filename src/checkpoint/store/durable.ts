@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto'
-import { open, rename, unlink, type FileHandle } from 'node:fs/promises'
+import { constants } from 'node:fs'
+import { lstat, mkdir, open, rename, unlink, type FileHandle } from 'node:fs/promises'
 import { basename, dirname, join } from 'node:path'
 import { errorCode } from './fs-errors.js'
 
@@ -50,8 +51,9 @@ export async function writeDurably(path: string, parts: readonly Uint8Array[], o
   const tmp = join(dirname(path), `${basename(path)}${TMP_INFIX}${process.pid}-${randomBytes(4).toString('hex')}`)
   let fh: FileHandle | undefined
   try {
-    const reused = options.reuse !== undefined && (await renameIfPresent(options.reuse, tmp))
-    fh = reused ? await open(tmp, 'r+') : await open(tmp, 'wx', 0o644)
+    const reused = options.reuse !== undefined && (await renameIfPresent(options.reuse, tmp)) && (await reusable(tmp))
+    // O_NOFOLLOW: a symlink put in place of the recycled file between the check and the open is not followed either.
+    fh = reused ? await open(tmp, constants.O_RDWR | constants.O_NOFOLLOW) : await open(tmp, 'wx', 0o644)
     const bytes = await writeAll(fh, parts)
     // A recycled file may have been longer.
     if (reused) await fh.truncate(bytes)
@@ -88,6 +90,44 @@ export async function syncDirectory(dir: string): Promise<void> {
     if (code !== 'EINVAL' && code !== 'EISDIR' && code !== 'EPERM' && code !== 'EBADF') throw err
   } finally {
     await dh.close()
+  }
+}
+
+/**
+ * A recycled file is overwritten only when it is a plain file of its own: a
+ * symlink (possibly out of the checkpoint directory), a hard link (another
+ * name would see the new bytes) or anything else is removed instead, and a
+ * new file is created.
+ */
+async function reusable(path: string): Promise<boolean> {
+  const st = await lstat(path)
+  if (st.isFile() && st.nlink === 1) return true
+  await unlink(path)
+  return false
+}
+
+/**
+ * Creates a directory and its missing parents. Node's recursive mkdir reports
+ * ENOENT for failures that are something else (on a read-only file system it
+ * says ENOENT instead of EROFS): on ENOENT the missing levels are created one
+ * by one, so the error thrown is the real one.
+ *
+ * ```ts
+ * await makeDirectory('/mnt/ro/ckpt')   // throws EROFS, not ENOENT
+ * ```
+ */
+export async function makeDirectory(path: string): Promise<void> {
+  try {
+    await mkdir(path, { recursive: true })
+  } catch (err) {
+    if (errorCode(err) !== 'ENOENT') throw err
+    const parent = dirname(path)
+    if (parent !== path) await makeDirectory(parent)
+    try {
+      await mkdir(path)
+    } catch (e) {
+      if (errorCode(e) !== 'EEXIST') throw e
+    }
   }
 }
 

@@ -1,5 +1,6 @@
 import { crc32 } from 'node:zlib'
 import { CheckpointCorruptError, ConfigError } from '../../errors.js'
+import { isCodeIdentity, type CodeIdentity } from '../format/code-record.js'
 import { checkJsonObject, isPlainObject, type JsonObject } from '../format/json.js'
 
 /** What the commit marker says about one rank's file. */
@@ -30,6 +31,10 @@ export interface CommitMarker {
   /** One record per rank, in rank order. */
   ranks: RankFileRecord[]
   createdAt: string
+  /** The run lineage that wrote the checkpoint (automatic restarts use only their own run's checkpoints); absent for checkpoints written outside an identified run. */
+  runId?: string
+  /** The program's code, when known (a resume with other code is refused unless allowed). */
+  code?: CodeIdentity
 }
 
 /**
@@ -57,6 +62,8 @@ export function encodeMarker(m: CommitMarker): Uint8Array {
     settings: checkJsonObject('settings', m.settings),
     ranks: m.ranks.map((r) => ({ rank: r.rank, file: r.file, bytes: r.bytes, headerChecksum: r.headerChecksum })),
     createdAt: m.createdAt,
+    ...(m.runId !== undefined ? { runId: m.runId } : {}),
+    ...(m.code !== undefined ? { code: m.code } : {}),
   }
   const json = JSON.stringify(body)
   const withSum = JSON.stringify({ ...body, checksum: crc32(json) >>> 0 })
@@ -88,6 +95,8 @@ export function parseMarker(bytes: Uint8Array, name: string): CommitMarker {
   for (const k of ['seq', 'skeleton', 'step', 'size'] as const) if (!Number.isSafeInteger(rest[k])) bad(`${k} is not an integer`)
   if (typeof rest.fingerprint !== 'string') bad('fingerprint is not a string')
   if (typeof rest.createdAt !== 'string') bad('createdAt is not a string')
+  if (rest.runId !== undefined && typeof rest.runId !== 'string') bad('runId is not a string')
+  if (rest.code !== undefined && !isCodeIdentity(rest.code)) bad('code is not a code identity')
   if (!isPlainObject(rest.settings)) bad('settings is not an object')
   if (!Array.isArray(rest.ranks) || rest.ranks.length !== rest.size) bad('ranks does not list every rank')
   for (const [i, r] of (rest.ranks as unknown[]).entries()) {

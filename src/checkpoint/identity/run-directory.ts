@@ -1,0 +1,155 @@
+import { readFile, rm } from 'node:fs/promises'
+import { join } from 'node:path'
+import { CheckpointDirectoryError, ConfigError, EarlierRunError, MolotofError } from '../../errors.js'
+import { CheckpointStore, type CheckpointSummary } from '../store/checkpoint-store.js'
+import { acquireDirectoryLock, type DirectoryLock } from '../store/dir-lock.js'
+import { makeDirectory, writeDurably } from '../store/durable.js'
+import { explainFsError } from '../store/fs-errors.js'
+import { codeChangesOnDisk, describeCodeChanges } from './code.js'
+import { codeChangeVerdict, newestComplete, newRunId } from './run.js'
+
+/** What a run may do with the checkpoints it finds in its directory. */
+export interface RunDirectoryOptions {
+  dir: string
+  /** Continue the lineage of the newest complete checkpoint. */
+  resume: boolean
+  /** Discard every checkpoint in the directory first (a fresh start into a used directory). */
+  fresh?: boolean
+  /** Resume even if the program's code differs from the checkpoint's (a warning instead of a refusal). */
+  allowCodeChange?: boolean
+}
+
+/** A checkpoint directory opened for one run: its lock is held until `release`. */
+export interface RunDirectory {
+  /** The run lineage this run writes (and, after a failure, resumes from). */
+  readonly runId: string
+  /** What to tell the user before the ranks start (a stale lock taken over, checkpoints discarded). */
+  readonly notes: readonly string[]
+  /** Record that the run finished: a later fresh run may discard its checkpoints without asking. */
+  finish(): Promise<void>
+  release(): Promise<void>
+}
+
+/** The file that says which run last used the directory and whether it finished. */
+export const RUN_FILE = 'RUN'
+
+interface RunRecord {
+  runId: string
+  finished: boolean
+  startedAt: string
+}
+
+/**
+ * Opens the checkpoint directory for a supervised run, before any rank
+ * starts, so that environment problems and refusals come first and fast:
+ *
+ * 1. creates the directory and takes its lock (the run's first write: an
+ *    unwritable or read-only directory is reported here, with the real reason);
+ * 2. without `resume`: the checkpoints of a run that finished are discarded
+ *    (its result was delivered); those of a run that did not finish (it
+ *    failed, was stopped or preempted) refuse the start with EarlierRunError,
+ *    saying how to proceed; `fresh` discards them;
+ * 3. with `resume`: adopts the lineage of the newest complete checkpoint and
+ *    refuses (CodeChangedError) if files of the code that wrote it changed on
+ *    disk, unless `allowCodeChange`. The ranks check again what they loaded.
+ *
+ * ```ts
+ * const run = await openRunDirectory({ dir, resume: false }, 'examples/jacobi/jacobi.ts')
+ * try { ...attempts with { ...cfg, runId: run.runId }...; await run.finish() } finally { await run.release() }
+ * ```
+ */
+export async function openRunDirectory(o: RunDirectoryOptions, programFile: string): Promise<RunDirectory> {
+  const { dir } = o
+  if (o.fresh && o.resume) throw new ConfigError('--fresh discards the checkpoints that --resume would continue from: give one or the other')
+  try {
+    await makeDirectory(dir)
+  } catch (e) {
+    throw new CheckpointDirectoryError(dir, `cannot create the checkpoint directory ${dir}: ${explainFsError(e)}`, { cause: e })
+  }
+  let lock: DirectoryLock
+  try {
+    lock = await acquireDirectoryLock(dir)
+  } catch (e) {
+    if (e instanceof MolotofError) throw e
+    throw new CheckpointDirectoryError(dir, `cannot write to the checkpoint directory ${dir}: ${explainFsError(e)}`, { cause: e })
+  }
+  try {
+    const notes: string[] = []
+    if (lock.tookOver) {
+      const h = lock.tookOver
+      notes.push(`the lock of ${dir} was left by a run that no longer runs (pid ${h.pid} on ${h.host}, started ${h.startedAt}): taken over`)
+    }
+    const store = new CheckpointStore(dir)
+    const listed = await store.list()
+    const committed = listed.filter((c) => c.marker !== undefined)
+    const record = await readRunRecord(dir)
+    let runId: string
+    if (o.fresh) {
+      await discard(store, listed)
+      if (listed.length > 0) notes.push(`--fresh: discarded ${listed.length} checkpoint(s) of an earlier run in ${dir}`)
+      runId = newRunId()
+    } else if (!o.resume) {
+      if (committed.length > 0) {
+        const finished = record !== undefined && record.finished && committed.every((c) => c.marker!.runId === record.runId)
+        if (!finished) throw new EarlierRunError(dir, earlierRunMessage(dir, committed, programFile))
+        // That run delivered its result: its checkpoints can restore nothing this run needs.
+        await discard(store, listed)
+      }
+      runId = newRunId()
+    } else {
+      const newest = newestComplete(listed)
+      const m = newest?.marker
+      if (newest !== undefined && m !== undefined) {
+        const changes = m.code ? codeChangesOnDisk(m.code, programFile) : []
+        // Refused here, before any rank starts; when allowed, the ranks warn (they compare everything they loaded).
+        if (changes.length > 0 && !o.allowCodeChange) codeChangeVerdict(changes, { seq: newest.seq, allow: false, programFile })
+      }
+      runId = m === undefined ? newRunId() : (m.runId ?? '')
+    }
+    await writeRunRecord(dir, { runId, finished: false, startedAt: lock.holder.startedAt })
+    return {
+      runId,
+      notes,
+      finish: () => writeRunRecord(dir, { runId, finished: true, startedAt: lock.holder.startedAt }),
+      release: () => lock.release(),
+    }
+  } catch (e) {
+    await lock.release()
+    if (e instanceof MolotofError) throw e
+    throw new CheckpointDirectoryError(dir, `cannot use the checkpoint directory ${dir}: ${explainFsError(e)}`, { cause: e })
+  }
+}
+
+/** Every checkpoint of the directory and its spare files. */
+async function discard(store: CheckpointStore, listed: readonly CheckpointSummary[]): Promise<void> {
+  for (const c of listed) await store.remove(c.seq)
+  await rm(join(store.dir, 'spare'), { recursive: true, force: true })
+}
+
+async function readRunRecord(dir: string): Promise<RunRecord | undefined> {
+  try {
+    const v = JSON.parse(await readFile(join(dir, RUN_FILE), 'utf8')) as Partial<RunRecord>
+    if (typeof v.runId === 'string' && typeof v.finished === 'boolean') return { runId: v.runId, finished: v.finished, startedAt: String(v.startedAt) }
+  } catch {
+    // absent or damaged: nothing is known about the earlier run, so it counts as unfinished
+  }
+  return undefined
+}
+
+async function writeRunRecord(dir: string, r: RunRecord): Promise<void> {
+  await writeDurably(join(dir, RUN_FILE), [new TextEncoder().encode(JSON.stringify(r) + '\n')])
+}
+
+function earlierRunMessage(dir: string, committed: readonly CheckpointSummary[], programFile: string): string {
+  const m = committed[committed.length - 1].marker!
+  const program = m.fingerprint.replace(/^molotof-program:/, '')
+  const changes = m.code ? codeChangesOnDisk(m.code, programFile) : []
+  const code = !m.code ? '' : changes.length > 0 ? `; its code differs from the current files: ${describeCodeChanges(changes, programFile)}` : '; written by the current code'
+  const about = `program ${program}, run ${m.runId ?? 'unknown'}, last checkpoint ${m.seq} at skeleton ${m.skeleton} step ${m.step}, written ${m.createdAt}${code}`
+  return (
+    `the checkpoint directory ${dir} holds checkpoints of an earlier run that did not finish (${about}). ` +
+    "A run without --resume never restarts from another run's checkpoints, and does not discard them unasked. " +
+    `To continue that run, add --resume${changes.length > 0 ? ' (refused while its code differs, unless you also add --allow-code-change)' : ''}; ` +
+    'to discard its checkpoints and start afresh, add --fresh; or use another --checkpoint-dir.'
+  )
+}
