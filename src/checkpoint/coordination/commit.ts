@@ -139,7 +139,7 @@ export class CheckpointCommitter {
           createdAt: new Date().toISOString(),
           ...this.stamp,
         })
-        await this.store.prune(this.cfg.keep)
+        await this.store.prune(this.cfg.keep, { runId: this.stamp.runId })
       } catch (e) {
         commitFailure = (e as Error).message
       }

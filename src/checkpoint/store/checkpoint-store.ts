@@ -254,18 +254,20 @@ export class CheckpointStore {
    * ones older than the newest complete checkpoint; nothing newer than the
    * newest complete checkpoint is touched, since it may be being written right
    * now. Temporary files left by interrupted writes in the remaining (finished)
-   * checkpoints are deleted too.
+   * checkpoints are deleted too. With `runId`, the complete checkpoints of
+   * other runs are neither counted nor deleted: they are not this run's to discard.
    */
-  async prune(keep: number): Promise<PruneResult> {
+  async prune(keep: number, options: { runId?: string } = {}): Promise<PruneResult> {
     if (!Number.isSafeInteger(keep) || keep < 1) throw new ConfigError(`prune needs to keep at least 1 checkpoint (got ${keep})`)
     const all = await this.list()
-    const complete = all.filter((s) => s.complete).map((s) => s.seq)
+    const theirs = (s: CheckpointSummary) => options.runId !== undefined && s.complete && s.marker?.runId !== options.runId
+    const complete = all.filter((s) => s.complete && !theirs(s)).map((s) => s.seq)
     if (complete.length === 0) return { removed: [], temporaryFiles: 0 }
     const newest = complete[complete.length - 1]
     const kept = new Set(complete.slice(-keep))
     const removed: number[] = []
     for (const s of all) {
-      if (s.seq < newest && !kept.has(s.seq)) {
+      if (s.seq < newest && !kept.has(s.seq) && !theirs(s)) {
         await this.remove(s.seq, { keepSpares: true })
         removed.push(s.seq)
       }
