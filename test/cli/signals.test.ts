@@ -1,0 +1,80 @@
+// Signals as a terminal and a batch scheduler send them: to the whole process
+// group. The `molotof` command runs in a group of its own here, as in a shell.
+import { spawn } from 'node:child_process'
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { afterAll, describe, expect, it } from 'vitest'
+import { interiorSum, jacobiSerial } from '../../examples/jacobi/serial.js'
+
+const root = mkdtempSync(join(tmpdir(), 'molotof-signals-'))
+afterAll(() => rmSync(root, { recursive: true, force: true }))
+
+interface Cli {
+  pid: number
+  stdout: () => string
+  stderr: () => string
+  done: Promise<{ code: number | null; signal: NodeJS.Signals | null }>
+}
+
+/** `molotof run …` as the leader of its own process group. */
+function molotof(args: string[]): Cli {
+  const child = spawn(process.execPath, ['bin/molotof.mjs', 'run', ...args], { detached: true, stdio: ['ignore', 'pipe', 'pipe'] })
+  let out = ''
+  let err = ''
+  child.stdout.on('data', (b: Buffer) => (out += b.toString()))
+  child.stderr.on('data', (b: Buffer) => (err += b.toString()))
+  const done = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((res) => child.on('close', (code, signal) => res({ code, signal })))
+  return { pid: child.pid!, stdout: () => out, stderr: () => err, done }
+}
+
+async function until(what: () => boolean, timeoutMs = 60_000): Promise<void> {
+  for (const t0 = Date.now(); !what(); ) {
+    if (Date.now() - t0 > timeoutMs) throw new Error('timed out waiting')
+    await new Promise((r) => setTimeout(r, 20))
+  }
+}
+
+/** The highest step rank 0 reported in an events file so far. */
+function progressIn(events: string): number {
+  if (!existsSync(events)) return -1
+  let step = -1
+  for (const line of readFileSync(events, 'utf8').split('\n')) {
+    if (line.includes('"event":"progress"')) step = Math.max(step, JSON.parse(line).step as number)
+  }
+  return step
+}
+
+describe('signals to the process group', () => {
+  it('Ctrl-C to the whole group with --transport processes: checkpoint, exit 75, and the resumed run gives the same result', async () => {
+    const n = 64
+    const iterations = 4000
+    const dir = join(root, 'sigint')
+    const events = join(root, 'sigint.jsonl')
+    const args = ['examples/jacobi/jacobi.ts', '--ranks', '2', '--transport', 'processes', '--n', String(n), '--iterations', String(iterations), '--checkpoint-dir', dir]
+    const first = molotof([...args, '--events', events])
+    await until(() => progressIn(events) >= 200)
+    process.kill(-first.pid, 'SIGINT') // what a terminal does on Ctrl-C: every process of the foreground group
+    const stopped = await first.done
+    expect(stopped, first.stderr()).toEqual({ code: 75, signal: null })
+    expect(first.stderr()).toMatch(/preempted: checkpoint \d+ \(skeleton 0, step \d+\)/)
+    expect(first.stderr()).toMatch(/Resume with: molotof run .* --resume/)
+
+    const resumed = molotof([...args, '--resume'])
+    const end = await resumed.done
+    expect(end, resumed.stderr()).toEqual({ code: 0, signal: null })
+    expect(resumed.stdout()).toMatch(/resuming from checkpoint \d+/)
+    expect(Number(/checksum (\S+)/.exec(resumed.stdout())?.[1])).toBe(interiorSum(jacobiSerial(n, iterations), n))
+  }, 120_000)
+
+  it('SIGTERM arriving once the result is printed does not turn success into a signal exit', async () => {
+    const cli = molotof(['examples/jacobi/jacobi.ts', '--ranks', '2', '--n', '40', '--iterations', '20', '--checkpoint-dir', join(root, 'late')])
+    await until(() => cli.stdout().includes('checksum'))
+    try {
+      process.kill(-cli.pid, 'SIGTERM')
+    } catch {
+      // already gone: nothing to check then
+    }
+    expect(await cli.done).toEqual({ code: 0, signal: null })
+  }, 60_000)
+})
