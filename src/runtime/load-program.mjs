@@ -112,6 +112,9 @@ function locationOf(e, programFile) {
   for (const line of lines) {
     const m = /^at (?:.*? \()?((?:file:\/\/)?\/[^()]+?:\d+:\d+)\)?$/.exec(line.trim())
     if (m && !m[1].includes('/node_modules/') && !m[1].includes(BOOT_DIR)) frames.push(shortPath(m[1]))
+    // A module tsx loaded as CommonJS runs from a data: URL naming its file; its line numbers are of the compiled code.
+    const cjs = /^at .*data:text\/javascript,.*[?&]filePath=([^?&:\s]+)/.exec(line.trim())
+    if (cjs) frames.push(shortPath(decodeURIComponent(cjs[1]).replace(/\?.*$/, '')))
   }
   const ownFile = shortPath(programFile)
   return frames.find((f) => f.startsWith(ownFile + ':')) ?? frames[0]
