@@ -1,0 +1,56 @@
+// A disk that fills up while a background checkpoint is written on one rank:
+// the run fails with the disk-full error, and the partial checkpoint (the
+// other ranks' files, without a commit marker) is removed, not left behind.
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { afterEach, describe, expect, it, vi } from 'vitest'
+import { CheckpointStore } from '../../../src/checkpoint/store/checkpoint-store.js'
+import { runLocal } from '../../../src/runtime/local.js'
+import jacobi from '../../../examples/jacobi/jacobi.js'
+
+const disk = vi.hoisted(() => ({ fullFor: '' }))
+
+vi.mock('node:fs/promises', async (importOriginal) => {
+  const actual = await importOriginal<typeof import('node:fs/promises')>()
+  const open: typeof actual.open = async (...args) => {
+    const fh = await actual.open(...args)
+    if (disk.fullFor !== '' && String(args[0]).includes(`${disk.fullFor}.tmp-`)) {
+      const realWritev = fh.writev.bind(fh)
+      const failing = async (buffers: NodeJS.ArrayBufferView[], position?: number) => {
+        const first = buffers[0]
+        await realWritev([new Uint8Array(first.buffer, first.byteOffset, Math.min(64, first.byteLength))], position)
+        throw Object.assign(new Error('ENOSPC: no space left on device, write'), { code: 'ENOSPC', errno: -28, syscall: 'write' })
+      }
+      Object.assign(fh, { writev: failing })
+    }
+    return fh
+  }
+  return { ...actual, open, default: { ...actual, open } }
+})
+
+const dirs: string[] = []
+afterEach(() => {
+  disk.fullFor = ''
+  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true })
+})
+
+describe('disk full during a background checkpoint', () => {
+  it.each([true, false])('async %s: fails with "disk full" and leaves only complete checkpoints', async (async) => {
+    const dir = mkdtempSync(join(tmpdir(), 'molotof-svc-full-'))
+    dirs.push(dir)
+    const run = runLocal(jacobi, {
+      ranks: 3,
+      argv: ['--n', '30', '--iterations', '40'],
+      checkpoint: { dir, policy: { every: 5 }, keep: 2, resume: false, async },
+      onLog: () => {},
+    })
+    // Rank 1's writes fail from the start: ranks 0 and 2 write theirs, which make a partial checkpoint.
+    disk.fullFor = 'rank-1.mlf'
+    const e = await run.catch((x: unknown) => x)
+    expect((e as Error).message).toMatch(/could not be written .*\n\s+rank 1: cannot write checkpoint file .*rank-1\.mlf: no space left on the device \(disk full\) \(ENOSPC\)/)
+    const listed = await new CheckpointStore(dir).list()
+    expect(listed.filter((c) => !c.complete)).toEqual([])
+    expect(readdirSync(dir).filter((f) => f.startsWith('ckpt-'))).toEqual([])
+  })
+})
