@@ -6,8 +6,8 @@ export type ExitCodeLine = readonly [code: number, meaning: string]
 /** What every `molotof run` exit code means (the same words in every help page). */
 export const RUN_EXIT_CODES: readonly ExitCodeLine[] = [
   [0, 'done'],
-  [1, 'the run failed (the restart budget is spent, or an unexpected error)'],
-  [2, 'bad input (options, program file, checkpoint settings), refused before any computation'],
+  [1, 'the run failed (the restart budget is spent, a program error, disk full, a second signal, or an unexpected error)'],
+  [2, 'bad input, refused before any computation: options, program file, checkpoint settings or code, a checkpoint directory that is in use, unwritable or holds an unfinished run'],
   [75, 'preempted: checkpointed and stopped on SIGTERM/SIGINT or --time-limit; resume with --resume'],
 ]
 

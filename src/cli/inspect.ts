@@ -3,6 +3,7 @@ import { readHeaderOnly } from '../checkpoint/format/rank-file.js'
 import { describeBlocker, elasticBlockers } from '../checkpoint/recovery/elastic/line.js'
 import { DirectorySource } from '../checkpoint/recovery/elastic/source.js'
 import { CheckpointStore } from '../checkpoint/store/checkpoint-store.js'
+import { alive, lockHolder } from '../checkpoint/store/dir-lock.js'
 import { ConfigError } from '../errors.js'
 import { option } from '../skeletons/options.js'
 import { HELP_OPTION, parseCommand } from './args.js'
@@ -40,6 +41,10 @@ interface Row {
   ranks: number | undefined
   bytes: number
   entries: string[]
+  /** The run lineage that wrote the checkpoint. */
+  runId: string | undefined
+  /** The hash of the program code that wrote it, and its files. */
+  code: { hash: string; files: string[] } | undefined
   problems: string[]
   /** Whether a resume on another rank count can re-slice it; `blockers` say why not (or what needs a merge rule). */
   elastic?: { ok: boolean; blockers: string[] }
@@ -74,12 +79,16 @@ export async function inspectCommand(argv: readonly string[], out: (s: string) =
       ranks: c.marker?.size ?? header?.header.size,
       bytes: c.files.reduce((s, f) => s + f.bytes, 0),
       entries: header ? header.header.entries.map((e) => `${e.name}(${e.kind === 'heavy' ? `${e.dtype} ${formatBytes(e.length)}` : 'light'})`) : [],
+      runId: c.marker?.runId ?? header?.header.runId,
+      code: codeOf(c.marker?.code ?? header?.header.code),
       problems: [...(c.problem ? [c.problem] : []), ...(report?.problems ?? []).map((p) => `${p.file}: ${p.reason}`)],
     })
   }
   const spares = await store.spares()
+  const holder = await lockHolder(store.dir)
+  const lock = holder ? { ...holder, running: alive(holder) } : undefined
   if (f.json) {
-    out(JSON.stringify({ dir: store.dir, checkpoints: rows, spares }, null, 2))
+    out(JSON.stringify({ dir: store.dir, checkpoints: rows, spares, lock }, null, 2))
   } else if (rows.length === 0) {
     out(`no checkpoints in ${store.dir}`)
   } else {
@@ -91,6 +100,7 @@ export async function inspectCommand(argv: readonly string[], out: (s: string) =
       out(
         `  #${r.seq}  ${state.padEnd(10)} skeleton ${r.skeleton ?? '?'} step ${r.step ?? '?'}  ${r.ranks ?? '?'} ranks  ${formatBytes(r.bytes)}  entries: ${r.entries.join(', ') || '-'}${elastic}`,
       )
+      if (r.runId !== undefined || r.code) out(`      run ${r.runId || '-'}, code ${r.code ? `${r.code.hash} (${r.code.files.join(', ')})` : 'unknown'}`)
       for (const p of r.problems) out(`      ${p}`)
       if (r.elastic && !r.elastic.ok) out(`      on another rank count: ${r.elastic.blockers.join('; ')}`)
     }
@@ -98,6 +108,9 @@ export async function inspectCommand(argv: readonly string[], out: (s: string) =
   if (spares.length > 0 && !f.json) {
     const bytes = spares.reduce((n, f) => n + f.bytes, 0)
     out(`  spare: ${spares.length} rank file${spares.length === 1 ? '' : 's'} of pruned checkpoints, ${formatBytes(bytes)} (overwritten by the next checkpoints instead of new files)`)
+  }
+  if (lock && !f.json) {
+    out(`  lock: pid ${lock.pid} on ${lock.host}, started ${lock.startedAt}${lock.running ? ' (running)' : ' (stale: that run is gone; the next run takes it over)'}`)
   }
   const newest = rows[rows.length - 1]
   return newest && newest.complete && newest.valid ? 0 : 1
@@ -113,4 +126,8 @@ async function elasticityOf(store: CheckpointStore, seq: number, size: number): 
     ...(merge.length > 0 ? [`${refused.length > 0 ? 'and' : 'only if the program merges them'}: ${merge.map(describeBlocker).join('; ')}`] : []),
   ]
   return { ok: blockers.length === 0, blockers: lines }
+}
+
+function codeOf(code: { hash: string; files: Record<string, string> } | undefined): Row['code'] {
+  return code ? { hash: code.hash, files: Object.keys(code.files) } : undefined
 }

@@ -1,11 +1,12 @@
 // The exit status of `molotof run` per way a run ends, as `molotof run --help`
 // lists them: 0 done, 1 the run failed, 2 bad input, 75 preempted.
 import { spawn } from 'node:child_process'
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
 import { main } from '../../src/cli/main.js'
+import { acquireDirectoryLock } from '../../src/checkpoint/store/dir-lock.js'
 
 const root = mkdtempSync(join(tmpdir(), 'molotof-exit-'))
 afterAll(() => rmSync(root, { recursive: true, force: true }))
@@ -60,6 +61,20 @@ describe('molotof run: exit status per way a run ends', () => {
     const r = await run(...common, '--n', '10', '--resume')
     expect(r.code).toBe(2)
     expect(r.text).toMatch(/cannot resume: the checkpoint was taken with other settings\n {2}n: 8 → 10/)
+  })
+
+  it('2 when another run holds the checkpoint directory: refused at start, naming the holder', async () => {
+    const dir = freshDir()
+    mkdirSync(dir)
+    const lock = await acquireDirectoryLock(dir)
+    try {
+      const r = await run('examples/jacobi/jacobi.ts', '--ranks', '2', '--n', '8', '--iterations', '4', '--checkpoint-dir', dir)
+      expect(r.code).toBe(2)
+      expect(r.text).toMatch(new RegExp(`is in use by another run: pid ${process.pid} on \\S+, started ${lock.holder.startedAt}`))
+      expect(r.text).not.toMatch(/checksum/)
+    } finally {
+      await lock.release()
+    }
   })
 
   it('1 when the program throws on every attempt until the restart budget runs out', async () => {
