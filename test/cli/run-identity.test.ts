@@ -93,6 +93,10 @@ describe('molotof run: a checkpoint belongs to one program version and one run',
     const fresh = await run(...other, '--fresh')
     expect(fresh.code).toBe(0)
     expect(checksumOf(fresh.out)).toBe(interiorSum(jacobiSerial(24, 40), 24))
+    // That run finished: a run with other settings failing before its first checkpoint starts again from the beginning.
+    const after = await run('--n', '30', '--iterations', '40', '--checkpoint', 'every:10', '--checkpoint-dir', dir, '--inject', 'rank=0,step=3', '--quiet')
+    expect(after.code).toBe(0)
+    expect(checksumOf(after.out)).toBe(interiorSum(jacobiSerial(30, 40), 30))
     expect((await run('--fresh', '--resume', '--checkpoint-dir', dir)).err).toMatch(/--fresh discards the checkpoints that --resume would continue from/)
     expect((await run('--allow-code-change', '--checkpoint-dir', dir)).err).toMatch(/--allow-code-change applies to a resume: add --resume/)
   })

@@ -67,6 +67,20 @@ describe('signals to the process group', () => {
     expect(Number(/checksum (\S+)/.exec(resumed.stdout())?.[1])).toBe(interiorSum(jacobiSerial(n, iterations), n))
   }, 120_000)
 
+  it('a second signal to the group stops at once (exit 1), even while the ranks compute and forward late', async () => {
+    // The ranks spin for 20 s in one calculate: no checkpoint point comes between the two signals.
+    const events = join(root, 'twice.jsonl')
+    const cli = molotof(['test/fixtures/busy.ts', '--ranks', '2', '--transport', 'processes', '--steps', '3', '--busy-step', '1', '--busy-ms', '20000', '--checkpoint-dir', join(root, 'twice'), '--events', events])
+    await until(() => existsSync(events) && readFileSync(events, 'utf8').includes('"event":"progress"'))
+    process.kill(-cli.pid, 'SIGTERM')
+    await new Promise((r) => setTimeout(r, 300))
+    process.kill(-cli.pid, 'SIGTERM')
+    const t0 = Date.now()
+    expect(await cli.done, cli.stderr()).toEqual({ code: 1, signal: null })
+    expect(Date.now() - t0).toBeLessThan(10_000)
+    expect(cli.stderr()).toMatch(/stopped \(SIGTERM.*\) before the ranks could checkpoint/)
+  }, 60_000)
+
   it('SIGTERM arriving once the result is printed does not turn success into a signal exit', async () => {
     const cli = molotof(['examples/jacobi/jacobi.ts', '--ranks', '2', '--n', '40', '--iterations', '20', '--checkpoint-dir', join(root, 'late')])
     await until(() => cli.stdout().includes('checksum'))
