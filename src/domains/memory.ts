@@ -18,7 +18,13 @@ export function memoryLimit(): number {
   return cgroup !== undefined && cgroup > 0 && cgroup < total ? cgroup : total
 }
 
-/** Bytes in binary units for messages: `1.5 GiB`, `38 MiB`, `512 B`. */
+/**
+ * Bytes in binary units for messages.
+ *
+ * ```ts
+ * formatSize(1.5 * 2 ** 30)  // '1.50 GiB'
+ * ```
+ */
 export function formatSize(bytes: number): string {
   const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB', 'PiB', 'EiB']
   let v = bytes

@@ -65,6 +65,10 @@ export function codeChanges(stored: CodeIdentity, current: CodeIdentity): CodeCh
  * program's directory): a check the launcher can make before any rank starts.
  * Modules the program imports now but did not then are found by the ranks,
  * which know what they loaded.
+ *
+ * ```ts
+ * codeChangesOnDisk(marker.code, 'examples/jacobi/jacobi.ts')  // [{ file: 'relaxation.ts', change: 'changed' }]
+ * ```
  */
 export function codeChangesOnDisk(stored: CodeIdentity, programFile: string): CodeChange[] {
   const base = dirname(resolve(programFile))
@@ -91,7 +95,13 @@ export function describeCodeChanges(changes: readonly CodeChange[], programFile:
     .join(', ')
 }
 
-/** The changed files as the user sees them (relative to the current directory when inside it, else absolute). */
+/**
+ * The changed files as the user sees them (relative to the current directory when inside it, else absolute).
+ *
+ * ```ts
+ * shownFiles([{ file: 'relaxation.ts', change: 'changed' }], 'examples/jacobi/jacobi.ts')  // ['examples/jacobi/relaxation.ts']
+ * ```
+ */
 export function shownFiles(changes: readonly CodeChange[], programFile: string): string[] {
   const base = dirname(resolve(programFile))
   return changes.map((c) => {

@@ -78,7 +78,13 @@ export async function acquireDirectoryLock(dir: string): Promise<DirectoryLock> 
   return held(path, me, text, tookOver)
 }
 
-/** Who holds the lock of `dir` now, if anyone (for messages and `inspect`). */
+/**
+ * Who holds the lock of `dir` now, if anyone (for messages and `inspect`).
+ *
+ * ```ts
+ * const h = await lockHolder('/scratch/ckpt')   // { pid: 4242, host: 'node7', startedAt: '…' } or undefined
+ * ```
+ */
 export async function lockHolder(dir: string): Promise<LockRecord | undefined> {
   const raw = await readFile(join(dir, LOCK_FILE), 'utf8').catch(() => undefined)
   return raw === undefined ? undefined : parseRecord(raw)
@@ -87,6 +93,10 @@ export async function lockHolder(dir: string): Promise<LockRecord | undefined> {
 /**
  * Whether the process a lock names still runs. On another host nothing can be
  * checked: assume it does (the message tells how to remove a lock left behind).
+ *
+ * ```ts
+ * if (h && !alive(h)) console.log('stale lock: the next run takes it over')
+ * ```
  */
 export function alive(holder: LockRecord): boolean {
   if (holder.host !== hostname()) return true
