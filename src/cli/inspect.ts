@@ -98,9 +98,8 @@ export async function inspectCommand(argv: readonly string[], out: (s: string) =
       // "elastic": resumable on another rank count; otherwise what blocks it, on the next line.
       const elastic = r.elastic ? (r.elastic.ok ? '  elastic' : '  not elastic') : ''
       out(
-        `  #${r.seq}  ${state.padEnd(10)} skeleton ${r.skeleton ?? '?'} step ${r.step ?? '?'}  ${r.ranks ?? '?'} ranks  ${formatBytes(r.bytes)}  entries: ${r.entries.join(', ') || '-'}${elastic}`,
+        `  #${r.seq}  ${state.padEnd(10)} skeleton ${r.skeleton ?? '?'} step ${r.step ?? '?'}  ${r.ranks ?? '?'} ranks  ${formatBytes(r.bytes)}  entries: ${r.entries.join(', ') || '-'}${elastic}${identityOf(r)}`,
       )
-      if (r.runId !== undefined || r.code) out(`      run ${r.runId || '-'}, code ${r.code ? `${r.code.hash} (${r.code.files.join(', ')})` : 'unknown'}`)
       for (const p of r.problems) out(`      ${p}`)
       if (r.elastic && !r.elastic.ok) out(`      on another rank count: ${r.elastic.blockers.join('; ')}`)
     }
@@ -130,4 +129,10 @@ async function elasticityOf(store: CheckpointStore, seq: number, size: number): 
 
 function codeOf(code: { hash: string; files: Record<string, string> } | undefined): Row['code'] {
   return code ? { hash: code.hash, files: Object.keys(code.files) } : undefined
+}
+
+/** The run and code a checkpoint belongs to, at the end of its line (the JSON lists the code's files). */
+function identityOf(r: Row): string {
+  if (r.runId === undefined && r.code === undefined) return ''
+  return `  run ${r.runId || '-'} code ${r.code?.hash ?? '-'}`
 }
