@@ -56,8 +56,6 @@ export {
   InternalError,
   CodeChangedError,
   DirectoryLockedError,
-  EarlierRunError,
-  CheckpointDirectoryError,
   type LockHolder,
   type ExitClass,
   type RankLocation,

@@ -122,6 +122,7 @@ function digestOfFile(path: string): string {
   try {
     bytes = readFileSync(path)
   } catch {
+    // A module gone or unreadable since it was loaded hashes as empty: its entry then differs, which is the truth.
     bytes = new Uint8Array(0)
   }
   return createHash('sha256').update(bytes).digest('hex').slice(0, DIGEST_HEX)
@@ -134,6 +135,7 @@ function localPath(url: string): string | undefined {
   try {
     path = fileURLToPath(url.replace(/[?#].*$/, ''))
   } catch {
+    // Not a local file path (a remote or malformed file: URL): nothing of the program to hash.
     return undefined
   }
   return path.split(sep).includes('node_modules') ? undefined : path
@@ -162,6 +164,7 @@ function frameworkDir(): string | undefined {
   try {
     here = fileURLToPath(import.meta.url)
   } catch {
+    // Bundled without a file location: no framework folder to leave out (its files are not local modules then).
     return framework
   }
   for (let dir = dirname(here); dirname(dir) !== dir; dir = dirname(dir)) {

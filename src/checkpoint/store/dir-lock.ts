@@ -63,17 +63,18 @@ export async function acquireDirectoryLock(dir: string): Promise<DirectoryLock> 
         if (errorCode(e) === 'ENOENT') continue
         throw e
       }
-      const moved = await readFile(aside, 'utf8').catch(() => '')
+      const moved = await readFile(aside, 'utf8').catch(() => '') // unreadable: not the lock we judged stale
       if (moved !== raw) {
+        // Best effort to put the other run's lock back; if a third run took the name meanwhile, the loop looks again.
         await link(aside, path).catch(() => undefined)
-        await unlink(aside).catch(() => undefined)
+        await unlink(aside).catch(() => undefined) // the moved-aside name only; the lock is `path`
         continue
       }
-      await unlink(aside).catch(() => undefined)
+      await unlink(aside).catch(() => undefined) // a stale lock's leftover: harmless if it stays
       tookOver = holder ?? unknownHolder
     }
   } finally {
-    await unlink(candidate).catch(() => undefined)
+    await unlink(candidate).catch(() => undefined) // our private candidate name: harmless if it stays
   }
   return held(path, me, text, tookOver)
 }
@@ -86,7 +87,7 @@ export async function acquireDirectoryLock(dir: string): Promise<DirectoryLock> 
  * ```
  */
 export async function lockHolder(dir: string): Promise<LockRecord | undefined> {
-  const raw = await readFile(join(dir, LOCK_FILE), 'utf8').catch(() => undefined)
+  const raw = await readFile(join(dir, LOCK_FILE), 'utf8').catch(() => undefined) // no readable lock: no holder to name
   return raw === undefined ? undefined : parseRecord(raw)
 }
 
@@ -181,6 +182,7 @@ function processStart(pid: number): string | undefined {
     const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
     return fields[19]
   } catch {
+    // No /proc (not Linux) or the process is gone: nothing to compare.
     return undefined
   }
 }

@@ -7,7 +7,8 @@ import { pathToFileURL } from 'node:url'
 import { afterEach, describe, expect, it } from 'vitest'
 import { codeChanges, codeIdentityOf } from '../../../src/checkpoint/identity/code.js'
 import { checkResumeCode } from '../../../src/checkpoint/identity/run.js'
-import { CheckpointStore, CodeChangedError, runLocal } from '../../../src/index.js'
+import { CheckpointStore } from '../../../src/checkpoint/store/checkpoint-store.js'
+import { CodeChangedError, runLocal } from '../../../src/index.js'
 import jacobi from '../../../examples/jacobi/jacobi.js'
 
 const dirs: string[] = []
