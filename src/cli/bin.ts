@@ -7,9 +7,26 @@ process.stdout.on('error', (e: NodeJS.ErrnoException) => {
   throw e
 })
 
-const code = await main(process.argv.slice(2))
-process.exitCode = code
-// The outcome is decided (the result printed, or the run stopped): a signal
-// arriving while the process winds down ends it with that outcome, not as
-// killed by the signal.
-for (const signal of ['SIGINT', 'SIGTERM'] as const) process.on(signal, () => process.exit(code))
+// Once the outcome is decided (the result printed, or the run stopped), a
+// signal arriving while the process winds down ends it with that outcome, not
+// as killed by the signal. Listening from the start leaves no moment without a
+// listener between a command's own handlers (run: checkpoint and stop) and
+// this one; a signal no command handles ends the process as it would without it.
+const STOP_SIGNALS = ['SIGINT', 'SIGTERM'] as const
+let outcome: number | undefined
+const onStopSignal = (signal: NodeJS.Signals) => {
+  if (outcome !== undefined) process.exit(outcome)
+  if (process.listenerCount(signal) > 1) return
+  for (const s of STOP_SIGNALS) process.off(s, onStopSignal)
+  process.kill(process.pid, signal)
+}
+for (const s of STOP_SIGNALS) process.on(s, onStopSignal)
+
+outcome = await main(process.argv.slice(2))
+process.exitCode = outcome
+// Then leave at once, once what was written is flushed: while Node winds down
+// by itself (closing handles, stopping loader threads) its signal handlers are
+// gone, and a signal would still end the process as killed.
+const flushed = (stream: NodeJS.WriteStream) => new Promise<void>((resolve) => stream.write('', () => resolve()))
+await Promise.all([flushed(process.stdout), flushed(process.stderr)])
+process.exit(outcome)
