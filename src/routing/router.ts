@@ -34,6 +34,7 @@ interface Placement {
 }
 
 const NO_RUNS = new Int32Array(0)
+const plainBuffer = (n: number): ArrayBuffer => new ArrayBuffer(n)
 
 /**
  * One peer's share of a plan, with everything a superstep needs prepared
@@ -331,8 +332,15 @@ export class Router {
       p = this.comm.send(t.peer, tag, t.stagingBytes!)
       t.released = p
     }
-    if (p === SENT) return
-    // The peer reads this memory until it acknowledges: track it for settle() and pacing.
+    if (p !== SENT) this.track(t, src, p)
+  }
+
+  /**
+   * The peer reads `src`'s memory until it acknowledges: track `p` for
+   * settle() and pacing. Apart from sendOne, whose calls would otherwise each
+   * allocate the context these closures share.
+   */
+  private track(t: Transfer, src: Domain, p: Promise<void>): void {
     let list = this.pending.get(src)
     if (!list) this.pending.set(src, (list = []))
     list.push(p)
@@ -357,7 +365,7 @@ export class Router {
       place.bytes.set(bytes)
     } else {
       // Through an aligned staging array: the message bytes may sit at any offset.
-      const stage = t.stage(dst, (n) => new ArrayBuffer(n))
+      const stage = t.stage(dst, plainBuffer)
       t.stagingBytes!.set(bytes)
       unpack(stage, place.runs, dst.data)
     }

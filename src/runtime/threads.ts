@@ -168,7 +168,7 @@ export class ThreadCommunicator extends PointToPointCommunicator {
         port.postMessage({ k: 'data', seq, tag, id: 0, bytes: bytes.slice() } satisfies Wire)
       } else {
         const id = this.nextId++
-        result = new Promise<void>((resolve) => this.unreleased.set(id, resolve))
+        result = this.released(id)
         port.postMessage({ k: 'data', seq, tag, id, bytes } satisfies Wire)
       }
     }
@@ -176,6 +176,15 @@ export class ThreadCommunicator extends PointToPointCommunicator {
     Atomics.notify(header, SENT_SEQ)
     if (Atomics.load(header, SLEEPING) === 1 && Atomics.compareExchange(header, SLEEPING, 1, 0) === 1) port.postMessage(BELL)
     return result
+  }
+
+  /**
+   * Resolves when the peer acknowledges message `id`. A method of its own: a
+   * closure over `this` inside `send` would make every call of `send`
+   * allocate its context, even on the ring path.
+   */
+  private released(id: number): Promise<void> {
+    return new Promise<void>((resolve) => this.unreleased.set(id, resolve))
   }
 
   recv(src: number, tag: number): Promise<Message> {
@@ -268,7 +277,9 @@ export class ThreadCommunicator extends PointToPointCommunicator {
     }
     if (ring.i32[(at >> 2) + 2] !== seq) return false
     const len = ring.i32[(at >> 2) + 1]
-    const tag = ring.f64[(at >> 3) + 2]
+    const tagged = ring.f64[(at >> 3) + 2]
+    // An integer tag as an int32 (a Smi: no boxed double per message).
+    const tag = (tagged | 0) === tagged ? tagged | 0 : tagged
     const m = this.pool.take(len)
     // Word by word (never through doubles), then the tail bytes.
     const words = m.words
@@ -288,7 +299,12 @@ export class ThreadCommunicator extends PointToPointCommunicator {
     if (!list || list.length === 0) return false
     const i = list.findIndex((w) => w.seq === seq)
     if (i < 0) return false
-    const [w] = list.splice(i, 1)
+    this.deliverPortMessage(src, list.splice(i, 1)[0])
+    return true
+  }
+
+  /** Apart from takeEarly (called on every pull): its closure would make every call allocate a context. */
+  private deliverPortMessage(src: number, w: Extract<Wire, { k: 'data' }>): void {
     const port = this.port(src)
     let released = w.id === 0
     this.mailbox.deliver(src, w.tag, {
@@ -299,7 +315,6 @@ export class ThreadCommunicator extends PointToPointCommunicator {
         port.postMessage({ k: 'release', id: w.id } satisfies Wire)
       },
     })
-    return true
   }
 
   private onWire(peer: number, w: Wire, fromEventLoop: boolean): void {

@@ -67,6 +67,11 @@ export class CheckpointCommitter {
     return this.seq
   }
 
+  /** A background checkpoint is written or being written and not committed yet. */
+  get inFlight(): boolean {
+    return this.pending !== undefined
+  }
+
   /** Commit the background checkpoint if every rank's write is done (collective: one allreduce while one is in flight). */
   async commitIfAllDurable(): Promise<void> {
     if (this.pending && (await this.comm.allreduce(this.pending.done ? 0 : 1, 'max')) === 0) await this.finishPending()

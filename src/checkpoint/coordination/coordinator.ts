@@ -2,7 +2,7 @@ import { performance } from 'node:perf_hooks'
 import { ConfigError, errorRecord, InternalError, PreemptedError, reviveError, RunInterruptedError, type ErrorRecord } from '../../errors.js'
 import type { Communicator } from '../../routing/communicator.js'
 import type { FaultToleranceConfig, ProgramIdentity } from '../config.js'
-import type { CheckpointControl } from '../control.js'
+import type { CheckpointAt, CheckpointControl } from '../control.js'
 import type { CheckpointEvent, RecoveryInfo, ResumedFigures } from '../events.js'
 import type { DecodedRankFile } from '../format/rank-file.js'
 import { codeIdentityOf, type CodeIdentity } from '../identity/code.js'
@@ -15,7 +15,7 @@ import { restoreFromFile } from '../recovery/restore.js'
 import type { RecoveryDecision, RestoreOutcome, ResumeFigures, SkeletonHooks, SkeletonState } from '../skeleton-hooks.js'
 import { CheckpointStore } from '../store/checkpoint-store.js'
 import { CheckpointCommitter } from './commit.js'
-import { CheckpointVote } from './vote.js'
+import { CheckpointVote, type ClockState } from './vote.js'
 
 /** Callbacks and outside requests the coordinator reports to or honours. */
 export interface CoordinatorHooks {
@@ -151,8 +151,32 @@ export class CheckpointCoordinator implements SkeletonHooks {
     }
   }
 
-  async checkpointPoint(state: SkeletonState, last: boolean): Promise<void> {
+  /**
+   * Most checkpoint points have nothing to do (no checkpoint due by a step
+   * policy, no vote due, nothing in flight, not the last superstep): those
+   * return undefined at once, without a promise or any other allocation, so
+   * a superstep with a policy that never fires allocates nothing.
+   */
+  checkpointPoint(state: SkeletonState, last: boolean): Promise<void> | undefined {
     const clock = this.vote.clockFor(state)
+    const stop = this.cfg.interrupt
+    if (!last && !this.commits.inFlight && this.vote.quiet(state, clock) && !(stop !== undefined && stop.skeleton === state.index && stop.step === state.step)) {
+      const faults = this.hooks.control?.faults
+      if (faults) {
+        const at = this.quietAt
+        at.skeleton = state.index
+        at.step = state.step
+        faults.checkpointPointDone(at)
+      }
+      return undefined
+    }
+    return this.checkpointPointAsync(state, last, clock)
+  }
+
+  /** Where the last quiet checkpoint point was (one object, reused: the faults hook only reads it). */
+  private readonly quietAt: CheckpointAt = { skeleton: 0, step: 0 }
+
+  private async checkpointPointAsync(state: SkeletonState, last: boolean, clock: ClockState): Promise<void> {
     const now = performance.now()
     const { go, preempt, pollCommit } = await this.vote.decide(state, clock, now)
     if (pollCommit) await this.commits.commitIfAllDurable()

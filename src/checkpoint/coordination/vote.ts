@@ -79,6 +79,20 @@ export class CheckpointVote {
     this.requested = true
   }
 
+  /**
+   * True when `decide` would neither checkpoint, stop nor vote at this
+   * checkpoint point (no request, step policy not due, no vote due): the
+   * caller may skip it. Allocates nothing.
+   */
+  quiet(state: SkeletonState, clock: ClockState): boolean {
+    const control = this.control
+    if (this.requested || (control !== undefined && (control.checkpointRequested === true || control.preemptRequested))) return false
+    const c = clock.clock
+    const timeBased = c.timeBased
+    if ((timeBased || control?.preemptible === true) && state.step >= clock.voteStep) return false
+    return timeBased || !c.dueAtStep(state.step)
+  }
+
   /** Decide this checkpoint point (collective when the run votes and a vote is due). */
   async decide(state: SkeletonState, clock: ClockState, now: number): Promise<VoteOutcome> {
     const control = this.control

@@ -80,6 +80,16 @@ export class PolicyClock {
   }
 
   /**
+   * The vote of a step-based policy at `step` without a request: what
+   * `shouldCheckpoint` answers for `off`, `request` and `every`, without
+   * allocating (checked at every superstep). False for time-based policies.
+   */
+  dueAtStep(step: number): boolean {
+    const r = this.rule
+    return r.kind === 'every' && (step + 1) % r.steps === 0
+  }
+
+  /**
    * The target time between checkpoints in ms for time-based policies
    * (undefined for the others): the fixed period, or the Daly interval for the
    * estimated cost — the probe delay while no cost has been measured.
