@@ -92,21 +92,29 @@ class SocketCommunicator extends PointToPointCommunicator {
   send(dest: number, tag: number, bytes: Uint8Array): Promise<void> {
     if (dest === this.rank) {
       // slice() copies into a fresh ArrayBuffer: aligned, and independent of the caller's memory.
-      this.inbox.deliver(dest, tag, { bytes: bytes.slice(), release: () => {} })
+      this.inbox.deliver(dest, tag, { bytes: bytes.slice(), release: noRelease })
       return SENT
     }
     const socket = this.socket(dest)
     if (this.closed) return Promise.reject(new CommunicationError(`rank ${this.rank}: cannot send to rank ${dest}: communicator closed`))
     if (bytes.byteLength > MAX_PAYLOAD) return Promise.reject(new ConfigError(`rank ${this.rank}: message of ${bytes.byteLength} bytes is too large (max 4 GiB)`))
-    if (socket.destroyed || socket.writableEnded) {
-      return new Promise<void>((_resolve, reject) => this.afterGrace(dest, () => reject(this.lostError(dest, `cannot send to it (tag ${tag})`))))
-    }
+    if (socket.destroyed || socket.writableEnded) return this.sendToLost(dest, tag)
     if (bytes.byteLength <= COALESCE_BYTES) {
       // Copied next to its header: the caller may reuse its memory at once. A
       // failed write closes the socket, and 'close' fails what depends on the peer.
       writeFrame(socket, DATA, tag, bytes, undefined)
       return SENT
     }
+    return this.sendLarge(socket, dest, tag, bytes)
+  }
+
+  // The closures of a send live in these methods: inside `send` they would
+  // make every call allocate their shared context, small frames included.
+  private sendToLost(dest: number, tag: number): Promise<void> {
+    return new Promise<void>((_resolve, reject) => this.afterGrace(dest, () => reject(this.lostError(dest, `cannot send to it (tag ${tag})`))))
+  }
+
+  private sendLarge(socket: Socket, dest: number, tag: number, bytes: Uint8Array): Promise<void> {
     return new Promise<void>((resolve, reject) => {
       writeFrame(socket, DATA, tag, bytes, (err) => {
         if (!err) resolve()
@@ -298,6 +306,8 @@ class SocketCommunicator extends PointToPointCommunicator {
     return s as Socket
   }
 }
+
+const noRelease = (): void => {}
 
 /** Write one frame; `done` (if any) runs once the kernel has all of it (or on error). */
 function writeFrame(socket: Socket, kind: number, tag: number, payload: Uint8Array, done: ((err?: Error | null) => void) | undefined): void {
