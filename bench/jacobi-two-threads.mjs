@@ -1,6 +1,6 @@
 // A hand-written 2-thread Jacobi (no framework): two workers share both grids
 // (SharedArrayBuffer), split the rows, and meet at an Atomics barrier after
-// each sweep. The ceiling molotof's 2 ranks are compared with in bench:jacobi.
+// each sweep (spin, then wait). The ceiling molotof's 2 ranks are compared with in bench:jacobi.
 import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads'
 
 /** Seconds of `iterations` sweeps on an n×n interior with `threads` workers (loop only). */
@@ -33,9 +33,16 @@ if (!isMainThread) {
   }
   const lo = 1 + Math.floor((n * t) / threads)
   const hi = 1 + Math.floor((n * (t + 1)) / threads)
+  // Spin first (the other thread is usually a few µs away), then sleep on the counter.
   const barrier = (gen) => {
-    if (Atomics.add(sync, 0, 1) + 1 === threads * gen) Atomics.notify(sync, 0)
-    else while (Atomics.load(sync, 0) < threads * gen) Atomics.wait(sync, 0, Atomics.load(sync, 0), 10)
+    const target = threads * gen
+    if (Atomics.add(sync, 0, 1) + 1 === target) {
+      Atomics.notify(sync, 0)
+      return
+    }
+    for (let spin = 0; spin < 4000; spin++) if (Atomics.load(sync, 0) >= target) return
+    let seen
+    while ((seen = Atomics.load(sync, 0)) < target) Atomics.wait(sync, 0, seen, 10)
   }
   barrier(1)
   const t0 = performance.now()
