@@ -1,6 +1,6 @@
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
-import { localGroup } from '../../src/index.js'
+import { localGroup } from '../../src/runtime/local.js'
 import { Collectives } from '../../src/runtime/collectives.js'
 import type { ReduceOp } from '../../src/routing/communicator.js'
 
