@@ -1,8 +1,9 @@
-import { appendFileSync, writeFileSync } from 'node:fs'
+import { appendFileSync, rmSync, writeFileSync } from 'node:fs'
 import { basename, join, resolve } from 'node:path'
 import { parseDuration } from '../checkpoint/policy/duration.js'
 import { parsePolicy } from '../checkpoint/policy/policy.js'
 import type { FaultToleranceConfig } from '../checkpoint/config.js'
+import { memoryDirFor } from '../checkpoint/store/memory-level.js'
 import { ConfigError } from '../errors.js'
 import { TRANSPORTS } from '../runtime/group.js'
 import { parseInjection, type Injection, type RandomInjection } from '../runtime/inject.js'
@@ -21,7 +22,9 @@ export const RUN_OPTIONS = {
   checkpoint: option.string('off', 'checkpoint policy: off, every:<steps>, <seconds>s, mtbf:<duration>, request'),
   checkpointDir: option.string(undefined, 'checkpoint directory (default: .molotof/<program file name>)'),
   keep: option.int(2, 'complete checkpoints kept', { min: 1 }),
-  asyncCheckpoints: option.boolean(false, 'write checkpoints in the background (staging copy), commit once every rank is durable'),
+  memoryCheckpoint: option.string(undefined, 'memory-level policy (checkpoints in RAM, survive dead ranks): every:<steps>, <seconds>s, mtbf:<duration>, off; disk checkpoints are then flushed from it in the background'),
+  memoryDir: option.string(undefined, 'directory in RAM for the memory level (default: /dev/shm/molotof-<hash of the checkpoint directory>)'),
+  asyncCheckpoints: option.boolean(false, 'write disk checkpoints through a memory copy flushed in the background (the same as --memory-checkpoint off)'),
   resume: option.boolean(false, 'resume from the newest checkpoint valid on every rank (a clean start if there is none)'),
   restarts: option.int(3, 'automatic restarts after failures (the restart budget)', { min: 0 }),
   heartbeat: option.int(200, 'heartbeat period of rank processes, ms', { min: 10 }),
@@ -52,6 +55,7 @@ molotof run --help <program>.`,
     'molotof run examples/jacobi/jacobi.ts --ranks 2 --checkpoint every:50 --inject rank=1,step=120',
     'molotof run examples/jacobi/jacobi.ts --ranks 2 --transport processes --checkpoint 10s --time-limit 2h',
     'molotof run examples/jacobi/jacobi.ts --ranks 2 --checkpoint every:50 --resume      # after a crash',
+    'molotof run examples/jacobi/jacobi.ts --ranks 2 --memory-checkpoint every:5 --checkpoint every:50',
     'molotof run --help examples/swing/swing.ts                                          # its options',
   ],
 }
@@ -102,7 +106,9 @@ export async function runCommand(argv: readonly string[], out: (s: string) => vo
       }
     },
     onCheckpoint: (e) => {
-      if (!quiet) view.line(`checkpoint ${e.seq} committed: skeleton ${e.skeleton}, step ${e.step}, ${formatBytes(e.totalBytes)} on ${ranks} rank(s) in ${e.ms.toFixed(0)} ms`)
+      if (quiet) return
+      const how = e.level === 'memory' ? `in ${e.ms.toFixed(1)} ms` : e.stallMs === 0 ? `flushed in the background in ${e.ms.toFixed(0)} ms` : `in ${e.ms.toFixed(0)} ms`
+      view.line(`checkpoint ${e.seq} committed to ${e.level}: skeleton ${e.skeleton}, step ${e.step}, ${formatBytes(e.totalBytes)} on ${ranks} rank(s) ${how}`)
     },
     onEvent: (e) => {
       if (eventsFile) appendFileSync(eventsFile, JSON.stringify({ time: new Date().toISOString(), ...e }) + '\n')
@@ -127,6 +133,8 @@ export async function runCommand(argv: readonly string[], out: (s: string) => vo
       err(`preempted: ${where}.\nResume with: molotof run ${[program, ...argv.filter((a) => a !== program && !/^--(no-)?resume(=|$)/.test(a))].join(' ')} --resume`)
       return EXIT.preempted
     }
+    // A finished run frees its memory level (RAM); its disk checkpoints stay, as always.
+    if (checkpoint.memory) rmSync(checkpoint.memory.dir!, { recursive: true, force: true })
     if (f.json) out(JSON.stringify(r.value, jsonReplacer, 2))
     else out(r.text ?? JSON.stringify(r.value, jsonReplacer, 2))
     if (!quiet && !f.json) {
@@ -144,7 +152,16 @@ export async function runCommand(argv: readonly string[], out: (s: string) => vo
 /** Always on under the supervisor: restarts and preemption need somewhere to checkpoint to. */
 function faultTolerance(program: string, f: RunValues): FaultToleranceConfig {
   const dir = f.checkpointDir ?? join('.molotof', basename(program).replace(/\.[^.]+$/, ''))
-  return { dir: resolve(dir), policy: parsePolicy(f.checkpoint), keep: f.keep, resume: f.resume, async: f.asyncCheckpoints }
+  const ft: FaultToleranceConfig = { dir: resolve(dir), policy: parsePolicy(f.checkpoint), keep: f.keep, resume: f.resume }
+  if (f.memoryDir !== undefined && f.memoryCheckpoint === undefined && !f.asyncCheckpoints) {
+    throw new ConfigError('--memory-dir names the memory level\'s directory: give --memory-checkpoint too (e.g. every:5)')
+  }
+  if (f.memoryCheckpoint !== undefined || f.asyncCheckpoints) {
+    // --async-checkpoints is a memory level with no policy of its own: disk checkpoints go through RAM.
+    const policy = f.memoryCheckpoint === undefined ? ({ kind: 'off' } as const) : parsePolicy(f.memoryCheckpoint)
+    ft.memory = { policy, dir: resolve(f.memoryDir ?? memoryDirFor(ft.dir)) }
+  }
+  return ft
 }
 
 function injections(text: string | undefined): { fixed: Injection[]; random: RandomInjection | undefined } {

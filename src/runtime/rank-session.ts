@@ -48,7 +48,7 @@ export async function runSession(s: RankSession): Promise<unknown> {
     if (recovering && s.comm.rank === 0) {
       const r = coordinator.recovery!
       s.log(
-        `resuming from checkpoint ${r.seq} (skeleton ${r.skeleton}, step ${r.step}); recovery line agreed in ${r.negotiateMs.toFixed(1)} ms, ` +
+        `resuming from checkpoint ${r.seq} (skeleton ${r.skeleton}, step ${r.step}) from the ${r.level} level; recovery line agreed in ${r.negotiateMs.toFixed(1)} ms, ` +
           `rank file read and verified in ${r.loadMs.toFixed(1)} ms`,
       )
     }

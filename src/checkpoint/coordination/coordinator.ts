@@ -6,12 +6,16 @@ import type { CheckpointControl } from '../control.js'
 import type { CheckpointEvent, RecoveryInfo, ResumedFigures } from '../events.js'
 import type { DecodedRankFile } from '../format/rank-file.js'
 import { parsePolicy } from '../policy/policy.js'
-import { negotiateRecoveryLine } from '../recovery/negotiate.js'
+import { negotiateRecoveryLine, type LevelSource } from '../recovery/negotiate.js'
 import { restoreFromFile } from '../recovery/restore.js'
 import type { RecoveryDecision, RestoreOutcome, ResumeFigures, SkeletonHooks, SkeletonState } from '../skeleton-hooks.js'
 import { CheckpointStore } from '../store/checkpoint-store.js'
+import { memoryDirFor } from '../store/memory-level.js'
 import { CheckpointCommitter } from './commit.js'
 import { CheckpointVote } from './vote.js'
+
+/** A memory checkpoint whose stall exceeds this share of the compute between two of them draws a warning. */
+const MEMORY_COST_SHARE = 0.1
 
 /** Callbacks and outside requests the coordinator reports to or honours. */
 export interface CoordinatorHooks {
@@ -35,6 +39,7 @@ export interface CoordinatorHooks {
 export class CheckpointCoordinator implements SkeletonHooks {
   /** This rank's file of the recovery line, read and verified during negotiation. */
   private restoredFile: DecodedRankFile | undefined
+  private memoryWarned = false
 
   private constructor(
     private readonly comm: Communicator,
@@ -62,21 +67,33 @@ export class CheckpointCoordinator implements SkeletonHooks {
   ): Promise<CheckpointCoordinator> {
     if (!Number.isSafeInteger(cfg.keep) || cfg.keep < 1) throw new ConfigError(`keep must be a positive integer (got ${cfg.keep})`)
     parsePolicy(cfg.policy)
+    const memoryPolicy = cfg.memory ? parsePolicy(cfg.memory.policy) : cfg.async ? ({ kind: 'off' } as const) : undefined
     const store = new CheckpointStore(cfg.dir)
+    const memory = memoryPolicy === undefined ? undefined : new CheckpointStore(cfg.memory?.dir ?? memoryDirFor(cfg.dir), { volatile: true })
+    const levels = memory ? [memory, store] : [store]
     // Every rank checks; any refusal is reported by all of them alike.
-    const check = await settle(() => store.assertFingerprint(id.fingerprint))
+    const check = await settle(async () => {
+      for (const s of levels) await s.assertFingerprint(id.fingerprint)
+    })
     const checks = await comm.allgather(check)
     const refused = checks.find((c) => c !== undefined)
     if (refused) throw reviveError(refused)
 
     const listed = await store.list()
-    const nextSeq = listed.reduce((m, s) => Math.max(m, s.seq + 1), 0)
+    const memoryListed = memory ? await memory.list() : []
+    // One numbering over every level: a checkpoint keeps its number when it is flushed from memory to disk.
+    const nextSeq = [...listed, ...memoryListed].reduce((m, s) => Math.max(m, s.seq + 1), 0)
     const seq = await comm.allreduce(nextSeq, 'max')
-    const vote = new CheckpointVote(comm, cfg.policy, hooks.control)
-    const commits = new CheckpointCommitter(comm, cfg, id, store, seq, hooks)
+    const vote = new CheckpointVote(comm, cfg.policy, hooks.control, memoryPolicy)
+    const stores = { disk: store, memory, memorySeqs: memoryListed.map((s) => s.seq) }
+    const commits = new CheckpointCommitter(comm, cfg, id, stores, seq, { ...hooks, log })
     if (!cfg.resume) return new CheckpointCoordinator(comm, cfg, store, vote, commits, undefined, log, hooks)
 
-    const { info, file } = await negotiateRecoveryLine(comm, store, id.settings, listed, log)
+    const sources: LevelSource[] = [
+      ...(memory ? [{ level: 'memory' as const, store: memory, listed: memoryListed }] : []),
+      { level: 'disk', store, listed },
+    ]
+    const { info, file } = await negotiateRecoveryLine(comm, sources, id.settings, log)
     const coordinator = new CheckpointCoordinator(comm, cfg, store, vote, commits, info, log, hooks)
     coordinator.restoredFile = file
     return coordinator
@@ -97,6 +114,7 @@ export class CheckpointCoordinator implements SkeletonHooks {
     const restored = restoreFromFile(state, file, r.seq)
     const clock = this.vote.clockFor(state)
     clock.lastAt = performance.now()
+    if (clock.memory) clock.memory.lastAt = clock.lastAt
     return restored
   }
 
@@ -104,7 +122,8 @@ export class CheckpointCoordinator implements SkeletonHooks {
     const r = this.recovery
     if (r) Object.assign(r, { replayMs: f.replayMs, restoreMs: f.restoreMs })
     if (r && r.seq !== undefined) {
-      this.hooks.onResumed?.({ seq: r.seq, skeleton: r.skeleton, step: r.step, negotiateMs: r.negotiateMs, loadMs: r.loadMs, replayMs: f.replayMs, restoreMs: f.restoreMs })
+      const { seq, skeleton, step, negotiateMs, loadMs } = r
+      this.hooks.onResumed?.({ seq, skeleton, step, negotiateMs, loadMs, replayMs: f.replayMs, restoreMs: f.restoreMs, level: r.level ?? 'disk' })
     }
     if (this.comm.rank === 0) {
       this.log(`replayed ${f.step} supersteps of skeleton ${f.skeleton} in ${f.replayMs.toFixed(1)} ms, restored in ${f.restoreMs.toFixed(1)} ms`)
@@ -114,17 +133,39 @@ export class CheckpointCoordinator implements SkeletonHooks {
   async checkpointPoint(state: SkeletonState, last: boolean): Promise<void> {
     const clock = this.vote.clockFor(state)
     const now = performance.now()
-    const { go, preempt, pollCommit } = await this.vote.decide(state, clock, now)
+    const { go, level, preempt, pollCommit } = await this.vote.decide(state, clock, now)
     if (pollCommit) await this.commits.commitIfAllDurable()
-    const background = this.cfg.async === true && !preempt && !last
-    if (go) await this.commits.write(state, clock, now, background)
     const stop = this.cfg.interrupt
     const stopping = stop !== undefined && stop.skeleton === state.index && stop.step === state.step
+    if (go) {
+      const since = clock.memory ? now - clock.memory.lastAt : 0
+      await this.commits.write(state, clock, now, level, last || preempt || stopping)
+      if (clock.memory) this.warnIfMemoryTooFrequent(clock.memory.costs, since)
+    }
     // The end of a skeleton, a preemption or an interruption commit what is still in flight.
-    if (last || preempt || stopping) await this.commits.finishPending()
+    if (last || preempt || stopping) await this.commits.finishPending(true)
     this.hooks.control?.faults?.checkpointPointDone({ skeleton: state.index, step: state.step })
     if (preempt) throw new PreemptedError(go ? this.commits.nextSeq - 1 : undefined)
     if (stopping) throw new RunInterruptedError(state.index, state.step)
+  }
+
+  /**
+   * A memory policy more frequent than its own cost allows: warn once (rank
+   * 0) when a memory checkpoint's stall, measured, is more than 10 % of the
+   * compute time between two of them.
+   */
+  private warnIfMemoryTooFrequent(costs: readonly number[], intervalMs: number): void {
+    if (this.memoryWarned || costs.length < 2 || intervalMs <= 0) return
+    const cost = costs[costs.length - 1]
+    if (cost <= MEMORY_COST_SHARE * intervalMs) return
+    this.memoryWarned = true
+    if (this.comm.rank === 0) {
+      this.log(
+        `warning: a memory checkpoint costs ${cost.toFixed(1)} ms and they are ${intervalMs.toFixed(1)} ms of compute apart ` +
+          `(${((100 * cost) / (cost + intervalMs)).toFixed(0)} % of the run); space them at least ${(cost / MEMORY_COST_SHARE).toFixed(0)} ms apart ` +
+          '(a larger --memory-checkpoint every:<steps>, a time such as 2s, or mtbf:<duration>)',
+      )
+    }
   }
 
   /**

@@ -2,7 +2,9 @@ import { mkdir, open, readdir, readFile, rename, rm, stat, unlink } from 'node:f
 import { join, resolve } from 'node:path'
 import { performance } from 'node:perf_hooks'
 import { CheckpointCorruptError, CheckpointError, CheckpointMismatchError, ConfigError } from '../../errors.js'
-import { isTemporaryName, syncDirectory, writeDurably } from './durable.js'
+import { existsSync, readdirSync, renameSync, rmSync } from 'node:fs'
+import { copyDurably, isTemporaryName, syncDirectory, writeDurably } from './durable.js'
+import { makeDirectory, writeVolatile } from './volatile.js'
 import { decodeRankFile, headerChecksumOf, readHeaderOnly, type DecodedRankFile, type RankFileHeader } from '../format/rank-file.js'
 import { checkpointFsError, errorCode, explainFsError } from './fs-errors.js'
 import { encodeMarker, parseMarker, type CommitMarker, type RankFileRecord } from './marker.js'
@@ -78,10 +80,17 @@ const SPARE_DIR = 'spare'
  */
 export class CheckpointStore {
   readonly dir: string
+  /**
+   * A directory in RAM (the memory level, on tmpfs): files are written
+   * synchronously and never fsynced (see writeVolatile). Same layout, same
+   * format, same commit rule.
+   */
+  readonly volatile: boolean
 
-  constructor(dir: string) {
+  constructor(dir: string, options: { volatile?: boolean } = {}) {
     if (typeof dir !== 'string' || dir === '') throw new ConfigError('the checkpoint directory must be a non-empty path')
     this.dir = resolve(dir)
+    this.volatile = options.volatile === true
   }
 
   /** Directory of checkpoint `seq`. */
@@ -127,6 +136,18 @@ export class CheckpointStore {
     const dir = this.pathOf(seq)
     const path = this.fileOf(seq, rank)
     const headerChecksum = headerChecksumOf(parts[0] ?? new Uint8Array(0))
+    if (this.volatile) {
+      let bytes: number
+      try {
+        makeDirectory(dir)
+        if (existsSync(this.markerOf(seq))) throw new CheckpointError(`checkpoint ${seq} in ${this.dir} is already committed`)
+        bytes = writeVolatile(path, parts, { reuse: this.spareOf(rank) })
+      } catch (e) {
+        if (e instanceof CheckpointError) throw e
+        throw checkpointFsError('cannot write checkpoint file', path, e)
+      }
+      return { rank, file: `rank-${rank}.mlf`, path, bytes, headerChecksum, durationMs: performance.now() - t0 }
+    }
     try {
       await mkdir(dir, { recursive: true })
     } catch (e) {
@@ -145,6 +166,30 @@ export class CheckpointStore {
   }
 
   /**
+   * Copies this rank's file of checkpoint `seq` from another level's store
+   * (the memory level) into this one, durably and in the background (see
+   * copyDurably): the bytes move as they are, the format is the same on
+   * every level. `headerChecksum` is the one the source level recorded.
+   */
+  async flushRankFile(seq: number, rank: number, from: CheckpointStore, headerChecksum: number): Promise<RankFileWritten> {
+    const t0 = performance.now()
+    const dir = this.pathOf(seq)
+    const path = this.fileOf(seq, rank)
+    try {
+      await mkdir(dir, { recursive: true })
+    } catch (e) {
+      throw checkpointFsError('cannot create checkpoint directory', dir, e)
+    }
+    let bytes: number
+    try {
+      bytes = await copyDurably(from.fileOf(seq, rank), path)
+    } catch (e) {
+      throw checkpointFsError('cannot flush checkpoint file', path, e)
+    }
+    return { rank, file: `rank-${rank}.mlf`, path, bytes, headerChecksum, durationMs: performance.now() - t0 }
+  }
+
+  /**
    * Makes checkpoint `seq` complete by writing its commit marker, after making
    * the checkpoint directory's own entry durable. Call once, after every rank's
    * writeRankFile has resolved; `marker.ranks` are their results in rank order.
@@ -154,6 +199,10 @@ export class CheckpointStore {
     const bytes = encodeMarker(marker)
     const path = this.markerOf(seq)
     try {
+      if (this.volatile) {
+        writeVolatile(path, [bytes])
+        return
+      }
       await syncDirectory(this.dir)
       await writeDurably(path, [bytes])
     } catch (e) {
@@ -252,15 +301,16 @@ export class CheckpointStore {
    * ones older than the newest complete checkpoint; nothing newer than the
    * newest complete checkpoint is touched, since it may be being written right
    * now. Temporary files left by interrupted writes in the remaining (finished)
-   * checkpoints are deleted too.
+   * checkpoints are deleted too. `pinned` checkpoints are kept whatever their
+   * age (the memory copy a background flush is reading).
    */
-  async prune(keep: number): Promise<PruneResult> {
+  async prune(keep: number, options: { pinned?: readonly number[] } = {}): Promise<PruneResult> {
     if (!Number.isSafeInteger(keep) || keep < 1) throw new ConfigError(`prune needs to keep at least 1 checkpoint (got ${keep})`)
     const all = await this.list()
     const complete = all.filter((s) => s.complete).map((s) => s.seq)
     if (complete.length === 0) return { removed: [], temporaryFiles: 0 }
     const newest = complete[complete.length - 1]
-    const kept = new Set(complete.slice(-keep))
+    const kept = new Set([...complete.slice(-keep), ...(options.pinned ?? [])])
     const removed: number[] = []
     for (const s of all) {
       if (s.seq < newest && !kept.has(s.seq)) {
@@ -307,6 +357,36 @@ export class CheckpointStore {
       await rm(this.markerOf(seq), { force: true })
       if (options.keepSpares) await this.keepAsSpares(dir)
       await rm(dir, { recursive: true, force: true })
+    } catch (e) {
+      throw checkpointFsError('cannot delete checkpoint', dir, e)
+    }
+  }
+
+  /**
+   * remove(seq, { keepSpares: true }) done synchronously, for the memory
+   * level: on tmpfs it takes microseconds, and the rank that prunes does not
+   * hop through the thread pool at its checkpoint point.
+   */
+  discardSync(seq: number): void {
+    const dir = this.pathOf(seq)
+    try {
+      rmSync(this.markerOf(seq), { force: true })
+      let names: string[] = []
+      try {
+        names = readdirSync(dir)
+      } catch (e) {
+        if (errorCode(e) !== 'ENOENT') throw e
+      }
+      const files = names.map((n) => RANK_FILE.exec(n)).filter((m): m is RegExpExecArray => m !== null)
+      if (files.length > 0) makeDirectory(join(this.dir, SPARE_DIR))
+      for (const m of files) {
+        try {
+          renameSync(join(dir, m[0]), this.spareOf(Number(m[1])))
+        } catch {
+          // One spare fewer (a rank racing for its spare, a vanished file): the file goes with its directory.
+        }
+      }
+      rmSync(dir, { recursive: true, force: true })
     } catch (e) {
       throw checkpointFsError('cannot delete checkpoint', dir, e)
     }

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto'
-import { open, rename, unlink, type FileHandle } from 'node:fs/promises'
+import { copyFile, open, rename, unlink, type FileHandle } from 'node:fs/promises'
 import { basename, dirname, join } from 'node:path'
 import { errorCode } from './fs-errors.js'
 
@@ -66,6 +66,37 @@ export async function writeDurably(path: string, parts: readonly Uint8Array[], o
     // file left behind is harmless (prune and recovery delete temporary files).
     if (fh) await fh.close().catch(() => undefined)
     await unlink(tmp).catch(() => undefined) // the same cleanup
+    throw err
+  }
+}
+
+/**
+ * Copies the file `source` to `path` durably, with writeDurably's rules
+ * (temporary name, fsync, rename, directory fsync). The copy runs in the
+ * kernel on libuv's thread pool (copy_file_range), so the JavaScript thread
+ * keeps computing: this is how the memory level is flushed to disk.
+ *
+ * ```ts
+ * const bytes = await copyDurably('/dev/shm/molotof-1a2b/ckpt-00000007/rank-0.mlf', '/ckpt/ckpt-00000007/rank-0.mlf')
+ * ```
+ */
+export async function copyDurably(source: string, path: string): Promise<number> {
+  const tmp = join(dirname(path), `${basename(path)}${TMP_INFIX}${process.pid}-${randomBytes(4).toString('hex')}`)
+  let fh: FileHandle | undefined
+  try {
+    await copyFile(source, tmp)
+    fh = await open(tmp, 'r+')
+    const bytes = (await fh.stat()).size
+    await fh.sync()
+    await fh.close()
+    fh = undefined
+    await rename(tmp, path)
+    await syncDirectory(dirname(path))
+    return bytes
+  } catch (err) {
+    // Cleanup after a failure: the original error is rethrown; a leftover temporary file is harmless.
+    if (fh) await fh.close().catch(() => undefined)
+    await unlink(tmp).catch(() => undefined)
     throw err
   }
 }
