@@ -1,4 +1,4 @@
-import { appendFileSync, rmSync, writeFileSync } from 'node:fs'
+import { appendFileSync, writeFileSync } from 'node:fs'
 import { basename, join, resolve } from 'node:path'
 import { parseDuration } from '../checkpoint/policy/duration.js'
 import { parsePolicy } from '../checkpoint/policy/policy.js'
@@ -133,8 +133,6 @@ export async function runCommand(argv: readonly string[], out: (s: string) => vo
       err(`preempted: ${where}.\nResume with: molotof run ${[program, ...argv.filter((a) => a !== program && !/^--(no-)?resume(=|$)/.test(a))].join(' ')} --resume`)
       return EXIT.preempted
     }
-    // A finished run frees its memory level (RAM); its disk checkpoints stay, as always.
-    if (checkpoint.memory) rmSync(checkpoint.memory.dir!, { recursive: true, force: true })
     if (f.json) out(JSON.stringify(r.value, jsonReplacer, 2))
     else out(r.text ?? JSON.stringify(r.value, jsonReplacer, 2))
     if (!quiet && !f.json) {

@@ -35,8 +35,9 @@ export async function runSession(s: RankSession): Promise<unknown> {
   const rt: RankRuntime = { comm: s.comm, status: s.status, hooks: noHooks, onStep: s.onStep, onSkeletonStart: s.onSkeletonStart }
   s.status.set(-1, -1, 'light')
   let recovering = false
+  let coordinator: CheckpointCoordinator | undefined
   if (s.ft) {
-    const coordinator = await CheckpointCoordinator.open(
+    coordinator = await CheckpointCoordinator.open(
       s.comm,
       s.ft,
       { fingerprint: fingerprintOf(s.program), settings: settingsOf(s.program.options, s.options) },
@@ -54,5 +55,7 @@ export async function runSession(s: RankSession): Promise<unknown> {
     }
   }
   const ctx = new RankContext(rt, s.options, recovering, s.log)
-  return s.program.main(ctx)
+  const value = await s.program.main(ctx)
+  await coordinator?.finish()
+  return value
 }

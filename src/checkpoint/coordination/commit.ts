@@ -12,23 +12,36 @@ import { encodeLight } from '../light/codec.js'
 import { replayDigests } from '../recovery/replay-check.js'
 import type { SkeletonState } from '../skeleton-hooks.js'
 import type { CheckpointStore } from '../store/checkpoint-store.js'
-import type { RankFileRecord } from '../store/marker.js'
+import { CheckpointIoThread } from '../store/io-thread.js'
+import type { CommitMarker, RankFileRecord } from '../store/marker.js'
 import { availableMemoryBytes } from '../store/memory-level.js'
 import { domainPayload, StagingBuffers } from '../store/staging.js'
 import type { ClockState } from './vote.js'
 
-/** A disk checkpoint whose write (or flush from memory) has started on this rank and that is not committed yet. */
+/** What one rank's write (or flush) of a checkpoint came to. */
+interface WriteResult {
+  written?: RankFileRecord
+  failure?: string
+  /** From the checkpoint point to the file being there (ms). */
+  ms: number
+}
+
+/** A checkpoint whose file is being written on this rank and that is not committed yet. */
 interface PendingCheckpoint {
   seq: number
   skeleton: number
   step: number
   clock: ClockState
   started: number
-  durable: Promise<{ written?: RankFileRecord; failure?: string; ms: number }>
+  durable: Promise<WriteResult>
   /** This rank's write has finished (successfully or not). */
   done: boolean
-  /** Flushed from the memory level in the background (not written at the checkpoint point). */
-  flushed: boolean
+  /** Written in the background (a memory checkpoint, or a disk one flushed from memory), not at the checkpoint point. */
+  background: boolean
+  /** How long the compute waited at the checkpoint point for it (ms, this rank). */
+  stallMs: number
+  /** A memory checkpoint that is also a disk one: flushed once committed in memory. */
+  flush?: boolean
 }
 
 /** Where checkpoints go: the disk level (the checkpoint directory) and, when on, the memory level in RAM. */
@@ -41,30 +54,40 @@ export interface CheckpointStores {
 
 /**
  * Writing this rank's file of a checkpoint and committing it with the other
- * ranks, on a level. Without a memory level a disk checkpoint is written and
- * committed at the checkpoint point. With one, every checkpoint is first
- * written to RAM and committed there at once (one allgather; the previous
- * memory checkpoint is discarded only then: double buffering); a disk
- * checkpoint is then flushed from that memory copy in the background and
- * committed later, at a collective place every rank reaches:
- * `commitIfAllDurable` at votes, `finishPending` before the next disk
- * checkpoint, at the end of a skeleton, on preemption or interruption. A
- * commit is collective: rank 0 writes the level's `COMMIT` marker once every
- * rank's file is there; a failure anywhere fails every rank alike and leaves
- * the previous checkpoint of that level the recovery line.
+ * ranks, on a level.
+ *
+ * Without a memory level a disk checkpoint is written and committed at the
+ * checkpoint point. With one, the checkpoint point only copies the payloads
+ * to shared staging buffers (the stall: one memory copy); a helper thread
+ * computes their CRCs, the thread pool writes the file to RAM, and the
+ * memory checkpoint is committed at the next collective place where every
+ * rank's file is there — only then is the previous memory checkpoint
+ * discarded (double buffering). A disk checkpoint is then flushed from that
+ * memory copy in the background and committed in the same way. The
+ * collective places: `commitIfAllDurable` at votes (or at every checkpoint
+ * point when the run does not vote), the next checkpoint, the end of a
+ * skeleton, preemption and interruption (`finishPending(true)`). A commit is
+ * collective: rank 0 writes the level's `COMMIT` marker once every rank's
+ * file is there; a failure anywhere fails every rank alike and leaves the
+ * previous checkpoint of that level intact.
  *
  * ```ts
  * const commits = new CheckpointCommitter(comm, cfg, id, { disk, memory }, firstSeq, { onCheckpoint, control })
  * await commits.write(state, clock, performance.now(), 'memory')
- * await commits.finishPending()   // every rank, at the same point
+ * await commits.finishPending(true)   // every rank, at the same point
  * ```
  */
 export class CheckpointCommitter {
-  /** A disk checkpoint flushed in the background, not committed yet. */
+  /** A memory checkpoint being written in the background, not committed yet. */
+  private pendingMemory: PendingCheckpoint | undefined
+  /** A disk checkpoint being flushed in the background, not committed yet. */
   private pending: PendingCheckpoint | undefined
   /** Rank 0: the commit marker (and prune) of a flushed disk checkpoint, written in the background; resolves to a failure message. */
   private markerWrite: Promise<string | undefined> | undefined
   private readonly staging = new StagingBuffers()
+  /** Copies of the payloads of the memory checkpoint in flight (SharedArrayBuffers: the checksum thread reads them). */
+  private readonly shared = new StagingBuffers(true)
+  private readonly io = new CheckpointIoThread()
   private readonly store: CheckpointStore
   private readonly memory: CheckpointStore | undefined
   /** Memory checkpoints present (rank 0 discards all but the newest and the one being flushed). */
@@ -79,7 +102,7 @@ export class CheckpointCommitter {
     stores: CheckpointStores,
     /** The number of the next checkpoint (the same on every rank, over all levels). */
     private seq: number,
-    private readonly hooks: { onCheckpoint?: (e: CheckpointEvent) => void; control?: CheckpointControl; log?: (text: string) => void } = {},
+    private readonly hooks: { onCheckpoint?: (e: CheckpointEvent) => void; control?: CheckpointControl } = {},
   ) {
     this.store = stores.disk
     this.memory = stores.memory
@@ -91,96 +114,97 @@ export class CheckpointCommitter {
     return this.seq
   }
 
-  /** Commit the background checkpoint if every rank's write is done (collective: one allreduce while one is in flight). */
+  /**
+   * Commit what was written in the background if every rank's write is done
+   * (collective: one allreduce while anything is in flight). One sum answers
+   * both levels: memory writes not done count size+1 each, flushes 1.
+   */
   async commitIfAllDurable(): Promise<void> {
-    if (this.pending && (await this.comm.allreduce(this.pending.done ? 0 : 1, 'max')) === 0) await this.finishPending()
+    const memory = this.pendingMemory
+    const flush = this.pending
+    if (!memory && !flush) return
+    const { size } = this.comm
+    const notDone = (memory && !memory.done ? size + 1 : 0) + (flush && !flush.done ? 1 : 0)
+    const sum = await this.comm.allreduce(notDone, 'sum')
+    if (memory && Math.floor(sum / (size + 1)) === 0) await this.finishMemory()
+    if (flush && sum % (size + 1) === 0 && this.pending === flush) await this.finishPending()
   }
 
   /**
-   * Commit the background checkpoint, if any (collective: all ranks reach it
-   * together). `final` (end of a skeleton, preemption, interruption) also
-   * waits, on rank 0, for the commit marker written in the background.
+   * Commit everything in flight (collective: all ranks reach it together):
+   * the memory checkpoint, then the disk flush. `final` (end of a skeleton,
+   * preemption, interruption) also waits for a flush started by that commit
+   * and, on rank 0, for the disk commit marker written in the background.
    */
   async finishPending(final = false): Promise<void> {
+    await this.finishMemory()
     const p = this.pending
     this.pending = undefined
     if (p) await this.commit(p)
     if (final) await this.settleMarker()
   }
 
-  /** Rank 0: wait for the disk commit marker being written in the background; its failure is thrown here. */
-  private async settleMarker(): Promise<void> {
-    const m = this.markerWrite
-    this.markerWrite = undefined
-    const failure = m ? await m : undefined
-    if (failure !== undefined) throw new CheckpointError(failure)
-  }
-
   /**
    * Write this rank's file of a checkpoint of `state` to `level` and commit
-   * it. With a memory level every checkpoint goes to memory first; a `disk`
-   * one is then flushed in the background (committed at once when `final`:
-   * the end of a skeleton, a preemption or an interruption).
+   * it. With a memory level every checkpoint goes to memory, in the
+   * background; a `disk` one is then flushed from there. `final` (the end of
+   * a skeleton, a preemption or an interruption) commits everything before
+   * returning.
    */
   async write(state: SkeletonState, clock: ClockState, started: number, level: CheckpointLevel, final = false): Promise<void> {
     const { rank, size } = this.comm
+    const memory = this.memory
+    // The staging buffers are reused: the previous memory checkpoint must be written (and is committed) first.
+    if (memory) await this.finishMemory()
     if (level === 'disk') await this.finishPending()
     const seq = this.seq++
-    const entries = this.entries(state)
-    const digests = replayDigests(state)
-    const parts = encodeRankFile(
-      { fingerprint: this.id.fingerprint, skeleton: state.index, step: state.step, rank, size, settings: this.id.settings, digests },
-      entries,
-    )
     const at = { skeleton: state.index, step: state.step }
-    if (this.memory === undefined) {
+    const meta = { fingerprint: this.id.fingerprint, skeleton: state.index, step: state.step, rank, size, settings: this.id.settings, digests: replayDigests(state) }
+    if (memory === undefined) {
+      const parts = encodeRankFile(meta, this.entries(state, this.staging))
       const durable = this.writeDisk(seq, at, parts, started)
-      const pending: PendingCheckpoint = { seq, skeleton: state.index, step: state.step, clock, started, durable, done: false, flushed: false }
-      await this.commit(pending)
+      await this.commit({ seq, skeleton: state.index, step: state.step, clock, started, durable, done: false, background: false, stallMs: 0 })
       return
     }
-    const memory = this.memory
-    if (!this.ramChecked.has(state.index)) await this.refuseBeyondRam(state, parts, memory)
-    // A kill at a disk step fires during the background flush instead (see below).
-    if (level === 'memory') {
-      const torn = this.hooks.control?.faults?.tornWrite(at, { dir: memory.pathOf(seq), path: memory.fileOf(seq, rank), parts })
-      if (torn) await torn
-    }
-    let written: RankFileRecord | undefined
-    let failure: string | undefined
-    try {
-      const w = await memory.writeRankFile(seq, rank, parts)
-      written = { rank, file: w.file, bytes: w.bytes, headerChecksum: w.headerChecksum }
-    } catch (e) {
-      failure = (e as Error).message
-    }
-    const pinned = level === 'disk' ? seq : this.pending?.seq
-    const record = await this.commitMemory(seq, state, written, failure, started, pinned)
-    const mem = clock.memory
-    if (mem) {
-      mem.costs.push(record.ms)
-      mem.lastAt = performance.now()
-    }
-    if (level === 'memory') return
-    // The disk copy is flushed from the memory copy while the next supersteps compute.
-    const durable = (async () => {
+    // The stall: copy the payloads (the program overwrites its arrays from the next superstep on).
+    // Packed payloads are already copies in a shared buffer; views of the program's arrays are copied.
+    const staged = this.entries(state, this.shared).map((e) => (e.kind === 'heavy' && !isShared(e.bytes) ? { ...e, bytes: this.shared.copy(e.name, e.bytes) } : e))
+    if (!this.ramChecked.has(state.index)) await this.refuseBeyondRam(state, staged, memory)
+    const durable = (async (): Promise<WriteResult> => {
       try {
-        const torn = this.hooks.control?.faults?.tornWrite(at, { dir: this.store.pathOf(seq), path: this.store.fileOf(seq, rank), parts })
-        if (torn) await torn
-        const w = await this.store.flushRankFile(seq, rank, memory, written!.headerChecksum)
+        const heavy = staged.filter((e) => e.kind === 'heavy')
+        const sums = await this.io.sums(heavy.map((e) => (e.bytes instanceof Uint8Array ? [e.bytes] : e.bytes)))
+        const parts = encodeRankFile(meta, staged.map((e) => (e.kind === 'heavy' ? { ...e, checksum: sums[heavy.indexOf(e)] } : e)))
+        // A kill injected at a disk step fires during the flush instead (see startFlush).
+        if (level === 'memory') {
+          const torn = this.hooks.control?.faults?.tornWrite(at, { dir: memory.pathOf(seq), path: memory.fileOf(seq, rank), parts })
+          if (torn) await torn
+        }
+        const w = await memory.writeRankFile(seq, rank, parts, this.io)
         return { written: { rank, file: w.file, bytes: w.bytes, headerChecksum: w.headerChecksum }, ms: performance.now() - started }
       } catch (e) {
         return { failure: (e as Error).message, ms: performance.now() - started }
       }
     })()
-    const pending: PendingCheckpoint = { seq, skeleton: state.index, step: state.step, clock, started, durable, done: false, flushed: true }
+    const pending: PendingCheckpoint = {
+      seq,
+      skeleton: state.index,
+      step: state.step,
+      clock,
+      started,
+      durable,
+      done: false,
+      background: true,
+      stallMs: performance.now() - started,
+      flush: level === 'disk',
+    }
     void durable.then(() => (pending.done = true))
-    this.pending = pending
+    this.pendingMemory = pending
     if (final) await this.finishPending(true)
   }
 
   /** This rank's file written to the disk level at the checkpoint point (no memory level). */
-  private async writeDisk(seq: number, at: CheckpointAt, parts: Uint8Array[], started: number): Promise<{ written?: RankFileRecord; failure?: string; ms: number }> {
+  private async writeDisk(seq: number, at: CheckpointAt, parts: Uint8Array[], started: number): Promise<WriteResult> {
     const { rank } = this.comm
     try {
       const torn = this.hooks.control?.faults?.tornWrite(at, { dir: this.store.pathOf(seq), path: this.store.fileOf(seq, rank), parts })
@@ -193,44 +217,73 @@ export class CheckpointCommitter {
   }
 
   /**
-   * Commit a memory checkpoint (collective: one allgather). Rank 0 writes the
-   * marker and then discards older memory checkpoints, but never `pinned`
-   * (the copy a background flush reads).
+   * Commit the memory checkpoint in flight, if any (collective: one
+   * allgather). Rank 0 writes the marker and then discards older memory
+   * checkpoints, but never the one a flush reads. A disk checkpoint's flush
+   * starts here, from the committed memory copy.
    */
-  private async commitMemory(
-    seq: number,
-    state: SkeletonState,
-    written: RankFileRecord | undefined,
-    failure: string | undefined,
-    started: number,
-    pinned: number | undefined,
-  ): Promise<{ ms: number }> {
+  private async finishMemory(): Promise<void> {
+    const p = this.pendingMemory
+    if (!p) return
+    this.pendingMemory = undefined
     const memory = this.memory!
-    const { rank, size } = this.comm
-    const all = await this.comm.allgather({ written, failure, ms: performance.now() - started })
-    const failed = all.map((a, r) => (a.failure ? `rank ${r}: ${a.failure}` : '')).filter(Boolean)
+    const { rank } = this.comm
+    const { seq } = p
+    const r = await p.durable
+    const all = await this.comm.allgather({ written: r.written, failure: r.failure, ms: r.ms, stallMs: p.stallMs })
+    const failed = all.map((a, i) => (a.failure ? `rank ${i}: ${a.failure}` : '')).filter(Boolean)
     if (failed.length > 0) {
       throw new CheckpointError(`memory checkpoint ${seq} could not be written in ${memory.dir} (the previous one is intact):\n  ${failed.join('\n  ')}`)
     }
+    const pinned = p.flush ? seq : this.pending?.seq
     if (rank === 0) {
-      await memory.commit(seq, {
-        seq,
-        skeleton: state.index,
-        step: state.step,
-        size,
-        fingerprint: this.id.fingerprint,
-        settings: this.id.settings,
-        ranks: all.map((a) => a.written!),
-        createdAt: new Date().toISOString(),
-      })
+      await memory.commit(seq, this.markerOf(p, all))
       // Double buffering: the previous memory checkpoint goes only now that this one is complete everywhere.
       for (const old of this.memoryKept) if (old !== seq && old !== pinned) memory.discardSync(old)
     }
     this.memoryKept = pinned !== undefined && pinned !== seq ? [pinned, seq] : [seq]
+    const mem = p.clock.memory
+    // Young/Daly and the frequency warning count what the compute lost: the stall, slowest rank.
+    const stall = Math.max(...all.map((a) => a.stallMs))
+    if (mem) {
+      mem.costs.push(stall)
+      mem.lastAt = performance.now()
+    }
     const ms = Math.max(...all.map((a) => a.ms))
-    const totalBytes = all.reduce((s, a) => s + (a.written?.bytes ?? 0), 0)
-    this.hooks.onCheckpoint?.({ seq, skeleton: state.index, step: state.step, bytes: written!.bytes, totalBytes, ms, level: 'memory', stallMs: performance.now() - started })
-    return { ms }
+    const totalBytes = all.reduce((n, a) => n + (a.written?.bytes ?? 0), 0)
+    this.hooks.onCheckpoint?.({ seq, skeleton: p.skeleton, step: p.step, bytes: r.written!.bytes, totalBytes, ms, level: 'memory', stallMs: p.stallMs })
+    if (p.flush) this.startFlush(p, r.written!)
+  }
+
+  /** Copy this rank's memory file of a committed memory checkpoint to disk, in the background. */
+  private startFlush(p: PendingCheckpoint, inMemory: RankFileRecord): void {
+    const memory = this.memory!
+    const { rank } = this.comm
+    const { seq, started } = p
+    const durable = (async (): Promise<WriteResult> => {
+      try {
+        const torn = this.hooks.control?.faults?.tornWrite(
+          { skeleton: p.skeleton, step: p.step },
+          { dir: this.store.pathOf(seq), path: this.store.fileOf(seq, rank), parts: [] },
+        )
+        if (torn) await torn
+        const w = await this.store.flushRankFile(seq, rank, memory, inMemory.headerChecksum)
+        return { written: { rank, file: w.file, bytes: w.bytes, headerChecksum: w.headerChecksum }, ms: performance.now() - started }
+      } catch (e) {
+        return { failure: (e as Error).message, ms: performance.now() - started }
+      }
+    })()
+    const flush: PendingCheckpoint = { ...p, durable, done: false, background: true, stallMs: 0, flush: false }
+    void durable.then(() => (flush.done = true))
+    this.pending = flush
+  }
+
+  /** Rank 0: wait for the disk commit marker being written in the background; its failure is thrown here. */
+  private async settleMarker(): Promise<void> {
+    const m = this.markerWrite
+    this.markerWrite = undefined
+    const failure = m ? await m : undefined
+    if (failure !== undefined) throw new CheckpointError(failure)
   }
 
   /**
@@ -239,9 +292,9 @@ export class CheckpointCommitter {
    * written when that is more than the node's free RAM, with the figures.
    * Collective, once per skeleton (its checkpoints may differ in size).
    */
-  private async refuseBeyondRam(state: SkeletonState, parts: readonly Uint8Array[], memory: CheckpointStore): Promise<void> {
+  private async refuseBeyondRam(state: SkeletonState, entries: readonly EntryInput[], memory: CheckpointStore): Promise<void> {
     this.ramChecked.add(state.index)
-    const mine = parts.reduce((n, p) => n + p.byteLength, 0)
+    const mine = entries.reduce((n, e) => n + (e.bytes instanceof Uint8Array ? e.bytes.byteLength : e.bytes.reduce((m, p) => m + p.byteLength, 0)), 0)
     const total = await this.comm.allreduce(mine, 'sum')
     const available = availableMemoryBytes(memory.dir)
     const flushes = !('kind' in this.cfg.policy && this.cfg.policy.kind === 'off')
@@ -249,15 +302,29 @@ export class CheckpointCommitter {
     if (available !== undefined && copies * total > available) {
       throw new ConfigError(
         `the memory level needs ${formatMiB(copies * total)} in ${memory.dir} (${copies} copies of ${formatMiB(total)}: ` +
-          `the newest checkpoint, the next one, and the one being flushed to disk) and this node has ${formatMiB(available)} free; ` +
+          `the newest checkpoint, the next one${flushes ? ', and the one being flushed to disk' : ''}) and this node has ${formatMiB(available)} free; ` +
           'write fewer bytes (unregister what replay rebuilds), or use the disk level only',
       )
     }
   }
 
+  /** The commit marker of `p` from every rank's record. */
+  private markerOf(p: PendingCheckpoint, all: readonly { written?: RankFileRecord }[]): CommitMarker {
+    return {
+      seq: p.seq,
+      skeleton: p.skeleton,
+      step: p.step,
+      size: this.comm.size,
+      fingerprint: this.id.fingerprint,
+      settings: this.id.settings,
+      ranks: all.map((a) => a.written!),
+      createdAt: new Date().toISOString(),
+    }
+  }
+
   /** Commit a disk checkpoint whose write was started: collective, every rank calls it at the same point. */
   private async commit(p: PendingCheckpoint): Promise<void> {
-    const { rank, size } = this.comm
+    const { rank } = this.comm
     const { seq, clock, started } = p
     const { written, failure, ms: durableMs } = await p.durable
     // Commit only when every rank's file is durable; any failure fails every rank alike.
@@ -266,18 +333,9 @@ export class CheckpointCommitter {
     if (failed.length > 0) {
       throw new CheckpointError(`checkpoint ${seq} could not be written (the previous checkpoint is intact):\n  ${failed.join('\n  ')}`)
     }
-    const marker = {
-      seq,
-      skeleton: p.skeleton,
-      step: p.step,
-      size,
-      fingerprint: this.id.fingerprint,
-      settings: this.id.settings,
-      ranks: all.map((a) => a.written!),
-      createdAt: new Date().toISOString(),
-    }
+    const marker = this.markerOf(p, all)
     const totalBytes = all.reduce((s, a) => s + (a.written?.bytes ?? 0), 0)
-    if (p.flushed) {
+    if (p.background) {
       // Every rank's file is durable: rank 0 writes the marker in the background (the others need not
       // wait for its fsyncs), after the previous one; a failure surfaces at the next commit or at the end.
       const ms = Math.max(...all.map((a) => a.ms))
@@ -319,7 +377,7 @@ export class CheckpointCommitter {
   }
 
   /** The payloads of a checkpoint, as views of the program's memory (written before the next superstep). */
-  private entries(state: SkeletonState): EntryInput[] {
+  private entries(state: SkeletonState, staging: StagingBuffers): EntryInput[] {
     const { rank } = this.comm
     const reg = state.registry
     const all = this.cfg.contents === 'default'
@@ -328,20 +386,25 @@ export class CheckpointCommitter {
     if (includes('read')) {
       // In circulation the blocks have already moved: save what this rank now holds for the next step.
       const box = state.mode === 'circulation' && state.next ? state.next.needed[rank] : state.partition.possessed[rank]
-      out.push(this.domainEntry('read', state.write, box))
+      out.push(domainEntry('read', state.write, box, staging))
     }
-    if (includes('write')) out.push(this.domainEntry('write', state.read, state.partition.possessed[rank].intersect(state.read.box)))
+    if (includes('write')) out.push(domainEntry('write', state.read, state.partition.possessed[rank].intersect(state.read.box), staging))
     if (includes('iterator')) out.push({ name: 'iterator', kind: 'light', bytes: encodeLight(state.it, undefined, 'iterator') })
     for (const h of reg.heavy.values()) out.push({ name: h.name, kind: 'heavy', dtype: dtypeOf(h.array), bytes: bytesOf(h.array) })
     for (const l of reg.light.values()) out.push({ name: l.name, kind: 'light', bytes: encodeLight(l.cell.value, l.serializer, l.name) })
     return out
   }
 
-  /** A domain's cells in `box` as a payload written from the domain's memory (see domainPayload). */
-  private domainEntry(name: string, d: Domain, box: DomainDesc): EntryInput {
-    const record = { lower: [...box.lower], upper: [...box.upper] }
-    return { name, kind: 'heavy', dtype: d.dtype, box: record, bytes: domainPayload(d, box, this.staging, name) }
-  }
+}
+
+/** A domain's cells in `box` as a payload written from the domain's memory (see domainPayload). */
+function domainEntry(name: string, d: Domain, box: DomainDesc, staging: StagingBuffers): EntryInput {
+  const record = { lower: [...box.lower], upper: [...box.upper] }
+  return { name, kind: 'heavy', dtype: d.dtype, box: record, bytes: domainPayload(d, box, staging, name) }
+}
+
+function isShared(bytes: Uint8Array | readonly Uint8Array[]): boolean {
+  return bytes instanceof Uint8Array && bytes.buffer instanceof SharedArrayBuffer
 }
 
 function formatMiB(n: number): string {

@@ -1,3 +1,4 @@
+import { rm } from 'node:fs/promises'
 import { performance } from 'node:perf_hooks'
 import { ConfigError, errorRecord, InternalError, PreemptedError, reviveError, RunInterruptedError, type ErrorRecord } from '../../errors.js'
 import type { Communicator } from '../../routing/communicator.js'
@@ -45,6 +46,7 @@ export class CheckpointCoordinator implements SkeletonHooks {
     private readonly comm: Communicator,
     private readonly cfg: FaultToleranceConfig,
     private readonly store: CheckpointStore,
+    private readonly memory: CheckpointStore | undefined,
     private readonly vote: CheckpointVote,
     private readonly commits: CheckpointCommitter,
     readonly recovery: RecoveryInfo | undefined,
@@ -86,15 +88,15 @@ export class CheckpointCoordinator implements SkeletonHooks {
     const seq = await comm.allreduce(nextSeq, 'max')
     const vote = new CheckpointVote(comm, cfg.policy, hooks.control, memoryPolicy)
     const stores = { disk: store, memory, memorySeqs: memoryListed.map((s) => s.seq) }
-    const commits = new CheckpointCommitter(comm, cfg, id, stores, seq, { ...hooks, log })
-    if (!cfg.resume) return new CheckpointCoordinator(comm, cfg, store, vote, commits, undefined, log, hooks)
+    const commits = new CheckpointCommitter(comm, cfg, id, stores, seq, hooks)
+    if (!cfg.resume) return new CheckpointCoordinator(comm, cfg, store, memory, vote, commits, undefined, log, hooks)
 
     const sources: LevelSource[] = [
       ...(memory ? [{ level: 'memory' as const, store: memory, listed: memoryListed }] : []),
       { level: 'disk', store, listed },
     ]
     const { info, file } = await negotiateRecoveryLine(comm, sources, id.settings, log)
-    const coordinator = new CheckpointCoordinator(comm, cfg, store, vote, commits, info, log, hooks)
+    const coordinator = new CheckpointCoordinator(comm, cfg, store, memory, vote, commits, info, log, hooks)
     coordinator.restoredFile = file
     return coordinator
   }
@@ -147,6 +149,15 @@ export class CheckpointCoordinator implements SkeletonHooks {
     this.hooks.control?.faults?.checkpointPointDone({ skeleton: state.index, step: state.step })
     if (preempt) throw new PreemptedError(go ? this.commits.nextSeq - 1 : undefined)
     if (stopping) throw new RunInterruptedError(state.index, state.step)
+  }
+
+  /**
+   * The program is done on this rank (its last checkpoint point, collective,
+   * is behind every rank): rank 0 frees the memory level's RAM. Disk
+   * checkpoints stay, as always.
+   */
+  async finish(): Promise<void> {
+    if (this.comm.rank === 0 && this.memory) await rm(this.memory.dir, { recursive: true, force: true })
   }
 
   /**

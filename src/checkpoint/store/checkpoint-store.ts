@@ -2,9 +2,9 @@ import { mkdir, open, readdir, readFile, rename, rm, stat, unlink } from 'node:f
 import { join, resolve } from 'node:path'
 import { performance } from 'node:perf_hooks'
 import { CheckpointCorruptError, CheckpointError, CheckpointMismatchError, ConfigError } from '../../errors.js'
-import { existsSync, readdirSync, renameSync, rmSync } from 'node:fs'
-import { copyDurably, isTemporaryName, syncDirectory, writeDurably } from './durable.js'
-import { makeDirectory, writeVolatile } from './volatile.js'
+import { existsSync, mkdirSync, readdirSync, renameSync, rmSync } from 'node:fs'
+import type { CheckpointIoThread } from './io-thread.js'
+import { copyDurably, isTemporaryName, syncDirectory, temporaryNameFor, writeDurably } from './durable.js'
 import { decodeRankFile, headerChecksumOf, readHeaderOnly, type DecodedRankFile, type RankFileHeader } from '../format/rank-file.js'
 import { checkpointFsError, errorCode, explainFsError } from './fs-errors.js'
 import { encodeMarker, parseMarker, type CommitMarker, type RankFileRecord } from './marker.js'
@@ -81,9 +81,8 @@ const SPARE_DIR = 'spare'
 export class CheckpointStore {
   readonly dir: string
   /**
-   * A directory in RAM (the memory level, on tmpfs): files are written
-   * synchronously and never fsynced (see writeVolatile). Same layout, same
-   * format, same commit rule.
+   * A directory in RAM (the memory level, on tmpfs): files are never
+   * fsynced (there is no disk). Same layout, same format, same commit rule.
    */
   readonly volatile: boolean
 
@@ -131,17 +130,18 @@ export class CheckpointStore {
    * `parts` (from encodeRankFile; payloads are written from the caller's
    * memory, not copied). Refuses to touch an already committed checkpoint.
    */
-  async writeRankFile(seq: number, rank: number, parts: readonly Uint8Array[]): Promise<RankFileWritten> {
+  async writeRankFile(seq: number, rank: number, parts: readonly Uint8Array[], io?: CheckpointIoThread): Promise<RankFileWritten> {
     const t0 = performance.now()
     const dir = this.pathOf(seq)
     const path = this.fileOf(seq, rank)
     const headerChecksum = headerChecksumOf(parts[0] ?? new Uint8Array(0))
-    if (this.volatile) {
+    if (this.volatile && io) {
+      // The memory level through its I/O thread: one message instead of a file call per hop (see CheckpointIoThread).
       let bytes: number
       try {
-        makeDirectory(dir)
+        mkdirSync(dir, { recursive: true })
         if (existsSync(this.markerOf(seq))) throw new CheckpointError(`checkpoint ${seq} in ${this.dir} is already committed`)
-        bytes = writeVolatile(path, parts, { reuse: this.spareOf(rank) })
+        bytes = await io.write(path, temporaryNameFor(path), parts, this.spareOf(rank))
       } catch (e) {
         if (e instanceof CheckpointError) throw e
         throw checkpointFsError('cannot write checkpoint file', path, e)
@@ -158,7 +158,7 @@ export class CheckpointStore {
     }
     let bytes: number
     try {
-      bytes = await writeDurably(path, parts, { reuse: this.spareOf(rank) })
+      bytes = await writeDurably(path, parts, { reuse: this.spareOf(rank), sync: !this.volatile })
     } catch (e) {
       throw checkpointFsError('cannot write checkpoint file', path, e)
     }
@@ -199,12 +199,8 @@ export class CheckpointStore {
     const bytes = encodeMarker(marker)
     const path = this.markerOf(seq)
     try {
-      if (this.volatile) {
-        writeVolatile(path, [bytes])
-        return
-      }
-      await syncDirectory(this.dir)
-      await writeDurably(path, [bytes])
+      if (!this.volatile) await syncDirectory(this.dir)
+      await writeDurably(path, [bytes], { sync: !this.volatile })
     } catch (e) {
       throw checkpointFsError('cannot write commit marker', path, e)
     }
@@ -378,7 +374,7 @@ export class CheckpointStore {
         if (errorCode(e) !== 'ENOENT') throw e
       }
       const files = names.map((n) => RANK_FILE.exec(n)).filter((m): m is RegExpExecArray => m !== null)
-      if (files.length > 0) makeDirectory(join(this.dir, SPARE_DIR))
+      if (files.length > 0) mkdirSync(join(this.dir, SPARE_DIR), { recursive: true })
       for (const m of files) {
         try {
           renameSync(join(dir, m[0]), this.spareOf(Number(m[1])))

@@ -17,6 +17,17 @@ export function isTemporaryName(name: string): boolean {
   return name.includes(TMP_INFIX)
 }
 
+/**
+ * A fresh temporary name beside `path` (recognised by isTemporaryName).
+ *
+ * ```ts
+ * temporaryNameFor('/ckpt/ckpt-00000007/rank-3.mlf')  // '/ckpt/ckpt-00000007/rank-3.mlf.tmp-4242-0a1b2c3d'
+ * ```
+ */
+export function temporaryNameFor(path: string): string {
+  return join(dirname(path), `${basename(path)}${TMP_INFIX}${process.pid}-${randomBytes(4).toString('hex')}`)
+}
+
 // Linux limits one writev to IOV_MAX (1024) buffers.
 const MAX_IOV = 1024
 
@@ -31,6 +42,12 @@ export interface WriteDurablyOptions {
    * a new file is created.
    */
   reuse?: string
+  /**
+   * false: skip both fsyncs, for a file system in RAM (the memory level):
+   * there is no disk to flush to. The rename rule (never a torn file under a
+   * real name) holds all the same. Default true.
+   */
+  sync?: boolean
 }
 
 /**
@@ -47,7 +64,7 @@ export interface WriteDurablyOptions {
  * ```
  */
 export async function writeDurably(path: string, parts: readonly Uint8Array[], options: WriteDurablyOptions = {}): Promise<number> {
-  const tmp = join(dirname(path), `${basename(path)}${TMP_INFIX}${process.pid}-${randomBytes(4).toString('hex')}`)
+  const tmp = temporaryNameFor(path)
   let fh: FileHandle | undefined
   try {
     const reused = options.reuse !== undefined && (await renameIfPresent(options.reuse, tmp))
@@ -55,11 +72,12 @@ export async function writeDurably(path: string, parts: readonly Uint8Array[], o
     const bytes = await writeAll(fh, parts)
     // A recycled file may have been longer.
     if (reused) await fh.truncate(bytes)
-    await fh.sync()
+    const sync = options.sync !== false
+    if (sync) await fh.sync()
     await fh.close()
     fh = undefined
     await rename(tmp, path)
-    await syncDirectory(dirname(path))
+    if (sync) await syncDirectory(dirname(path))
     return bytes
   } catch (err) {
     // Cleanup after a failure: the original error is what matters and is rethrown; a temporary
@@ -81,7 +99,7 @@ export async function writeDurably(path: string, parts: readonly Uint8Array[], o
  * ```
  */
 export async function copyDurably(source: string, path: string): Promise<number> {
-  const tmp = join(dirname(path), `${basename(path)}${TMP_INFIX}${process.pid}-${randomBytes(4).toString('hex')}`)
+  const tmp = temporaryNameFor(path)
   let fh: FileHandle | undefined
   try {
     await copyFile(source, tmp)
