@@ -116,7 +116,9 @@ export class CheckpointVote {
       // collective: vote only every `voteStep`, spaced ~VOTE_PERIOD_MS apart.
       if (state.step < clock.voteStep) return outcome(false)
       const stepMs = (now - clock.lastVote.at) / Math.max(1, state.step - clock.lastVote.step)
-      const every = Math.min(1000, Math.max(1, Math.ceil(VOTE_PERIOD_MS / Math.max(stepMs, 1e-3))))
+      // No superstep timed yet (the first vote of a skeleton): vote again at the next one rather than guess.
+      const timed = state.step > clock.lastVote.step
+      const every = timed ? Math.min(1000, Math.max(1, Math.ceil(VOTE_PERIOD_MS / Math.max(stepMs, 1e-3)))) : 1
       const vote = control?.preemptRequested
         ? 3
         : requested || (clock.clock.timeBased && clock.clock.shouldCheckpoint(diskInput))
