@@ -114,7 +114,7 @@ export async function copyDurably(source: string, path: string): Promise<number>
   } catch (err) {
     // Cleanup after a failure: the original error is rethrown; a leftover temporary file is harmless.
     if (fh) await fh.close().catch(() => undefined)
-    await unlink(tmp).catch(() => undefined)
+    await unlink(tmp).catch(() => undefined) // never created, or already gone: prune deletes leftovers anyway
     throw err
   }
 }

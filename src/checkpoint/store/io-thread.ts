@@ -46,7 +46,7 @@ parentPort.on('message', (m) => {
       parentPort.postMessage({ id: m.id, value: write(m) })
     }
   } catch (e) {
-    try { fs.unlinkSync(m.tmp) } catch {}
+    try { fs.unlinkSync(m.tmp) } catch {} // never created, or already gone: prune deletes leftovers anyway
     parentPort.postMessage({ id: m.id, error: { message: e.message, code: e.code } })
   }
 })
