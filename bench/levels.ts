@@ -63,18 +63,25 @@ async function run(iterations: number, checkpoint: FaultToleranceConfig | undefi
   return { ms: performance.now() - (first ?? performance.now()), events }
 }
 
-/** A plain copy of `bytes` into a reused buffer (what the stall is compared with), median of 21. */
-function plainCopyMs(bytes: number): number {
+/**
+ * Plain copies of `bytes` into a reused buffer, one every 250 ms while `during`
+ * runs: the same load as the ranks' own copies (both cores busy), which a
+ * copy timed on an idle machine would flatter.
+ */
+async function plainCopiesDuring<T>(bytes: number, during: Promise<T>, into: number[]): Promise<T> {
   const from = new Uint8Array(bytes).fill(1)
   const to = new Uint8Array(bytes)
   to.set(from)
-  const times: number[] = []
-  for (let i = 0; i < 21; i++) {
+  const timer = setInterval(() => {
     const t0 = performance.now()
     to.set(from)
-    times.push(performance.now() - t0)
+    into.push(performance.now() - t0)
+  }, 250)
+  try {
+    return await during
+  } finally {
+    clearInterval(timer)
   }
-  return median(times)
 }
 
 const fresh = () => join(root, `r${dirs++}`)
@@ -100,19 +107,19 @@ try {
   const diskEvents: CheckpointEvent[] = []
   const copies: number[] = []
   const costIterations = Math.min(iterations, 400)
+  const fileBytes = ((n / ranks) * n + 512) * 8 // a rank's rows of the grid (the minimal checkpoint) plus a header
   for (let rep = 0; rep < repeats; rep++) {
-    const both = await run(costIterations, memoryAndDisk({ policy: { every } }, { every: every * 4 }))
+    const both = await plainCopiesDuring(fileBytes, run(costIterations, memoryAndDisk({ policy: { every } }, { every: every * 4 })), copies)
     memoryEvents.push(...both.events.filter((e) => e.level === 'memory'))
     flushEvents.push(...both.events.filter((e) => e.level === 'disk'))
     const disk = await run(costIterations, { dir: fresh(), policy: { every }, keep: 2, resume: false })
     diskEvents.push(...disk.events)
-    copies.push(plainCopyMs(memoryEvents[0]?.bytes ?? 0))
   }
   const bytes = memoryEvents[0]?.bytes ?? 0
   const copyMs = median(copies)
   const stalls = memoryEvents.map((e) => e.stallMs)
   console.log(`\nper checkpoint, rank file ${(bytes / 2 ** 20).toFixed(1)} MiB per rank:`)
-  console.log(`  plain memory copy of the same bytes:           ${f2(copyMs)} ms (median)`)
+  console.log(`  plain memory copy of the same bytes:           ${f2(copyMs)} ms median, ${f2(pct(copies, 0.9))} ms p90 (${copies.length} copies timed during the runs)`)
   console.log(`  stall at a memory checkpoint:                  ${f2(median(stalls))} ms median, ${f2(pct(stalls, 0.9))} ms p90 (${stalls.length} checkpoints)`)
   console.log(`  memory checkpoint, point to commit (total):    ${f1(median(memoryEvents.map((e) => e.ms)))} ms median`)
   console.log(`  disk flush from memory, point to durable:      ${f1(median(flushEvents.map((e) => e.ms)))} ms median, stall 0 (${flushEvents.length} flushes)`)
