@@ -141,7 +141,21 @@ export class CheckpointCommitter {
     const p = this.pending
     this.pending = undefined
     if (p) await this.commit(p)
-    if (final) await this.settleMarker()
+    if (final && this.memory) {
+      // Every rank leaves a final point only once rank 0's background marker is written: a run stopped
+      // right after it (interruption, preemption, the end) has that checkpoint committed, and a failure
+      // to write it fails every rank alike.
+      const failure = await this.markerFailure()
+      const why = (await this.comm.allgather(failure)).find((f) => f !== undefined)
+      if (why !== undefined) throw new CheckpointError(why)
+    }
+  }
+
+  /** Rank 0: wait for the background marker write; its failure message, if any. */
+  private async markerFailure(): Promise<string | undefined> {
+    const m = this.markerWrite
+    this.markerWrite = undefined
+    return m ? await m : undefined
   }
 
   /**
@@ -280,9 +294,7 @@ export class CheckpointCommitter {
 
   /** Rank 0: wait for the disk commit marker being written in the background; its failure is thrown here. */
   private async settleMarker(): Promise<void> {
-    const m = this.markerWrite
-    this.markerWrite = undefined
-    const failure = m ? await m : undefined
+    const failure = await this.markerFailure()
     if (failure !== undefined) throw new CheckpointError(failure)
   }
 
