@@ -32,9 +32,9 @@ export { Supervisor, type SuperviseOptions, type SuperviseResult, type Superviso
 export { runLocal, type LocalRunOptions } from './runtime/local.js'
 export type { Transport, RunningRanks } from './runtime/group.js'
 export type { Injection, RandomInjection } from './runtime/inject.js'
-export type { FaultToleranceConfig } from './checkpoint/config.js'
+export type { FaultToleranceConfig, MemoryLevelConfig } from './checkpoint/config.js'
 export type { CheckpointPolicy } from './checkpoint/policy/policy.js'
-export type { CheckpointEvent, ResumedFigures } from './checkpoint/events.js'
+export type { CheckpointEvent, CheckpointLevel, ResumedFigures } from './checkpoint/events.js'
 
 // --- Errors: one catalogue; branch on `instanceof`, `code`, `exit` or `restartable`
 export {

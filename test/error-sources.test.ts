@@ -38,6 +38,8 @@ const PLAIN_ERRORS: Record<string, string> = {
   'runtime/process-boot.mjs': 'new Error(String(e))',
   // parsePolicy's validators' reason, caught and rethrown as a ConfigError with the input and the accepted forms.
   'checkpoint/policy/policy.ts': 'class Invalid extends Error',
+  // The memory level's I/O thread reports a file-system error as data; it is rebuilt fs-shaped (its code kept) and wrapped in a CheckpointError by the store.
+  'checkpoint/store/io-thread.ts': 'new Error(m.error.message)',
 }
 
 describe('errors in the sources', () => {

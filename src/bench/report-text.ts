@@ -10,7 +10,7 @@ export function textReport(r: BenchReport, s: BenchSummary): string {
   const out: string[] = []
   out.push(
     `molotof bench: ${r.program} ${r.argv.join(' ')} — ${r.ranks} ranks (${r.transport}), ${r.steps} supersteps, ` +
-      `${r.configs[0].runs.length} repeats, ${r.async ? 'background checkpoints, ' : ''}${r.machine.cpus} × ${r.machine.model}, Node ${r.machine.node}, ${r.date}`,
+      `${r.configs[0].runs.length} repeats, ${r.async ? 'background checkpoints, ' : ''}${r.level === 'memory' ? 'memory level, ' : ''}${r.machine.cpus} × ${r.machine.model}, Node ${r.machine.node}, ${r.date}`,
   )
   out.push('')
   out.push('Runtime and checkpoints (runtime from the end of the first superstep to the end of the run):')

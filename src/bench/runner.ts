@@ -22,6 +22,9 @@ export interface BenchOptions {
   failure: boolean
   /** Checkpoints written in the background (staging copy, later commit). */
   async?: boolean
+  /** `memory`: the checkpointed configurations write to the memory level only (RAM, no disk). Default `disk`. */
+  level?: 'disk' | 'memory'
+
   /** Progress notes for the terminal. */
   onNote?: (text: string) => void
 }
@@ -31,8 +34,8 @@ export type Contents = 'none' | 'default' | 'minimal'
 /** One run of one configuration. */
 export interface RunFigures {
   runtimeMs: number
-  /** Rank 0's file and all ranks' bytes, write time of each committed checkpoint. */
-  checkpoints: { bytes: number; totalBytes: number; ms: number }[]
+  /** Rank 0's file and all ranks' bytes, write time of each committed checkpoint, the stall at its checkpoint point and its level. */
+  checkpoints: { bytes: number; totalBytes: number; ms: number; stallMs?: number; level?: 'memory' | 'disk' }[]
   /** Per rank: the largest private resident memory seen at a checkpoint (bytes). */
   privateBytes: (number | undefined)[]
 }
@@ -68,6 +71,8 @@ export interface BenchReport {
   program: string
   /** Checkpoints were written in the background. */
   async: boolean
+  /** The level the checkpointed configurations wrote to. */
+  level?: 'disk' | 'memory'
   argv: string[]
   ranks: number
   transport: Transport
@@ -121,7 +126,7 @@ export async function runBench(o: BenchOptions): Promise<BenchReport> {
         const ft: FaultToleranceConfig | undefined =
           c.contents === 'none'
             ? undefined
-            : { dir: freshDir(), policy: { every: c.every! }, keep: 2, resume: false, contents: c.contents === 'default' ? 'default' : 'program', async: o.async }
+            : { ...levelPolicy(o, c.every!, freshDir()), keep: 2, resume: false, contents: c.contents === 'default' ? 'default' : 'program', async: o.async }
         const r = await oneRun(o, ft)
         c.runs.push(r.figures)
         if (ft && r.figures.checkpoints.length === 0 && !notes.some((n) => n.includes('registers nothing'))) {
@@ -143,6 +148,7 @@ export async function runBench(o: BenchOptions): Promise<BenchReport> {
     return {
       program: o.program,
       async: o.async === true,
+      level: o.level ?? 'disk',
       argv: o.argv,
       ranks: o.ranks,
       transport: o.transport,
@@ -177,7 +183,7 @@ async function oneRun(o: BenchOptions, ft: FaultToleranceConfig | undefined): Pr
       steps = Math.max(steps, total ?? step + 1, step + 1)
     },
     onCheckpoint: (e) => {
-      checkpoints.push({ bytes: e.bytes, totalBytes: e.totalBytes, ms: e.ms })
+      checkpoints.push({ bytes: e.bytes, totalBytes: e.totalBytes, ms: e.ms, stallMs: e.stallMs, level: e.level })
       sample(group, privateBytes)
     },
   })
@@ -201,7 +207,7 @@ async function failureRun(o: BenchOptions, steps: number, every: number, dir: st
     ranks: o.ranks,
     transport: o.transport,
     argv: o.argv,
-    checkpoint: { dir, policy: { every }, keep: 2, resume: false, async: o.async },
+    checkpoint: { ...levelPolicy(o, every, dir), keep: 2, resume: false, async: o.async },
     inject: [{ rank: o.ranks > 1 ? 1 : 0, skeleton: 0, step: failedStep, phase: 'calculate' }],
     restarts: 1,
     onLog: () => {},
@@ -230,6 +236,12 @@ async function failureRun(o: BenchOptions, steps: number, every: number, dir: st
     runtimeMs: end - started,
     sameResult: r.kind === 'done' && comparable(r.value) === reference && restart !== undefined,
   }
+}
+
+/** Checkpoint every `every` supersteps on the benchmark's level: the disk directory, or RAM only. */
+function levelPolicy(o: BenchOptions, every: number, dir: string): Pick<FaultToleranceConfig, 'dir' | 'policy' | 'memory'> {
+  if (o.level === 'memory') return { dir, policy: { kind: 'off' }, memory: { policy: { every } } }
+  return { dir, policy: { every } }
 }
 
 /** A result without its timing fields, for equality across runs. */

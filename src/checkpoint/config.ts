@@ -1,6 +1,7 @@
 import { freeze } from 'immer'
 import type { JsonObject } from './format/json.js'
 import type { CheckpointPolicy } from './policy/policy.js'
+export type { CheckpointLevel } from './events.js'
 
 // The run's fault-tolerance configuration, in a module of its own: the CLI,
 // the launcher, the supervisor and the benchmarks build it, the checkpoint
@@ -23,14 +24,20 @@ export interface FaultToleranceConfig {
    */
   contents?: 'program' | 'default'
   /**
-   * Write checkpoints in the background: at the checkpoint point the data is
-   * copied to a staging buffer and the write and fsync run while the next
-   * supersteps compute; the checkpoint is committed (and becomes the recovery
-   * line) once every rank's file is durable: at a later vote when the run
-   * votes (time-based policy or supervised run), otherwise asked with one
-   * allreduce at each checkpoint point while the write is in flight.
+   * Write disk checkpoints in the background: the same as a memory level
+   * with no policy of its own (`memory: { policy: { kind: 'off' } }`): each
+   * disk checkpoint is written to RAM at the checkpoint point and flushed to
+   * the directory while the next supersteps compute. Ignored when `memory`
+   * is given (its checkpoints are always flushed that way).
    */
   async?: boolean
+  /**
+   * The memory level: checkpoints in a RAM directory (tmpfs), with their own
+   * policy. They survive the death of rank processes, not of the node. When
+   * the disk level checkpoints too, its files are flushed from the memory
+   * copy in the background and committed once durable on every rank.
+   */
+  memory?: MemoryLevelConfig
   /** Stop every rank right after this checkpoint point (tests and demonstrations). */
   interrupt?: { skeleton: number; step: number }
   /**
@@ -58,6 +65,14 @@ export interface FaultToleranceConfig {
  */
 export function frozenConfig(config: FaultToleranceConfig): FaultToleranceConfig {
   return freeze(structuredClone(config), true)
+}
+
+/** The memory level of a run (see FaultToleranceConfig.memory). */
+export interface MemoryLevelConfig {
+  /** When to write a memory checkpoint (`{ every: 5 }`, `{ seconds: 2 }`, `{ mtbf: '1h' }`); a skeleton may override it. */
+  policy: CheckpointPolicy
+  /** A directory in RAM (default: `/dev/shm/molotof-<hash of dir>`). */
+  dir?: string
 }
 
 /** Who is checkpointing: the program and the settings its checkpoints must match. */

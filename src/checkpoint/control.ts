@@ -46,7 +46,12 @@ export interface CheckpointFaults {
    * otherwise undefined, and the write goes on.
    */
   tornWrite(at: CheckpointAt, file: RankFileToWrite): Promise<never> | undefined
-  /** Called when checkpoint point `at` is over, written or not: may end the rank there. */
+  /**
+   * Called when checkpoint point `at` is over, written or not: may end the
+   * rank there. Not called for a checkpoint written in the background (the
+   * memory level): `tornWrite` is called from that write, or from the disk
+   * flush that follows it, so an injected failure lands during them.
+   */
   checkpointPointDone(at: CheckpointAt): void
   /**
    * The checkpoint point the user asked to fail at (`--inject …,phase=checkpoint`,

@@ -1,6 +1,13 @@
 // What the checkpoint layer reports to the runtime: progress lines, launcher
 // events, supervisor records and benchmark figures are built from these.
 
+/**
+ * The levels a checkpoint can go to, fastest first: `memory` (a RAM
+ * directory, survives rank processes) and `disk` (the checkpoint directory,
+ * survives the run). The partner level (a copy on another node) comes next.
+ */
+export type CheckpointLevel = 'memory' | 'disk'
+
 /** Figures of one committed checkpoint, for progress lines, events and benchmarks. */
 export interface CheckpointEvent {
   seq: number
@@ -12,6 +19,15 @@ export interface CheckpointEvent {
   totalBytes: number
   /** Wall time from the checkpoint point to the commit, slowest rank. */
   ms: number
+  /** The level this checkpoint was committed to (a disk checkpoint flushed from memory is reported twice: memory, then disk). */
+  level: CheckpointLevel
+  /**
+   * How long the compute waited at the checkpoint point for this level, this
+   * rank (ms). Equal to `ms` for a foreground disk write; for a disk
+   * checkpoint flushed from memory in the background, 0 (the memory event
+   * carries the stall).
+   */
+  stallMs: number
 }
 
 /** What recovery found, for logs and events. */
@@ -23,6 +39,8 @@ export interface RecoveryInfo {
   negotiateMs: number
   /** Time to read and verify this rank's file of the line (ms). */
   loadMs: number
+  /** Where the ranks read the line from: one level, or `memory+disk` when ranks used different levels. */
+  level?: string
   /** Fast-forward of the recovery skeleton (ms), once done. */
   replayMs?: number
   /** Load, restore and re-route (ms), once done. */
@@ -43,4 +61,6 @@ export interface ResumedFigures {
   loadMs: number
   replayMs: number
   restoreMs: number
+  /** The level the line was read from (see RecoveryInfo.level). */
+  level: string
 }

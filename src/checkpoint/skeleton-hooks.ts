@@ -28,6 +28,8 @@ export interface SkeletonState<It = unknown, D extends Domain = Domain> {
   readonly registry: CheckpointRegistry
   /** The skeleton's own checkpoint policy, if it has one. */
   readonly policy: CheckpointPolicy | undefined
+  /** The skeleton's own memory-level policy, if it has one. */
+  readonly memoryPolicy?: CheckpointPolicy | undefined
 }
 
 /** What recovery decided for one skeleton. */

@@ -18,7 +18,8 @@ const BENCH_OPTIONS = {
   noFailure: option.boolean(false, 'skip the run with an injected failure'),
   out: option.string('bench-out', 'directory for bench-report.json and bench-report.html'),
   quick: option.boolean(false, 'small and fast: one repeat, counts 2,5 (checks that the report is produced)'),
-  asyncCheckpoints: option.boolean(false, 'checkpointed configurations write in the background'),
+  asyncCheckpoints: option.boolean(false, 'checkpointed configurations write disk checkpoints through a memory copy flushed in the background'),
+  level: option.choice(['disk', 'memory'] as const, 'disk', 'the level checkpointed configurations write to: the disk directory, or RAM only (the memory level)'),
   ...HELP_OPTION,
 }
 
@@ -70,6 +71,7 @@ export async function benchCommand(argv: readonly string[], out: (s: string) => 
     repeats: quick ? 1 : f.repeats,
     failure: !f.noFailure,
     async: f.asyncCheckpoints,
+    level: f.level,
     onNote: (t) => err(t),
   })
   const summary = summarize(report)

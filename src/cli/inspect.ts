@@ -4,6 +4,7 @@ import { describeBlocker, elasticBlockers } from '../checkpoint/recovery/elastic
 import { DirectorySource } from '../checkpoint/recovery/elastic/source.js'
 import { CheckpointStore } from '../checkpoint/store/checkpoint-store.js'
 import { alive, lockHolder } from '../checkpoint/store/dir-lock.js'
+import { memoryDirFor } from '../checkpoint/store/memory-level.js'
 import { ConfigError } from '../errors.js'
 import { option } from '../skeletons/options.js'
 import { HELP_OPTION, parseCommand } from './args.js'
@@ -11,6 +12,7 @@ import { formatHelp } from './help.js'
 import { formatBytes } from './run.js'
 
 const INSPECT_OPTIONS = {
+  memoryDir: option.string(undefined, "the memory level's directory (default: the one molotof run uses for this checkpoint directory, when present)"),
   verify: option.boolean(false, 'read every payload and check its checksum'),
   json: option.boolean(false, 'print the listing as JSON'),
   ...HELP_OPTION,
@@ -21,8 +23,12 @@ const INSPECT_HELP = formatHelp({
   about: `Lists the checkpoints in a directory: skeleton, step, ranks, entries, sizes,
 completeness (commit marker present) and validity (sizes and headers, and with
 --verify every checksum), whether each can be resumed on another rank count
-("elastic"; otherwise what blocks it), and the spare files pruning left for
-the next writes.`,
+("elastic"; otherwise what blocks it), the spare files pruning left for the
+next writes, and who holds the directory's lock. Every level is shown: the
+disk level (the directory named) and the memory level in RAM
+(/dev/shm/molotof-<hash of that directory>, or --memory-dir) when present.
+The same checkpoint number on both levels is the same checkpoint (the disk
+copy is flushed from the memory one).`,
   sections: [{ title: 'Options', specs: INSPECT_OPTIONS }],
   exitCodes: [
     [0, 'the newest checkpoint is complete and valid'],
@@ -50,21 +56,12 @@ interface Row {
   elastic?: { ok: boolean; blockers: string[] }
 }
 
-/** `molotof inspect`: exit 0 when the newest checkpoint is complete and valid, 1 otherwise. */
-export async function inspectCommand(argv: readonly string[], out: (s: string) => void): Promise<number> {
-  const { values: f, positionals } = parseCommand(INSPECT_OPTIONS, argv, 1)
-  if (f.help) {
-    out(INSPECT_HELP)
-    return 0
-  }
-  const [dir] = positionals
-  if (!dir) throw new ConfigError('molotof inspect: name the checkpoint directory (see molotof inspect --help)')
-  if (!existsSync(dir)) throw new ConfigError(`molotof inspect: ${dir} does not exist`)
-  const store = new CheckpointStore(dir)
+/** Every checkpoint of one level's store, with its validity. */
+async function rowsOf(store: CheckpointStore, verify: boolean): Promise<Row[]> {
   const rows: Row[] = []
   for (const c of await store.list()) {
     const size = c.marker?.size ?? c.files.length
-    const report = c.complete ? await store.validate(c.seq, size, { checksums: f.verify }) : undefined
+    const report = c.complete ? await store.validate(c.seq, size, { checksums: verify }) : undefined
     const first = c.files[0]
     // An unreadable header only leaves its columns at "?": validate (complete checkpoints) or the missing marker says what is wrong.
     const header = first ? await readHeaderOnly(`${c.path}/${first.file}`).catch(() => undefined) : undefined
@@ -84,33 +81,69 @@ export async function inspectCommand(argv: readonly string[], out: (s: string) =
       problems: [...(c.problem ? [c.problem] : []), ...(report?.problems ?? []).map((p) => `${p.file}: ${p.reason}`)],
     })
   }
-  const spares = await store.spares()
-  const holder = await lockHolder(store.dir)
+  return rows
+}
+
+/** The memory level molotof run uses for `dir`, or undefined where there is no RAM directory. */
+function defaultMemoryDir(dir: string): string | undefined {
+  try {
+    return memoryDirFor(dir)
+  } catch {
+    // No /dev/shm here: no default memory level to show.
+    return undefined
+  }
+}
+
+/** `molotof inspect`: exit 0 when the newest checkpoint is complete and valid, 1 otherwise. */
+export async function inspectCommand(argv: readonly string[], out: (s: string) => void): Promise<number> {
+  const { values: f, positionals } = parseCommand(INSPECT_OPTIONS, argv, 1)
+  if (f.help) {
+    out(INSPECT_HELP)
+    return 0
+  }
+  const [dir] = positionals
+  if (!dir) throw new ConfigError('molotof inspect: name the checkpoint directory (see molotof inspect --help)')
+  if (!existsSync(dir)) throw new ConfigError(`molotof inspect: ${dir} does not exist`)
+  const levels: { level: string; store: CheckpointStore }[] = [{ level: 'disk', store: new CheckpointStore(dir) }]
+  const memoryDir = f.memoryDir ?? defaultMemoryDir(dir)
+  if (memoryDir !== undefined && existsSync(memoryDir)) levels.unshift({ level: 'memory', store: new CheckpointStore(memoryDir, { volatile: true }) })
+  const listed = []
+  for (const l of levels) listed.push({ level: l.level, dir: l.store.dir, checkpoints: await rowsOf(l.store, f.verify), spares: await l.store.spares() })
+  const disk = listed[listed.length - 1]
+  const holder = await lockHolder(disk.dir)
   const lock = holder ? { ...holder, running: alive(holder) } : undefined
   if (f.json) {
-    out(JSON.stringify({ dir: store.dir, checkpoints: rows, spares, lock }, null, 2))
-  } else if (rows.length === 0) {
-    out(`no checkpoints in ${store.dir}`)
+    // The disk level's fields stay at the top, as before levels existed.
+    out(JSON.stringify({ dir: disk.dir, checkpoints: disk.checkpoints, spares: disk.spares, lock, levels: listed }, null, 2))
   } else {
-    out(`checkpoints in ${store.dir}${f.verify ? ' (checksums verified)' : ''}:`)
-    for (const r of rows) {
-      const state = !r.complete ? 'INCOMPLETE' : r.valid ? 'valid' : 'INVALID'
-      // "elastic": resumable on another rank count; otherwise what blocks it, on the next line.
-      const elastic = r.elastic ? (r.elastic.ok ? '  elastic' : '  not elastic') : ''
-      out(
-        `  #${r.seq}  ${state.padEnd(10)} skeleton ${r.skeleton ?? '?'} step ${r.step ?? '?'}  ${r.ranks ?? '?'} ranks  ${formatBytes(r.bytes)}  entries: ${r.entries.join(', ') || '-'}${elastic}${identityOf(r)}`,
-      )
-      for (const p of r.problems) out(`      ${p}`)
-      if (r.elastic && !r.elastic.ok) out(`      on another rank count: ${r.elastic.blockers.join('; ')}`)
+    for (const l of listed) {
+      const what = `${l.level} level`
+      if (l.checkpoints.length === 0) {
+        out(`no checkpoints in ${l.dir} (${what})`)
+        continue
+      }
+      out(`checkpoints in ${l.dir} (${what})${f.verify ? ' (checksums verified)' : ''}:`)
+      for (const r of l.checkpoints) {
+        const state = !r.complete ? 'INCOMPLETE' : r.valid ? 'valid' : 'INVALID'
+        // "elastic": resumable on another rank count; otherwise what blocks it, on the next line.
+        const elastic = r.elastic ? (r.elastic.ok ? '  elastic' : '  not elastic') : ''
+        out(
+          `  #${r.seq}  ${state.padEnd(10)} skeleton ${r.skeleton ?? '?'} step ${r.step ?? '?'}  ${r.ranks ?? '?'} ranks  ${formatBytes(r.bytes)}  entries: ${r.entries.join(', ') || '-'}${elastic}${identityOf(r)}`,
+        )
+        for (const p of r.problems) out(`      ${p}`)
+        if (r.elastic && !r.elastic.ok) out(`      on another rank count: ${r.elastic.blockers.join('; ')}`)
+      }
+      if (l.spares.length > 0) {
+        const bytes = l.spares.reduce((n, f) => n + f.bytes, 0)
+        out(`  spare: ${l.spares.length} rank file${l.spares.length === 1 ? '' : 's'} of pruned checkpoints, ${formatBytes(bytes)} (overwritten by the next checkpoints instead of new files)`)
+      }
     }
-  }
-  if (spares.length > 0 && !f.json) {
-    const bytes = spares.reduce((n, f) => n + f.bytes, 0)
-    out(`  spare: ${spares.length} rank file${spares.length === 1 ? '' : 's'} of pruned checkpoints, ${formatBytes(bytes)} (overwritten by the next checkpoints instead of new files)`)
   }
   if (lock && !f.json) {
     out(`  lock: pid ${lock.pid} on ${lock.host}, started ${lock.startedAt}${lock.running ? ' (running)' : ' (stale: that run is gone; the next run takes it over)'}`)
   }
+  // The newest checkpoint over every level decides the exit code.
+  const rows = listed.flatMap((l) => l.checkpoints).sort((x, y) => x.seq - y.seq || Number(x.valid) - Number(y.valid))
   const newest = rows[rows.length - 1]
   return newest && newest.complete && newest.valid ? 0 : 1
 }

@@ -7,7 +7,8 @@ import type { SupervisorEvent } from '../runtime/supervisor.js'
  * every few seconds. Failures, recoveries and checkpoints always get a line.
  */
 export class ProgressView {
-  private lastCheckpointAt: number | undefined
+  /** When the last checkpoint of each level was committed. */
+  private readonly lastCheckpointAt = new Map<string, number>()
   private restarts = 0
   private lastPlainAt = -Infinity
   private drawn = false
@@ -27,7 +28,7 @@ export class ProgressView {
   event(e: SupervisorEvent & { t: number }): void {
     switch (e.event) {
       case 'checkpoint':
-        this.lastCheckpointAt = e.t
+        this.lastCheckpointAt.set(e.level, e.t)
         return
       case 'failure':
         this.restarts = e.attempt + 1
@@ -42,7 +43,7 @@ export class ProgressView {
         // A resume the user asked for (--resume, nothing failed) is not a recovery.
         const what = e.requested ? `resumed from checkpoint ${e.seq} (skeleton ${e.skeleton}, step ${e.step})` : 'recovered'
         this.line(
-          `${what} in ${e.totalMs.toFixed(0)} ms: spawn ${e.spawnMs.toFixed(0)}, negotiate ${e.negotiateMs.toFixed(1)}, ` +
+          `${what} in ${e.totalMs.toFixed(0)} ms from ${e.level}: spawn ${e.spawnMs.toFixed(0)}, negotiate ${e.negotiateMs.toFixed(1)}, ` +
             `load ${e.loadMs.toFixed(1)}, replay ${e.replayMs.toFixed(1)}, restore ${e.restoreMs.toFixed(1)} ms`,
         )
         return
@@ -69,7 +70,8 @@ export class ProgressView {
     // Steps count from 0 everywhere (injections, checkpoints, inspect); the fraction counts steps done.
     const parts = [`skeleton ${e.skeleton}`, `step ${e.step}${e.total ? ` (${e.step + 1}/${e.total} done)` : ''}`]
     if (e.stepsPerSecond > 0) parts.push(`${e.stepsPerSecond.toFixed(e.stepsPerSecond < 10 ? 2 : 0)} steps/s`)
-    parts.push(this.lastCheckpointAt === undefined ? 'no checkpoint yet' : `last checkpoint ${((e.t - this.lastCheckpointAt) / 1000).toFixed(1)} s ago`)
+    if (this.lastCheckpointAt.size === 0) parts.push('no checkpoint yet')
+    for (const [level, at] of this.lastCheckpointAt) parts.push(`last ${level} checkpoint ${((e.t - at) / 1000).toFixed(1)} s ago`)
     if (e.total && e.stepsPerSecond > 0) parts.push(`ETA ${formatSeconds((e.total - e.step - 1) / e.stepsPerSecond)}`)
     parts.push(`restarts ${this.restarts}`)
     const text = parts.join(' · ')

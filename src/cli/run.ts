@@ -4,6 +4,7 @@ import { parseDuration } from '../checkpoint/policy/duration.js'
 import { parsePolicy } from '../checkpoint/policy/policy.js'
 import { explainFsError } from '../checkpoint/store/fs-errors.js'
 import type { FaultToleranceConfig } from '../checkpoint/config.js'
+import { memoryDirFor } from '../checkpoint/store/memory-level.js'
 import { ConfigError } from '../errors.js'
 import { TRANSPORTS } from '../runtime/group.js'
 import { parseInjection, type Injection, type RandomInjection } from '../runtime/inject.js'
@@ -22,7 +23,9 @@ export const RUN_OPTIONS = {
   checkpoint: option.string('off', 'checkpoint policy: off, every:<steps>, <seconds>s, mtbf:<duration>, request'),
   checkpointDir: option.string(undefined, 'checkpoint directory (default: .molotof/<program file name>)'),
   keep: option.int(2, 'complete checkpoints kept', { min: 1 }),
-  asyncCheckpoints: option.boolean(false, 'write checkpoints in the background (staging copy), commit once every rank is durable'),
+  memoryCheckpoint: option.string(undefined, 'memory-level policy (checkpoints in RAM, survive dead ranks): every:<steps>, <seconds>s, mtbf:<duration>, off; disk checkpoints are then flushed from it in the background'),
+  memoryDir: option.string(undefined, 'directory in RAM for the memory level (default: /dev/shm/molotof-<hash of the checkpoint directory>)'),
+  asyncCheckpoints: option.boolean(false, 'write disk checkpoints through a memory copy flushed in the background (the same as --memory-checkpoint off)'),
   resume: option.boolean(false, 'resume from the newest checkpoint valid on every rank (a clean start if there is none)'),
   fresh: option.boolean(false, 'discard the checkpoints of an earlier, unfinished run found in the checkpoint directory, then start afresh'),
   allowCodeChange: option.boolean(false, "with --resume: resume even though the program's code changed since the checkpoint (a warning instead of a refusal)"),
@@ -55,6 +58,7 @@ molotof run --help <program>.`,
     'molotof run examples/jacobi/jacobi.ts --ranks 2 --checkpoint every:50 --inject rank=1,step=120',
     'molotof run examples/jacobi/jacobi.ts --ranks 2 --transport processes --checkpoint 10s --time-limit 2h',
     'molotof run examples/jacobi/jacobi.ts --ranks 2 --checkpoint every:50 --resume      # after a crash',
+    'molotof run examples/jacobi/jacobi.ts --ranks 2 --memory-checkpoint every:5 --checkpoint every:50',
     'molotof run --help examples/swing/swing.ts                                          # its options',
   ],
 }
@@ -111,7 +115,9 @@ export async function runCommand(argv: readonly string[], out: (s: string) => vo
       }
     },
     onCheckpoint: (e) => {
-      if (!quiet) view.line(`checkpoint ${e.seq} committed: skeleton ${e.skeleton}, step ${e.step}, ${formatBytes(e.totalBytes)} on ${ranks} rank(s) in ${e.ms.toFixed(0)} ms`)
+      if (quiet) return
+      const how = e.level === 'memory' ? `in ${e.ms.toFixed(1)} ms` : e.stallMs === 0 ? `flushed in the background in ${e.ms.toFixed(0)} ms` : `in ${e.ms.toFixed(0)} ms`
+      view.line(`checkpoint ${e.seq} committed to ${e.level}: skeleton ${e.skeleton}, step ${e.step}, ${formatBytes(e.totalBytes)} on ${ranks} rank(s) ${how}`)
     },
     onEvent: (e) => {
       if (eventsFile) appendFileSync(eventsFile, JSON.stringify({ time: new Date().toISOString(), ...e }) + '\n')
@@ -157,15 +163,23 @@ function faultTolerance(program: string, f: RunValues): FaultToleranceConfig {
   if (f.allowCodeChange && !f.resume) throw new ConfigError('--allow-code-change applies to a resume: add --resume')
   if (f.fresh && f.resume) throw new ConfigError('--fresh discards the checkpoints that --resume would continue from: give one or the other')
   const dir = f.checkpointDir ?? join('.molotof', basename(program).replace(/\.[^.]+$/, ''))
-  return {
+  const ft: FaultToleranceConfig = {
     dir: resolve(dir),
     policy: parsePolicy(f.checkpoint),
     keep: f.keep,
     resume: f.resume,
-    async: f.asyncCheckpoints,
     fresh: f.fresh,
     allowCodeChange: f.allowCodeChange,
   }
+  if (f.memoryDir !== undefined && f.memoryCheckpoint === undefined && !f.asyncCheckpoints) {
+    throw new ConfigError('--memory-dir names the memory level\'s directory: give --memory-checkpoint too (e.g. every:5)')
+  }
+  if (f.memoryCheckpoint !== undefined || f.asyncCheckpoints) {
+    // --async-checkpoints is a memory level with no policy of its own: disk checkpoints go through RAM.
+    const policy = f.memoryCheckpoint === undefined ? ({ kind: 'off' } as const) : parsePolicy(f.memoryCheckpoint)
+    ft.memory = { policy, dir: resolve(f.memoryDir ?? memoryDirFor(ft.dir)) }
+  }
+  return ft
 }
 
 function injections(text: string | undefined): { fixed: Injection[]; random: RandomInjection | undefined } {

@@ -52,7 +52,13 @@ export class RankInjections implements CheckpointFaults {
   }
 
   tornWrite(at: CheckpointAt, file: RankFileToWrite): Promise<never> | undefined {
-    return this.diesAt(at) ? tornWrite(file, this.setup.die) : undefined
+    if (!this.diesAt(at)) return undefined
+    // A background write (memory level, disk flush) runs while the rank computes later steps: report
+    // the failure where it was injected, so that it counts as fired and the restart does not repeat it.
+    return tornWrite(file, () => {
+      this.status.set(at.skeleton, at.step, 'checkpoint')
+      return this.setup.die()
+    })
   }
 
   checkpointPointDone(at: CheckpointAt): void {

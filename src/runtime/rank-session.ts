@@ -56,8 +56,9 @@ async function runOnce(s: RankSession, rejected: readonly RejectedLine[]): Promi
   const rt: RankRuntime = { comm: s.comm, status: s.status, hooks: noHooks, onStep: s.onStep, onSkeletonStart: s.onSkeletonStart }
   s.status.set(-1, -1, 'light')
   let recovering = false
+  let coordinator: CheckpointCoordinator | undefined
   if (s.ft) {
-    const coordinator = await CheckpointCoordinator.open(
+    coordinator = await CheckpointCoordinator.open(
       s.comm,
       s.ft,
       { fingerprint: fingerprintOf(s.program), settings: settingsOf(s.program.options, s.options), ...(s.code ? { code: s.code } : {}) },
@@ -69,11 +70,13 @@ async function runOnce(s: RankSession, rejected: readonly RejectedLine[]): Promi
     if (recovering && s.comm.rank === 0) {
       const r = coordinator.recovery!
       s.log(
-        `resuming from checkpoint ${r.seq} (skeleton ${r.skeleton}, step ${r.step}); recovery line agreed in ${r.negotiateMs.toFixed(1)} ms, ` +
+        `resuming from checkpoint ${r.seq} (skeleton ${r.skeleton}, step ${r.step}) from the ${r.level} level; recovery line agreed in ${r.negotiateMs.toFixed(1)} ms, ` +
           (r.fromRanks === undefined ? `rank file read and verified in ${r.loadMs.toFixed(1)} ms` : `${r.fromRanks} old rank headers read in ${r.loadMs.toFixed(1)} ms`),
       )
     }
   }
   const ctx = new RankContext(rt, s.options, recovering, s.log)
-  return s.program.main(ctx)
+  const value = await s.program.main(ctx)
+  await coordinator?.finish()
+  return value
 }

@@ -10,9 +10,9 @@ import type { Injection } from './inject.js'
 /** Every event of a supervised run, as written to `--events` (JSON lines). */
 export type SupervisorEvent =
   | { event: 'start'; attempt: number; ranks: number; transport: string; resume: boolean }
-  | { event: 'checkpoint'; attempt: number; seq: number; skeleton: number; step: number; bytes: number; totalBytes: number; ms: number }
+  | { event: 'checkpoint'; attempt: number; seq: number; skeleton: number; step: number; bytes: number; totalBytes: number; ms: number; level: 'memory' | 'disk'; stallMs: number }
   | ({ event: 'failure'; attempt: number } & Omit<FailureRecord, 'attempt'>)
-  | { event: 'recovery-line'; attempt: number; seq: number; skeleton: number; step: number; negotiateMs: number }
+  | { event: 'recovery-line'; attempt: number; seq: number; skeleton: number; step: number; negotiateMs: number; level: string }
   | { event: 'replay-done'; attempt: number; replayMs: number }
   | { event: 'restore-done'; attempt: number; loadMs: number; restoreMs: number }
   | {
@@ -29,6 +29,8 @@ export type SupervisorEvent =
       replayMs: number
       restoreMs: number
       totalMs: number
+      /** The level the recovery line was read from: memory, disk, or memory+disk when ranks read from different levels. */
+      level: string
     }
   | { event: 'progress'; attempt: number; skeleton: number; step: number; total: number | undefined; stepsPerSecond: number }
   | { event: 'preempt-requested'; attempt: number; why: string }
@@ -210,20 +212,21 @@ export class Supervisor<R = unknown> {
         if (this.preemptWhy !== undefined) for (let r = 0; r < g.size; r++) g.send(r, { type: 'preempt' })
       },
       onCheckpoint: (c) => {
-        this.lastCheckpointMs = c.ms
-        const { seq, skeleton, step, bytes, totalBytes, ms } = c
-        this.emit({ event: 'checkpoint', attempt, seq, skeleton, step, bytes, totalBytes, ms })
+        // The time limit leaves room for the checkpoint a preemption writes: a disk one.
+        if (c.level === 'disk') this.lastCheckpointMs = c.ms
+        const { seq, skeleton, step, bytes, totalBytes, ms, level, stallMs } = c
+        this.emit({ event: 'checkpoint', attempt, seq, skeleton, step, bytes, totalBytes, ms, level, stallMs })
         this.opts.onCheckpoint?.(c)
       },
       onResumed: (r: ResumedFigures) => {
         const totalMs = performance.now() - started
         const spawnMs = Math.max(0, totalMs - r.negotiateMs - r.loadMs - r.replayMs - r.restoreMs)
-        this.emit({ event: 'recovery-line', attempt, seq: r.seq, skeleton: r.skeleton, step: r.step, negotiateMs: r.negotiateMs })
+        this.emit({ event: 'recovery-line', attempt, seq: r.seq, skeleton: r.skeleton, step: r.step, negotiateMs: r.negotiateMs, level: r.level })
         this.emit({ event: 'replay-done', attempt, replayMs: r.replayMs })
         this.emit({ event: 'restore-done', attempt, loadMs: r.loadMs, restoreMs: r.restoreMs })
-        const { seq, skeleton, step, negotiateMs, loadMs, replayMs, restoreMs } = r
+        const { seq, skeleton, step, negotiateMs, loadMs, replayMs, restoreMs, level } = r
         const requested = attempt === 0
-        this.emit({ event: 'resume', attempt, requested, seq, skeleton, step, spawnMs, negotiateMs, loadMs, replayMs, restoreMs, totalMs })
+        this.emit({ event: 'resume', attempt, requested, seq, skeleton, step, spawnMs, negotiateMs, loadMs, replayMs, restoreMs, totalMs, level })
         this.opts.onResumed?.(r)
       },
       onProgress: (rank, skeleton, step, total) => {

@@ -22,6 +22,8 @@ export interface SkeletonOptions {
   name?: string
   /** When this skeleton checkpoints, overriding the run's policy (`{ every: 50 }`, `'30s'`, `{ mtbf: '6h' }`…). */
   checkpoint?: CheckpointPolicy | string
+  /** When this skeleton writes memory-level checkpoints, overriding the run's memory policy (used only when the run has a memory level). */
+  memoryCheckpoint?: CheckpointPolicy | string
 }
 
 /** The longest a skeleton keeps the event loop waiting (give or take the SparseClock's 20 ms). */
@@ -49,6 +51,7 @@ export class Skeleton<It, D extends Domain> {
   /** What this skeleton's checkpoints contain (see CheckpointRegistry). */
   readonly checkpoint: CheckpointRegistry
   private readonly policy: CheckpointPolicy | undefined
+  private readonly memoryPolicy: CheckpointPolicy | undefined
   private readonly router: Router
   private readonly customRoute: boolean
   private readonly total: number | undefined
@@ -82,6 +85,7 @@ export class Skeleton<It, D extends Domain> {
     this.checkpoint = new CheckpointRegistry(this.name)
     this.total = kernel.totalSteps()
     this.policy = options.checkpoint === undefined ? undefined : parsePolicy(options.checkpoint)
+    this.memoryPolicy = options.memoryCheckpoint === undefined ? undefined : parsePolicy(options.memoryCheckpoint)
   }
 
   /** Number of routing plans built so far (a plan is reused while the partition is unchanged). */
@@ -250,8 +254,8 @@ export class Skeleton<It, D extends Domain> {
   private state(step: number, it: It, read: D, write: D, partition: Partition, next: Partition | undefined): SkeletonState<It, D> {
     const s = this.current
     if (!s) {
-      const { index, name, mode, checkpoint: registry, policy } = this
-      return (this.current = { index, name, step, it, read, write, mode, partition, next, registry, policy })
+      const { index, name, mode, checkpoint: registry, policy, memoryPolicy } = this
+      return (this.current = { index, name, step, it, read, write, mode, partition, next, registry, policy, memoryPolicy })
     }
     s.step = step
     s.it = it

@@ -2,126 +2,354 @@ import { performance } from 'node:perf_hooks'
 import type { DomainDesc } from '../../domains/desc.js'
 import type { Domain } from '../../domains/domain.js'
 import { bytesOf, dtypeOf } from '../../domains/dtype.js'
-import { CheckpointError } from '../../errors.js'
+import { CheckpointError, ConfigError } from '../../errors.js'
 import type { Communicator } from '../../routing/communicator.js'
 import type { FaultToleranceConfig, ProgramIdentity } from '../config.js'
-import type { CheckpointControl } from '../control.js'
-import type { CheckpointEvent } from '../events.js'
+import type { CheckpointAt, CheckpointControl } from '../control.js'
+import type { CheckpointEvent, CheckpointLevel } from '../events.js'
 import type { CodeIdentity } from '../format/code-record.js'
 import { encodeRankFile, type EntryInput } from '../format/rank-file.js'
 import { encodeLight } from '../light/codec.js'
 import { replayDigests } from '../recovery/replay-check.js'
 import type { SkeletonState } from '../skeleton-hooks.js'
 import type { CheckpointStore } from '../store/checkpoint-store.js'
-import type { RankFileRecord } from '../store/marker.js'
+import { CheckpointIoThread } from '../store/io-thread.js'
+import type { CommitMarker, RankFileRecord } from '../store/marker.js'
+import { availableMemoryBytes } from '../store/memory-level.js'
 import { domainPayload, StagingBuffers } from '../store/staging.js'
 import type { ClockState } from './vote.js'
 
-/** A checkpoint whose write has started on this rank and that is not committed yet. */
+/** What one rank's write (or flush) of a checkpoint came to. */
+interface WriteResult {
+  written?: RankFileRecord
+  failure?: string
+  /** From the checkpoint point to the file being there (ms). */
+  ms: number
+}
+
+/** A checkpoint whose file is being written on this rank and that is not committed yet. */
 interface PendingCheckpoint {
   seq: number
   skeleton: number
   step: number
   clock: ClockState
   started: number
-  durable: Promise<{ written?: RankFileRecord; failure?: string }>
+  durable: Promise<WriteResult>
   /** This rank's write has finished (successfully or not). */
   done: boolean
+  /** Written in the background (a memory checkpoint, or a disk one flushed from memory), not at the checkpoint point. */
+  background: boolean
+  /** How long the compute waited at the checkpoint point for it (ms, this rank). */
+  stallMs: number
+  /** A memory checkpoint that is also a disk one: flushed once committed in memory. */
+  flush?: boolean
+}
+
+/** Where checkpoints go: the disk level (the checkpoint directory) and, when on, the memory level in RAM. */
+export interface CheckpointStores {
+  disk: CheckpointStore
+  memory?: CheckpointStore
+  /** Checkpoint numbers present in the memory level when the run opened it (pruned after the first memory commit). */
+  memorySeqs?: number[]
 }
 
 /**
  * Writing this rank's file of a checkpoint and committing it with the other
- * ranks. A write runs in the foreground, or in the background (payloads
- * copied to staging buffers first) and is committed later, at a collective
- * place every rank reaches: `commitIfAllDurable` at votes, `finishPending`
- * before the next checkpoint, at the end of a skeleton, on preemption or
- * interruption. The commit is collective: rank 0 writes the `COMMIT` marker
- * once every rank's file is durable; a failure anywhere fails every rank
- * alike and leaves the previous checkpoint the recovery line.
+ * ranks, on a level.
+ *
+ * Without a memory level a disk checkpoint is written and committed at the
+ * checkpoint point. With one, the checkpoint point only copies the payloads
+ * to shared staging buffers (the stall: one memory copy); a helper thread
+ * computes their CRCs, the thread pool writes the file to RAM, and the
+ * memory checkpoint is committed at the next collective place where every
+ * rank's file is there — only then is the previous memory checkpoint
+ * discarded (double buffering). A disk checkpoint is then flushed from that
+ * memory copy in the background and committed in the same way. The
+ * collective places: `commitIfAllDurable` at votes (or at every checkpoint
+ * point when the run does not vote), the next checkpoint, the end of a
+ * skeleton, preemption and interruption (`finishPending(true)`). A commit is
+ * collective: rank 0 writes the level's `COMMIT` marker once every rank's
+ * file is there; a failure anywhere fails every rank alike and leaves the
+ * previous checkpoint of that level intact.
  *
  * ```ts
- * const commits = new CheckpointCommitter(comm, cfg, id, store, firstSeq, { onCheckpoint, control })
- * await commits.write(state, clock, performance.now(), cfg.async === true)
- * await commits.finishPending()   // every rank, at the same point
+ * const commits = new CheckpointCommitter(comm, cfg, id, { disk, memory }, firstSeq, { onCheckpoint, control })
+ * await commits.write(state, clock, performance.now(), 'memory')
+ * await commits.finishPending(true)   // every rank, at the same point
  * ```
  */
 export class CheckpointCommitter {
-  /** A checkpoint written in the background, not committed yet. */
+  /** A memory checkpoint being written in the background, not committed yet. */
+  private pendingMemory: PendingCheckpoint | undefined
+  /** A disk checkpoint being flushed in the background, not committed yet. */
   private pending: PendingCheckpoint | undefined
+  /** Rank 0: the commit marker (and prune) of a flushed disk checkpoint, written in the background; resolves to a failure message. */
+  private markerWrite: Promise<string | undefined> | undefined
   private readonly staging = new StagingBuffers()
+  /** Copies of the payloads of the memory checkpoint in flight (SharedArrayBuffers: the checksum thread reads them). */
+  private readonly shared = new StagingBuffers(true)
+  private readonly io = new CheckpointIoThread()
+  private readonly store: CheckpointStore
+  private readonly memory: CheckpointStore | undefined
+  /** Memory checkpoints present (rank 0 discards all but the newest and the one being flushed). */
+  private memoryKept: number[]
+  /** Skeletons whose memory checkpoints were checked against free RAM. */
+  private readonly ramChecked = new Set<number>()
 
   constructor(
     private readonly comm: Communicator,
     private readonly cfg: FaultToleranceConfig,
     private readonly id: ProgramIdentity,
-    private readonly store: CheckpointStore,
-    /** The number of the next checkpoint (the same on every rank). */
+    stores: CheckpointStores,
+    /** The number of the next checkpoint (the same on every rank, over all levels). */
     private seq: number,
     private readonly hooks: { onCheckpoint?: (e: CheckpointEvent) => void; control?: CheckpointControl } = {},
     /** The run lineage and program code every file and marker carries (see identity/run.ts). */
     private readonly stamp: { runId?: string; code?: CodeIdentity } = {},
-  ) {}
+  ) {
+    this.store = stores.disk
+    this.memory = stores.memory
+    this.memoryKept = [...(stores.memorySeqs ?? [])]
+  }
 
   /** The number the next checkpoint will get. */
   get nextSeq(): number {
     return this.seq
   }
 
-  /** A background checkpoint is written or being written and not committed yet. */
+  /** A checkpoint is being written or flushed in the background and not committed yet. */
   get inFlight(): boolean {
-    return this.pending !== undefined
+    return this.pending !== undefined || this.pendingMemory !== undefined
   }
 
-  /** Commit the background checkpoint if every rank's write is done (collective: one allreduce while one is in flight). */
+  /**
+   * Commit what was written in the background if every rank's write is done
+   * (collective: one allreduce while anything is in flight). One sum answers
+   * both levels: memory writes not done count size+1 each, flushes 1.
+   */
   async commitIfAllDurable(): Promise<void> {
-    if (this.pending && (await this.comm.allreduce(this.pending.done ? 0 : 1, 'max')) === 0) await this.finishPending()
+    const memory = this.pendingMemory
+    const flush = this.pending
+    if (!memory && !flush) return
+    const { size } = this.comm
+    const notDone = (memory && !memory.done ? size + 1 : 0) + (flush && !flush.done ? 1 : 0)
+    const sum = await this.comm.allreduce(notDone, 'sum')
+    if (memory && Math.floor(sum / (size + 1)) === 0) await this.finishMemory()
+    if (flush && sum % (size + 1) === 0 && this.pending === flush) await this.finishPending()
   }
 
-  /** Commit the background checkpoint, if any (collective: all ranks reach it together). */
-  async finishPending(): Promise<void> {
+  /**
+   * Commit everything in flight (collective: all ranks reach it together):
+   * the memory checkpoint, then the disk flush. `final` (end of a skeleton,
+   * preemption, interruption) also waits for a flush started by that commit
+   * and, on rank 0, for the disk commit marker written in the background.
+   */
+  async finishPending(final = false): Promise<void> {
+    await this.finishMemory()
     const p = this.pending
-    if (!p) return
     this.pending = undefined
-    await this.commit(p)
+    if (p) await this.commit(p)
+    if (final && this.memory) {
+      // Every rank leaves a final point only once rank 0's background marker is written: a run stopped
+      // right after it (interruption, preemption, the end) has that checkpoint committed, and a failure
+      // to write it fails every rank alike.
+      const failure = await this.markerFailure()
+      const why = (await this.comm.allgather(failure)).find((f) => f !== undefined)
+      if (why !== undefined) throw new CheckpointError(why)
+    }
   }
 
-  /** Write this rank's file of a checkpoint of `state` and commit it now, or later when `background`. */
-  async write(state: SkeletonState, clock: ClockState, started: number, background: boolean): Promise<void> {
+  /** Rank 0: wait for the background marker write; its failure message, if any. */
+  private async markerFailure(): Promise<string | undefined> {
+    const m = this.markerWrite
+    this.markerWrite = undefined
+    return m ? await m : undefined
+  }
+
+  /**
+   * Write this rank's file of a checkpoint of `state` to `level` and commit
+   * it. With a memory level every checkpoint goes to memory, in the
+   * background; a `disk` one is then flushed from there. `final` (the end of
+   * a skeleton, a preemption or an interruption) commits everything before
+   * returning.
+   */
+  async write(state: SkeletonState, clock: ClockState, started: number, level: CheckpointLevel, final = false): Promise<void> {
     const { rank, size } = this.comm
-    await this.finishPending()
+    const memory = this.memory
+    // The staging buffers are reused: the previous memory checkpoint must be written (and is committed) first.
+    if (memory) await this.finishMemory()
+    if (level === 'disk') await this.finishPending()
     const seq = this.seq++
-    const entries = this.entries(state, background)
-    const digests = replayDigests(state)
-    const durable = (async (): Promise<{ written?: RankFileRecord; failure?: string }> => {
+    const at = { skeleton: state.index, step: state.step }
+    const meta = { fingerprint: this.id.fingerprint, skeleton: state.index, step: state.step, rank, size, settings: this.id.settings, digests: replayDigests(state), ...this.stamp }
+    if (memory === undefined) {
+      const parts = encodeRankFile(meta, this.entries(state, this.staging))
+      const durable = this.writeDisk(seq, at, parts, started)
+      await this.commit({ seq, skeleton: state.index, step: state.step, clock, started, durable, done: false, background: false, stallMs: 0 })
+      return
+    }
+    // The stall: copy the payloads (the program overwrites its arrays from the next superstep on).
+    // Packed payloads are already copies in a shared buffer; views of the program's arrays are copied.
+    const staged = this.entries(state, this.shared).map((e) => (e.kind === 'heavy' && !isShared(e.bytes) ? { ...e, bytes: this.shared.copy(e.name, e.bytes) } : e))
+    if (!this.ramChecked.has(state.index)) await this.refuseBeyondRam(state, staged, memory)
+    const durable = (async (): Promise<WriteResult> => {
       try {
-        const parts = encodeRankFile(
-          { fingerprint: this.id.fingerprint, skeleton: state.index, step: state.step, rank, size, settings: this.id.settings, digests, ...this.stamp },
-          entries,
-        )
-        const torn = this.hooks.control?.faults?.tornWrite(
-          { skeleton: state.index, step: state.step },
-          { dir: this.store.pathOf(seq), path: this.store.fileOf(seq, rank), parts },
-        )
-        if (torn) await torn
-        const w = await this.store.writeRankFile(seq, rank, parts)
-        return { written: { rank, file: w.file, bytes: w.bytes, headerChecksum: w.headerChecksum } }
+        const heavy = staged.filter((e) => e.kind === 'heavy')
+        const sums = await this.io.sums(heavy.map((e) => (e.bytes instanceof Uint8Array ? [e.bytes] : e.bytes)))
+        const parts = encodeRankFile(meta, staged.map((e) => (e.kind === 'heavy' ? { ...e, checksum: sums[heavy.indexOf(e)] } : e)))
+        // A kill injected at a disk step fires during the flush instead (see startFlush).
+        if (level === 'memory') {
+          const torn = this.hooks.control?.faults?.tornWrite(at, { dir: memory.pathOf(seq), path: memory.fileOf(seq, rank), parts })
+          if (torn) await torn
+        }
+        const w = await memory.writeRankFile(seq, rank, parts, this.io)
+        return { written: { rank, file: w.file, bytes: w.bytes, headerChecksum: w.headerChecksum }, ms: performance.now() - started }
       } catch (e) {
-        return { failure: (e as Error).message }
+        return { failure: (e as Error).message, ms: performance.now() - started }
       }
     })()
-    const pending: PendingCheckpoint = { seq, skeleton: state.index, step: state.step, clock, started, durable, done: false }
+    const pending: PendingCheckpoint = {
+      seq,
+      skeleton: state.index,
+      step: state.step,
+      clock,
+      started,
+      durable,
+      done: false,
+      background: true,
+      stallMs: performance.now() - started,
+      flush: level === 'disk',
+    }
     void durable.then(() => (pending.done = true))
-    if (background) this.pending = pending
-    else await this.commit(pending)
+    this.pendingMemory = pending
+    if (final) await this.finishPending(true)
   }
 
-  /** Commit a checkpoint whose write was started: collective, every rank calls it at the same point. */
+  /** This rank's file written to the disk level at the checkpoint point (no memory level). */
+  private async writeDisk(seq: number, at: CheckpointAt, parts: Uint8Array[], started: number): Promise<WriteResult> {
+    const { rank } = this.comm
+    try {
+      const torn = this.hooks.control?.faults?.tornWrite(at, { dir: this.store.pathOf(seq), path: this.store.fileOf(seq, rank), parts })
+      if (torn) await torn
+      const w = await this.store.writeRankFile(seq, rank, parts)
+      return { written: { rank, file: w.file, bytes: w.bytes, headerChecksum: w.headerChecksum }, ms: performance.now() - started }
+    } catch (e) {
+      return { failure: (e as Error).message, ms: performance.now() - started }
+    }
+  }
+
+  /**
+   * Commit the memory checkpoint in flight, if any (collective: one
+   * allgather). Rank 0 writes the marker and then discards older memory
+   * checkpoints, but never the one a flush reads. A disk checkpoint's flush
+   * starts here, from the committed memory copy.
+   */
+  private async finishMemory(): Promise<void> {
+    const p = this.pendingMemory
+    if (!p) return
+    this.pendingMemory = undefined
+    const memory = this.memory!
+    const { rank } = this.comm
+    const { seq } = p
+    const r = await p.durable
+    const all = await this.comm.allgather({ written: r.written, failure: r.failure, ms: r.ms, stallMs: p.stallMs })
+    const failed = all.map((a, i) => (a.failure ? `rank ${i}: ${a.failure}` : '')).filter(Boolean)
+    if (failed.length > 0) {
+      throw new CheckpointError(`memory checkpoint ${seq} could not be written in ${memory.dir} (the previous one is intact):\n  ${failed.join('\n  ')}`)
+    }
+    const pinned = p.flush ? seq : this.pending?.seq
+    if (rank === 0) {
+      await memory.commit(seq, this.markerOf(p, all))
+      // Double buffering: the previous memory checkpoint goes only now that this one is complete everywhere.
+      for (const old of this.memoryKept) if (old !== seq && old !== pinned) memory.discardSync(old)
+    }
+    this.memoryKept = pinned !== undefined && pinned !== seq ? [pinned, seq] : [seq]
+    const mem = p.clock.memory
+    // Young/Daly and the frequency warning count what the compute lost: the stall, slowest rank.
+    const stall = Math.max(...all.map((a) => a.stallMs))
+    if (mem) {
+      mem.costs.push(stall)
+      mem.lastAt = performance.now()
+    }
+    const ms = Math.max(...all.map((a) => a.ms))
+    const totalBytes = all.reduce((n, a) => n + (a.written?.bytes ?? 0), 0)
+    this.hooks.onCheckpoint?.({ seq, skeleton: p.skeleton, step: p.step, bytes: r.written!.bytes, totalBytes, ms, level: 'memory', stallMs: p.stallMs })
+    if (p.flush) this.startFlush(p, r.written!)
+  }
+
+  /** Copy this rank's memory file of a committed memory checkpoint to disk, in the background. */
+  private startFlush(p: PendingCheckpoint, inMemory: RankFileRecord): void {
+    const memory = this.memory!
+    const { rank } = this.comm
+    const { seq, started } = p
+    const durable = (async (): Promise<WriteResult> => {
+      try {
+        const torn = this.hooks.control?.faults?.tornWrite(
+          { skeleton: p.skeleton, step: p.step },
+          { dir: this.store.pathOf(seq), path: this.store.fileOf(seq, rank), parts: [] },
+        )
+        if (torn) await torn
+        const w = await this.store.flushRankFile(seq, rank, memory, inMemory.headerChecksum)
+        return { written: { rank, file: w.file, bytes: w.bytes, headerChecksum: w.headerChecksum }, ms: performance.now() - started }
+      } catch (e) {
+        return { failure: (e as Error).message, ms: performance.now() - started }
+      }
+    })()
+    const flush: PendingCheckpoint = { ...p, durable, done: false, background: true, stallMs: 0, flush: false }
+    void durable.then(() => (flush.done = true))
+    this.pending = flush
+  }
+
+  /** Rank 0: wait for the disk commit marker being written in the background; its failure is thrown here. */
+  private async settleMarker(): Promise<void> {
+    const failure = await this.markerFailure()
+    if (failure !== undefined) throw new CheckpointError(failure)
+  }
+
+  /**
+   * The memory level holds up to three checkpoints at once (the newest, the
+   * one being written, the one being flushed): refuse before the first is
+   * written when that is more than the node's free RAM, with the figures.
+   * Collective, once per skeleton (its checkpoints may differ in size).
+   */
+  private async refuseBeyondRam(state: SkeletonState, entries: readonly EntryInput[], memory: CheckpointStore): Promise<void> {
+    this.ramChecked.add(state.index)
+    const mine = entries.reduce((n, e) => n + (e.bytes instanceof Uint8Array ? e.bytes.byteLength : e.bytes.reduce((m, p) => m + p.byteLength, 0)), 0)
+    const total = await this.comm.allreduce(mine, 'sum')
+    const available = availableMemoryBytes(memory.dir)
+    const flushes = !('kind' in this.cfg.policy && this.cfg.policy.kind === 'off')
+    const copies = flushes ? 3 : 2
+    if (available !== undefined && copies * total > available) {
+      throw new ConfigError(
+        `the memory level needs ${formatMiB(copies * total)} in ${memory.dir} (${copies} copies of ${formatMiB(total)}: ` +
+          `the newest checkpoint, the next one${flushes ? ', and the one being flushed to disk' : ''}) and this node has ${formatMiB(available)} free; ` +
+          'write fewer bytes (unregister what replay rebuilds), or use the disk level only',
+      )
+    }
+  }
+
+  /** The commit marker of `p` from every rank's record. */
+  private markerOf(p: PendingCheckpoint, all: readonly { written?: RankFileRecord }[]): CommitMarker {
+    return {
+      seq: p.seq,
+      skeleton: p.skeleton,
+      step: p.step,
+      size: this.comm.size,
+      fingerprint: this.id.fingerprint,
+      settings: this.id.settings,
+      ranks: all.map((a) => a.written!),
+      createdAt: new Date().toISOString(),
+      ...this.stamp,
+    }
+  }
+
+  /** Commit a disk checkpoint whose write was started: collective, every rank calls it at the same point. */
   private async commit(p: PendingCheckpoint): Promise<void> {
-    const { rank, size } = this.comm
+    const { rank } = this.comm
     const { seq, clock, started } = p
-    const { written, failure } = await p.durable
+    const { written, failure, ms: durableMs } = await p.durable
     // Commit only when every rank's file is durable; any failure fails every rank alike.
-    const all = await this.comm.allgather({ written, failure })
+    const all = await this.comm.allgather({ written, failure, ms: durableMs })
     const failed = all.map((a, r) => (a.failure ? `rank ${r}: ${a.failure}` : '')).filter(Boolean)
     if (failed.length > 0) {
       // Every rank's write has ended (the allgather above): the partial checkpoint is removed rather than left
@@ -130,20 +358,34 @@ export class CheckpointCommitter {
       await this.comm.allreduce(0, 'max')
       throw new CheckpointError(`checkpoint ${seq} could not be written (the previous checkpoint is intact):\n  ${failed.join('\n  ')}`)
     }
+    const marker = this.markerOf(p, all)
+    const totalBytes = all.reduce((s, a) => s + (a.written?.bytes ?? 0), 0)
+    if (p.background) {
+      // Every rank's file is durable: rank 0 writes the marker in the background (the others need not
+      // wait for its fsyncs), after the previous one; a failure surfaces at the next commit or at the end.
+      const ms = Math.max(...all.map((a) => a.ms))
+      clock.costs.push(ms)
+      clock.lastAt = performance.now()
+      if (rank === 0) {
+        await this.settleMarker()
+        const event: CheckpointEvent = { seq, skeleton: p.skeleton, step: p.step, bytes: written!.bytes, totalBytes, ms, level: 'disk', stallMs: 0 }
+        this.markerWrite = (async () => {
+          try {
+            await this.store.commit(seq, marker)
+            await this.store.prune(this.cfg.keep, { runId: this.stamp.runId })
+          } catch (e) {
+            return `checkpoint ${seq} could not be committed (the previous checkpoint is intact): ${(e as Error).message}`
+          }
+          this.hooks.onCheckpoint?.(event)
+          return undefined
+        })()
+      }
+      return
+    }
     let commitFailure: string | undefined
     if (rank === 0) {
       try {
-        await this.store.commit(seq, {
-          seq,
-          skeleton: p.skeleton,
-          step: p.step,
-          size,
-          fingerprint: this.id.fingerprint,
-          settings: this.id.settings,
-          ranks: all.map((a) => a.written!),
-          createdAt: new Date().toISOString(),
-          ...this.stamp,
-        })
+        await this.store.commit(seq, marker)
         await this.store.prune(this.cfg.keep, { runId: this.stamp.runId })
       } catch (e) {
         commitFailure = (e as Error).message
@@ -156,13 +398,11 @@ export class CheckpointCommitter {
     }
     clock.costs.push(ms)
     clock.lastAt = performance.now()
-    const totalBytes = all.reduce((s, a) => s + (a.written?.bytes ?? 0), 0)
-    const event: CheckpointEvent = { seq, skeleton: p.skeleton, step: p.step, bytes: written!.bytes, totalBytes, ms }
-    this.hooks.onCheckpoint?.(event)
+    this.hooks.onCheckpoint?.({ seq, skeleton: p.skeleton, step: p.step, bytes: written!.bytes, totalBytes, ms, level: 'disk', stallMs: ms })
   }
 
-  /** The payloads of a checkpoint; `copy` detaches them from memory the next supersteps overwrite. */
-  private entries(state: SkeletonState, copy: boolean): EntryInput[] {
+  /** The payloads of a checkpoint, as views of the program's memory (written before the next superstep). */
+  private entries(state: SkeletonState, staging: StagingBuffers): EntryInput[] {
     const { rank } = this.comm
     const reg = state.registry
     const all = this.cfg.contents === 'default'
@@ -171,20 +411,29 @@ export class CheckpointCommitter {
     if (includes('read')) {
       // In circulation the blocks have already moved: save what this rank now holds for the next step.
       const box = state.mode === 'circulation' && state.next ? state.next.needed[rank] : state.partition.possessed[rank]
-      out.push(this.domainEntry('read', state.write, box))
+      out.push(domainEntry('read', state.write, box, staging))
     }
-    if (includes('write')) out.push(this.domainEntry('write', state.read, state.partition.possessed[rank].intersect(state.read.box)))
+    if (includes('write')) out.push(domainEntry('write', state.read, state.partition.possessed[rank].intersect(state.read.box), staging))
     if (includes('iterator')) out.push({ name: 'iterator', kind: 'light', bytes: encodeLight(state.it, undefined, 'iterator') })
     for (const h of reg.heavy.values()) {
       out.push({ name: h.name, kind: 'heavy', dtype: dtypeOf(h.array), ...(h.box ? { box: h.box.toJSON() } : {}), bytes: bytesOf(h.array) })
     }
     for (const l of reg.light.values()) out.push({ name: l.name, kind: 'light', bytes: encodeLight(l.cell.value, l.serializer, l.name) })
-    return copy ? out.map((e) => (e.kind === 'heavy' ? { ...e, bytes: this.staging.copy(e.name, e.bytes) } : e)) : out
+    return out
   }
 
-  /** A domain's cells in `box` as a payload written from the domain's memory (see domainPayload). */
-  private domainEntry(name: string, d: Domain, box: DomainDesc): EntryInput {
-    const record = { lower: [...box.lower], upper: [...box.upper] }
-    return { name, kind: 'heavy', dtype: d.dtype, box: record, bytes: domainPayload(d, box, this.staging, name) }
-  }
+}
+
+/** A domain's cells in `box` as a payload written from the domain's memory (see domainPayload). */
+function domainEntry(name: string, d: Domain, box: DomainDesc, staging: StagingBuffers): EntryInput {
+  const record = { lower: [...box.lower], upper: [...box.upper] }
+  return { name, kind: 'heavy', dtype: d.dtype, box: record, bytes: domainPayload(d, box, staging, name) }
+}
+
+function isShared(bytes: Uint8Array | readonly Uint8Array[]): boolean {
+  return bytes instanceof Uint8Array && bytes.buffer instanceof SharedArrayBuffer
+}
+
+function formatMiB(n: number): string {
+  return `${(n / 2 ** 20).toFixed(1)} MiB`
 }

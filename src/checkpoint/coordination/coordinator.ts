@@ -1,3 +1,4 @@
+import { rm } from 'node:fs/promises'
 import { performance } from 'node:perf_hooks'
 import { ConfigError, errorRecord, InternalError, PreemptedError, reviveError, RunInterruptedError, type ErrorRecord } from '../../errors.js'
 import type { Communicator } from '../../routing/communicator.js'
@@ -10,12 +11,16 @@ import { checkResumeCode, newestComplete, newRunId, otherRuns } from '../identit
 import { parsePolicy } from '../policy/policy.js'
 import type { ElasticLine } from '../recovery/elastic/line.js'
 import { restoreElastic } from '../recovery/elastic/restore.js'
-import { negotiateRecoveryLine, type RejectedLine } from '../recovery/negotiate.js'
+import { negotiateRecoveryLine, type LevelSource, type RejectedLine } from '../recovery/negotiate.js'
 import { restoreFromFile } from '../recovery/restore.js'
 import type { RecoveryDecision, RestoreOutcome, ResumeFigures, SkeletonHooks, SkeletonState } from '../skeleton-hooks.js'
 import { CheckpointStore } from '../store/checkpoint-store.js'
+import { memoryDirFor } from '../store/memory-level.js'
 import { CheckpointCommitter } from './commit.js'
 import { CheckpointVote, type ClockState } from './vote.js'
+
+/** A memory checkpoint whose stall exceeds this share of the compute between two of them draws a warning. */
+const MEMORY_COST_SHARE = 0.1
 
 /** Callbacks and outside requests the coordinator reports to or honours. */
 export interface CoordinatorHooks {
@@ -43,11 +48,13 @@ export class CheckpointCoordinator implements SkeletonHooks {
   private restoredFile: DecodedRankFile | undefined
   /** The recovery line when it was written by another rank count. */
   private elasticLine: ElasticLine | undefined
+  private memoryWarned = false
 
   private constructor(
     private readonly comm: Communicator,
     private readonly cfg: FaultToleranceConfig,
     private readonly store: CheckpointStore,
+    private readonly memory: CheckpointStore | undefined,
     private readonly vote: CheckpointVote,
     private readonly commits: CheckpointCommitter,
     readonly recovery: RecoveryInfo | undefined,
@@ -70,26 +77,40 @@ export class CheckpointCoordinator implements SkeletonHooks {
   ): Promise<CheckpointCoordinator> {
     if (!Number.isSafeInteger(cfg.keep) || cfg.keep < 1) throw new ConfigError(`keep must be a positive integer (got ${cfg.keep})`)
     parsePolicy(cfg.policy)
+    const memoryPolicy = cfg.memory ? parsePolicy(cfg.memory.policy) : cfg.async ? ({ kind: 'off' } as const) : undefined
     const store = new CheckpointStore(cfg.dir)
+    const memory = memoryPolicy === undefined ? undefined : new CheckpointStore(cfg.memory?.dir ?? memoryDirFor(cfg.dir), { volatile: true })
+    const levels = memory ? [memory, store] : [store]
     // Every rank checks; any refusal is reported by all of them alike.
-    const check = await settle(() => store.assertFingerprint(id.fingerprint))
+    const check = await settle(async () => {
+      for (const s of levels) await s.assertFingerprint(id.fingerprint)
+    })
     const checks = await comm.allgather(check)
     const refused = checks.find((c) => c !== undefined)
     if (refused) throw reviveError(refused)
 
     const listed = await store.list()
-    const nextSeq = listed.reduce((m, s) => Math.max(m, s.seq + 1), 0)
+    const memoryListed = memory ? await memory.list() : []
+    // One numbering over every level: a checkpoint keeps its number when it is flushed from memory to disk.
+    const nextSeq = [...listed, ...memoryListed].reduce((m, s) => Math.max(m, s.seq + 1), 0)
     const seq = await comm.allreduce(nextSeq, 'max')
+    // Every level's checkpoints, oldest first: the lineage and the code check look at all of them.
+    const everyLevel = [...memoryListed, ...listed].sort((a, b) => a.seq - b.seq)
     // Rank 0 decides the run lineage and hashes the program's code (once per run start); one allgather shares both.
-    const { runId, code } = (await comm.allgather(comm.rank === 0 ? lineageOf(cfg, id, listed) : undefined))[0]!
-    const vote = new CheckpointVote(comm, cfg.policy, hooks.control)
-    const commits = new CheckpointCommitter(comm, cfg, id, store, seq, hooks, { runId, code })
-    if (!cfg.resume) return new CheckpointCoordinator(comm, cfg, store, vote, commits, undefined, log, hooks)
+    const { runId, code } = (await comm.allgather(comm.rank === 0 ? lineageOf(cfg, id, everyLevel) : undefined))[0]!
+    const vote = new CheckpointVote(comm, cfg.policy, hooks.control, memoryPolicy)
+    const stores = { disk: store, memory, memorySeqs: memoryListed.map((s) => s.seq) }
+    const commits = new CheckpointCommitter(comm, cfg, id, stores, seq, hooks, { runId, code })
+    if (!cfg.resume) return new CheckpointCoordinator(comm, cfg, store, memory, vote, commits, undefined, log, hooks)
 
+    const sources: LevelSource[] = [
+      ...(memory ? [{ level: 'memory' as const, store: memory, listed: memoryListed }] : []),
+      { level: 'disk', store, listed },
+    ]
     // Only this run's lineage: another run's checkpoints are never a recovery line.
-    const { info, file, elastic } = await negotiateRecoveryLine(comm, store, id.settings, listed, log, hooks.rejected, otherRuns(listed, runId))
+    const { info, file, elastic } = await negotiateRecoveryLine(comm, sources, id.settings, log, hooks.rejected, otherRuns(everyLevel, runId))
     if (info.seq !== undefined) {
-      const marker = listed.find((c) => c.seq === info.seq)?.marker ?? (await store.readMarker(info.seq))
+      const marker = everyLevel.find((c) => c.seq === info.seq && c.marker)?.marker ?? (await store.readMarker(info.seq))
       // The same inputs on every rank (the code identity comes from rank 0): all refuse alike, or all go on.
       const warning = checkResumeCode(marker.code, code, { seq: info.seq, allow: cfg.allowCodeChange === true, programFile: id.code?.programFile })
       if (warning !== undefined) {
@@ -97,7 +118,7 @@ export class CheckpointCoordinator implements SkeletonHooks {
         if (comm.rank === 0) log(`warning: ${warning}`)
       }
     }
-    const coordinator = new CheckpointCoordinator(comm, cfg, store, vote, commits, info, log, hooks)
+    const coordinator = new CheckpointCoordinator(comm, cfg, store, memory, vote, commits, info, log, hooks)
     coordinator.restoredFile = file
     coordinator.elasticLine = elastic
     return coordinator
@@ -119,6 +140,7 @@ export class CheckpointCoordinator implements SkeletonHooks {
     const restored = restoreFromFile(state, file, r.seq)
     const clock = this.vote.clockFor(state)
     clock.lastAt = performance.now()
+    if (clock.memory) clock.memory.lastAt = clock.lastAt
     return restored
   }
 
@@ -136,7 +158,9 @@ export class CheckpointCoordinator implements SkeletonHooks {
           `(×${(total.bytesRead / Math.max(1, total.bytesNeeded)).toFixed(3)}), ${total.headerBytes} header bytes, ${total.verifyBytes} bytes read only to verify checksums`,
       )
     }
-    this.vote.clockFor(state).lastAt = performance.now()
+    const clock = this.vote.clockFor(state)
+    clock.lastAt = performance.now()
+    if (clock.memory) clock.memory.lastAt = clock.lastAt
     return outcome
   }
 
@@ -144,7 +168,8 @@ export class CheckpointCoordinator implements SkeletonHooks {
     const r = this.recovery
     if (r) Object.assign(r, { replayMs: f.replayMs, restoreMs: f.restoreMs })
     if (r && r.seq !== undefined) {
-      this.hooks.onResumed?.({ seq: r.seq, skeleton: r.skeleton, step: r.step, negotiateMs: r.negotiateMs, loadMs: r.loadMs, replayMs: f.replayMs, restoreMs: f.restoreMs })
+      const { seq, skeleton, step, negotiateMs, loadMs } = r
+      this.hooks.onResumed?.({ seq, skeleton, step, negotiateMs, loadMs, replayMs: f.replayMs, restoreMs: f.restoreMs, level: r.level ?? 'disk' })
     }
     if (this.comm.rank === 0) {
       this.log(`replayed ${f.step} supersteps of skeleton ${f.skeleton} in ${f.replayMs.toFixed(1)} ms, restored in ${f.restoreMs.toFixed(1)} ms`)
@@ -178,17 +203,50 @@ export class CheckpointCoordinator implements SkeletonHooks {
 
   private async checkpointPointAsync(state: SkeletonState, last: boolean, clock: ClockState): Promise<void> {
     const now = performance.now()
-    const { go, preempt, pollCommit } = await this.vote.decide(state, clock, now)
+    const { go, level, preempt, pollCommit } = await this.vote.decide(state, clock, now)
     if (pollCommit) await this.commits.commitIfAllDurable()
-    const background = this.cfg.async === true && !preempt && !last
-    if (go) await this.commits.write(state, clock, now, background)
     const stop = this.cfg.interrupt
     const stopping = stop !== undefined && stop.skeleton === state.index && stop.step === state.step
+    if (go) {
+      const since = clock.memory ? now - clock.memory.lastAt : 0
+      await this.commits.write(state, clock, now, level, last || preempt || stopping)
+      if (clock.memory) this.warnIfMemoryTooFrequent(clock.memory.costs, since)
+    }
     // The end of a skeleton, a preemption or an interruption commit what is still in flight.
-    if (last || preempt || stopping) await this.commits.finishPending()
-    this.hooks.control?.faults?.checkpointPointDone({ skeleton: state.index, step: state.step })
+    if (last || preempt || stopping) await this.commits.finishPending(true)
+    // A checkpoint written in the background reaches the failure-injection hook (tornWrite) from there,
+    // during the memory write or the disk flush; a point that wrote in the foreground or nothing is over here.
+    if (!(go && this.memory)) this.hooks.control?.faults?.checkpointPointDone({ skeleton: state.index, step: state.step })
     if (preempt) throw new PreemptedError(go ? this.commits.nextSeq - 1 : undefined)
     if (stopping) throw new RunInterruptedError(state.index, state.step)
+  }
+
+  /**
+   * The program is done on this rank (its last checkpoint point, collective,
+   * is behind every rank): rank 0 frees the memory level's RAM. Disk
+   * checkpoints stay, as always.
+   */
+  async finish(): Promise<void> {
+    if (this.comm.rank === 0 && this.memory) await rm(this.memory.dir, { recursive: true, force: true })
+  }
+
+  /**
+   * A memory policy more frequent than its own cost allows: warn once (rank
+   * 0) when a memory checkpoint's stall, measured, is more than 10 % of the
+   * compute time between two of them.
+   */
+  private warnIfMemoryTooFrequent(costs: readonly number[], intervalMs: number): void {
+    if (this.memoryWarned || costs.length < 2 || intervalMs <= 0) return
+    const cost = costs[costs.length - 1]
+    if (cost <= MEMORY_COST_SHARE * intervalMs) return
+    this.memoryWarned = true
+    if (this.comm.rank === 0) {
+      this.log(
+        `warning: a memory checkpoint costs ${cost.toFixed(1)} ms and they are ${intervalMs.toFixed(1)} ms of compute apart ` +
+          `(${((100 * cost) / (cost + intervalMs)).toFixed(0)} % of the run); space them at least ${(cost / MEMORY_COST_SHARE).toFixed(0)} ms apart ` +
+          '(a larger --memory-checkpoint every:<steps>, a time such as 2s, or mtbf:<duration>)',
+      )
+    }
   }
 
   /**

@@ -2,18 +2,28 @@ import { performance } from 'node:perf_hooks'
 import type { Communicator } from '../../routing/communicator.js'
 import { ConfigError } from '../../errors.js'
 import type { CheckpointAt, CheckpointControl } from '../control.js'
+import type { CheckpointLevel } from '../events.js'
 import { PolicyClock } from '../policy/clock.js'
 import type { CheckpointPolicy } from '../policy/policy.js'
 import { checkpointAtStep } from '../policy/steps.js'
 import type { SkeletonState } from '../skeleton-hooks.js'
 
-/** One skeleton's checkpoint timing: its policy clock, measured costs, and when the ranks vote next. */
-export interface ClockState {
+/** One level's checkpoint timing in one skeleton: its policy clock and measured costs. */
+export interface LevelClock {
   clock: PolicyClock
-  /** When the last checkpoint was committed (or restored, or the skeleton started). */
+  /** When the last checkpoint of this level was committed (or restored, or the skeleton started). */
   lastAt: number
-  /** Measured commit times (ms, slowest rank), for Young/Daly. */
+  /** Measured costs (ms, slowest rank), for Young/Daly: commit times on disk, stalls in memory. */
   costs: number[]
+}
+
+/**
+ * One skeleton's checkpoint timing: the disk level's clock (the fields of
+ * LevelClock), the memory level's when it is on, and when the ranks vote next.
+ */
+export interface ClockState extends LevelClock {
+  /** The memory level's clock; undefined when the run has no memory level. */
+  memory?: LevelClock
   /** Next superstep at which the ranks vote (time-based policies, preemption). */
   voteStep: number
   lastVote: { step: number; at: number }
@@ -23,6 +33,8 @@ export interface ClockState {
 export interface VoteOutcome {
   /** Checkpoint at this point. */
   go: boolean
+  /** To which level: `disk` (through the memory level when there is one) or `memory` only. */
+  level: CheckpointLevel
   /** Checkpoint, then stop every rank. */
   preempt: boolean
   /** The ranks met at a collective here: the place to commit a background checkpoint whose writes are done. */
@@ -38,10 +50,14 @@ const VOTE_PERIOD_MS = 100
  * Step-based policies decide locally (every rank gets the same answer);
  * time-based ones, requests under a supervisor and preemption need
  * agreement: one allreduce carries the vote and the spacing of the next
- * vote, chosen so that votes are ~100 ms of supersteps apart.
+ * vote, chosen so that votes are ~100 ms of supersteps apart. Each level has
+ * its own policy; levels nest (a disk checkpoint also refreshes the memory
+ * level it is flushed from), so one number orders the outcomes and the
+ * allreduce's max is the agreement: 0 nothing, 1 memory, 2 disk, 3 preempt.
+ * Requests and preemption go to disk.
  *
  * ```ts
- * const vote = new CheckpointVote(comm, cfg.policy, control)
+ * const vote = new CheckpointVote(comm, cfg.policy, control, cfg.memory?.policy)
  * const clock = vote.clockFor(state)
  * const { go, preempt } = await vote.decide(state, clock, performance.now())
  * ```
@@ -55,6 +71,8 @@ export class CheckpointVote {
     /** The run's policy, for skeletons without their own. */
     private readonly runPolicy: CheckpointPolicy,
     private readonly control: CheckpointControl | undefined,
+    /** The run's memory-level policy, for skeletons without their own; undefined: no memory level. */
+    private readonly runMemoryPolicy?: CheckpointPolicy,
   ) {}
 
   /** The timing state of `state`'s skeleton, created at its first checkpoint point (or restore). */
@@ -64,8 +82,10 @@ export class CheckpointVote {
       const now = performance.now()
       const policy = state.policy ?? this.runPolicy
       c = { clock: new PolicyClock(policy), lastAt: now, costs: [], voteStep: state.step, lastVote: { step: state.step, at: now } }
+      const memoryPolicy = this.runMemoryPolicy === undefined ? undefined : (state.memoryPolicy ?? this.runMemoryPolicy)
+      if (memoryPolicy !== undefined) c.memory = { clock: new PolicyClock(memoryPolicy), lastAt: now, costs: [] }
       this.clocks.set(state.index, c)
-      refuseUselessInjection(this.control?.faults?.askedCheckpointPoint(), state, policy, this.comm.rank)
+      refuseUselessInjection(this.control?.faults?.askedCheckpointPoint(), state, policy, memoryPolicy, this.comm.rank)
     }
     return c
   }
@@ -88,44 +108,59 @@ export class CheckpointVote {
     const control = this.control
     if (this.requested || (control !== undefined && (control.checkpointRequested === true || control.preemptRequested))) return false
     const c = clock.clock
-    const timeBased = c.timeBased
-    if ((timeBased || control?.preemptible === true) && state.step >= clock.voteStep) return false
-    return timeBased || !c.dueAtStep(state.step)
+    const m = clock.memory?.clock
+    if ((c.timeBased || m?.timeBased === true || control?.preemptible === true) && state.step >= clock.voteStep) return false
+    if (!c.timeBased && c.dueAtStep(state.step)) return false
+    // The memory level's own step policy is due as well.
+    return m === undefined || m.timeBased || !m.dueAtStep(state.step)
   }
 
   /** Decide this checkpoint point (collective when the run votes and a vote is due). */
   async decide(state: SkeletonState, clock: ClockState, now: number): Promise<VoteOutcome> {
     const control = this.control
-    const input = { step: state.step, now, lastCheckpointAt: clock.lastAt, measuredCostMs: clock.costs }
+    const mem = clock.memory
+    const diskInput = { step: state.step, now, lastCheckpointAt: clock.lastAt, measuredCostMs: clock.costs }
+    const memInput = mem && { step: state.step, now, lastCheckpointAt: mem.lastAt, measuredCostMs: mem.costs }
     const requested = this.requested || control?.checkpointRequested === true
     // Step-based policies give every rank the same answer; time-based ones are decided by vote.
-    let go = !clock.clock.timeBased && clock.clock.shouldCheckpoint(input)
+    let disk = !clock.clock.timeBased && clock.clock.shouldCheckpoint(diskInput)
+    let memory = mem !== undefined && !mem.clock.timeBased && mem.clock.shouldCheckpoint(memInput!)
     let preempt = false
-    if (clock.clock.timeBased || control?.preemptible) {
+    const outcome = (pollCommit: boolean): VoteOutcome => ({ go: disk || memory, level: disk ? 'disk' : 'memory', preempt, pollCommit })
+    if (clock.clock.timeBased || mem?.clock.timeBased || control?.preemptible) {
       // Clock votes, requests and preemption need agreement, which costs a
       // collective: vote only every `voteStep`, spaced ~VOTE_PERIOD_MS apart.
-      if (state.step < clock.voteStep) return { go, preempt, pollCommit: false }
+      if (state.step < clock.voteStep) return outcome(false)
       const stepMs = (now - clock.lastVote.at) / Math.max(1, state.step - clock.lastVote.step)
-      const every = Math.min(1000, Math.max(1, Math.ceil(VOTE_PERIOD_MS / Math.max(stepMs, 1e-3))))
-      const vote = control?.preemptRequested ? 2 : requested || (clock.clock.timeBased && clock.clock.shouldCheckpoint(input)) ? 1 : 0
-      // One allreduce carries both: the vote (2 = preempt, 1 = checkpoint) and the spacing (min over ranks).
+      // No superstep timed yet (the first vote of a skeleton): vote again at the next one rather than guess.
+      const timed = state.step > clock.lastVote.step
+      const every = timed ? Math.min(1000, Math.max(1, Math.ceil(VOTE_PERIOD_MS / Math.max(stepMs, 1e-3)))) : 1
+      const vote = control?.preemptRequested
+        ? 3
+        : requested || (clock.clock.timeBased && clock.clock.shouldCheckpoint(diskInput))
+          ? 2
+          : mem?.clock.timeBased && mem.clock.shouldCheckpoint(memInput!)
+            ? 1
+            : 0
+      // One allreduce carries both: the vote (3 preempt, 2 disk, 1 memory) and the spacing (min over ranks).
       const agreed = await this.comm.allreduce(vote * 4096 - every, 'max')
       const decided = Math.ceil(agreed / 4096)
-      preempt = decided === 2
-      go = go || decided >= 1
+      preempt = decided === 3
+      disk = disk || decided >= 2
+      memory = memory || decided === 1
       clock.voteStep = state.step + (decided * 4096 - agreed)
       clock.lastVote = { step: state.step, at: now }
-      if (decided >= 1) this.clearRequests()
+      if (decided >= 2) this.clearRequests()
       // A background checkpoint is committed at the first vote where every rank's write is done.
-      return { go, preempt, pollCommit: true }
+      return outcome(true)
     }
     if (requested) {
       // No votes in this run: a request comes from request(), which every rank calls (SPMD).
-      go = true
+      disk = true
       this.clearRequests()
     }
     // Without votes, a background checkpoint is polled at every checkpoint point until all ranks are done.
-    return { go, preempt, pollCommit: true }
+    return outcome(true)
   }
 
   private clearRequests(): void {
@@ -140,8 +175,16 @@ export class CheckpointVote {
  * empty checkpoint point, which is not what was asked. Refused, with the
  * nearest checkpoint steps.
  */
-function refuseUselessInjection(at: CheckpointAt | undefined, state: SkeletonState, policy: CheckpointPolicy, rank: number): void {
+function refuseUselessInjection(
+  at: CheckpointAt | undefined,
+  state: SkeletonState,
+  policy: CheckpointPolicy,
+  memoryPolicy: CheckpointPolicy | undefined,
+  rank: number,
+): void {
   if (!at || at.skeleton !== state.index) return
+  const m = memoryPolicy === undefined ? undefined : checkpointAtStep(memoryPolicy, at.step)
+  if (m !== undefined && (m.kind === 'yes' || m.kind === 'unknown')) return
   const c = checkpointAtStep(policy, at.step)
   if (c.kind === 'yes' || c.kind === 'unknown') return
   const what = `--inject rank=${rank},step=${at.step},phase=checkpoint`

@@ -111,6 +111,11 @@ export interface EntryInput {
   dtype?: DType
   box?: { lower: number[]; upper: number[] }
   bytes: Uint8Array | readonly Uint8Array[]
+  /**
+   * CRC32 of `bytes` when the caller computed it already (on another thread,
+   * to keep the checkpoint point short); computed here otherwise.
+   */
+  checksum?: number
 }
 
 /** A decoded entry: its record plus a view of its payload inside the file buffer (no copy). */
@@ -162,8 +167,9 @@ export function encodeRankFile(meta: RankFileMeta, entries: readonly EntryInput[
     let checksum = 0
     for (const p of pieces) {
       length += p.byteLength
-      checksum = crc32(p, checksum)
+      if (e.checksum === undefined) checksum = crc32(p, checksum)
     }
+    if (e.checksum !== undefined) checksum = e.checksum
     records.push({
       name: e.name,
       kind: e.kind,

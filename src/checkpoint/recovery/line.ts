@@ -78,6 +78,26 @@ export function chooseRecoveryLine(views: readonly RankView[]): RecoveryLine {
   return { seq, skipped }
 }
 
+/**
+ * One rank's view over several levels (each from localView, fastest level
+ * first) as one view: a checkpoint is valid for the rank when any level holds
+ * a valid copy of its file — the same bytes, so which level does not change
+ * the line, only how fast it is read. Problems are kept only for checkpoints
+ * no level can provide.
+ *
+ * ```ts
+ * const view = mergeLevelViews([await localView(memory, rank, size), await localView(disk, rank, size)])
+ * ```
+ */
+export function mergeLevelViews(levels: readonly RankView[]): RankView {
+  if (levels.length === 0) throw new ConfigError('mergeLevelViews needs the view of at least one level')
+  const valid = new Set<number>()
+  for (const v of levels) for (const s of v.valid) valid.add(s)
+  const problems: SkipReason[] = []
+  for (const v of levels) for (const p of v.problems) if (!valid.has(p.seq)) problems.push(p)
+  return { rank: levels[0].rank, valid: [...valid].sort((a, b) => b - a), problems }
+}
+
 export interface LocalViewOptions {
   /**
    * Verify every payload checksum (default true): a corrupt payload found only

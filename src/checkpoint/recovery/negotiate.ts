@@ -3,9 +3,9 @@ import { CheckpointCorruptError } from '../../errors.js'
 import type { Communicator } from '../../routing/communicator.js'
 import type { JsonObject } from '../format/json.js'
 import type { DecodedRankFile } from '../format/rank-file.js'
-import type { RecoveryInfo } from '../events.js'
+import type { CheckpointLevel, RecoveryInfo } from '../events.js'
 import type { CheckpointStore, CheckpointSummary } from '../store/checkpoint-store.js'
-import { assertSameSettings, chooseRecoveryLine, localView, type RankView, type SkipReason } from './line.js'
+import { assertSameSettings, chooseRecoveryLine, localView, mergeLevelViews, type RankView, type SkipReason } from './line.js'
 import { assertResliceable, openElasticLine, type ElasticLine } from './elastic/line.js'
 import { DirectorySource } from './elastic/source.js'
 
@@ -24,28 +24,38 @@ export interface RejectedLine {
   problems: SkipReason[]
 }
 
+/** One level's store and what it held when the run opened it. */
+export interface LevelSource {
+  level: CheckpointLevel
+  store: CheckpointStore
+  listed: readonly CheckpointSummary[]
+}
+
 /**
  * Agree with the other ranks on the checkpoint to resume from (collective:
- * every rank calls it). Checkpoints of other settings are refused outright;
- * one of another rank count is resumed elastically (its files are read at
- * restore time, see elastic/restore.ts) unless it holds an array that cannot
- * be re-sliced, which is refused naming it. The ranks exchange what they find valid from headers
- * and sizes (cheap), choose the newest checkpoint valid everywhere, and each
- * reads and verifies its own file of it once — the same read restore uses; a
- * file that fails there moves the line back and the ranks agree again.
- * Skipped checkpoints are logged (rank 0) and listed in `info.warnings`.
- * Checkpoints in `foreign` (another run's, see identity/run.ts) are neither
- * candidates nor worth a warning.
+ * every rank calls it), over every level at once (`levels` fastest first).
+ * Checkpoints of other settings are refused outright; one of another rank
+ * count is resumed elastically (its files are read at restore time, see
+ * elastic/restore.ts) unless it holds an array that cannot be re-sliced,
+ * which is refused naming it. Each rank finds what it can use on each level
+ * from headers and sizes (cheap); the ranks exchange that once and choose
+ * the newest checkpoint some level holds for every rank. Each rank then
+ * reads and verifies its own file of it from the fastest level that has it,
+ * falling back to the next level when that copy is damaged; a rank that
+ * finds no good copy moves the line back and the ranks agree again. Skipped
+ * checkpoints are logged (rank 0) and listed in `info.warnings`;
+ * `info.level` says where the line was read. Checkpoints in `foreign`
+ * (another run's, see identity/run.ts) are neither candidates nor worth a
+ * warning.
  *
  * ```ts
- * const { info, file } = await negotiateRecoveryLine(comm, store, settings, await store.list(), log)
+ * const { info, file } = await negotiateRecoveryLine(comm, [{ level: 'memory', store: mem, listed: await mem.list() }, { level: 'disk', store, listed }], settings, log)
  * ```
  */
 export async function negotiateRecoveryLine(
   comm: Communicator,
-  store: CheckpointStore,
+  levels: readonly LevelSource[],
   settings: JsonObject,
-  listed: readonly CheckpointSummary[],
   log: (text: string) => void,
   rejected: readonly RejectedLine[] = [],
   foreign: ReadonlySet<number> = new Set(),
@@ -54,7 +64,10 @@ export async function negotiateRecoveryLine(
   const t0 = performance.now()
   // Settings and rank count first: checkpoints of another configuration are
   // refused outright, not passed over as "invalid" for a silent fresh start.
-  const newest = listed.filter((c) => c.complete && c.marker && !foreign.has(c.seq)).pop()
+  const newest = levels
+    .flatMap((l) => l.listed.filter((c) => c.complete && c.marker && !foreign.has(c.seq)))
+    .sort((a, b) => a.seq - b.seq)
+    .pop()
   // The rank count is no refusal by itself: another one means an elastic restore.
   if (newest?.marker) assertSameSettings({ settings: newest.marker.settings, size }, { settings, size })
   // Agree on headers and sizes (cheap), then each rank reads and verifies its
@@ -62,9 +75,12 @@ export async function negotiateRecoveryLine(
   // that fails there moves the line back and the ranks agree again.
   // Checkpoints of other runs (`foreign`) are neither candidates nor worth a warning.
   const late: string[] = []
-  let views = withoutForeign(await comm.allgather(await localView(store, rank, size, { checksums: false })), foreign)
+  const mine: RankView[] = []
+  for (const l of levels) mine.push(withoutForeign([await localView(l.store, rank, size, { checksums: false })], foreign)[0])
+  let views = await comm.allgather(mergeLevelViews(mine))
   for (const r of rejected) {
     views = withoutSeq(views, r.seq)
+    for (const v of mine) v.valid = v.valid.filter((q) => q !== r.seq)
     late.push(`checkpoint ${r.seq} skipped: ${r.problems.map((p) => `${p.file}: ${p.reason}`).join('; ')}`)
   }
   let line = chooseRecoveryLine(views)
@@ -72,27 +88,51 @@ export async function negotiateRecoveryLine(
   const tLoad = performance.now()
   let file: DecodedRankFile | undefined
   let elastic: ElasticLine | undefined
+  let from: LevelSource | undefined
+  let usedLevels: string[] = []
   while (line.seq !== undefined) {
     const seqNow: number = line.seq
-    const oldSize = listed.find((c) => c.seq === seqNow)?.marker?.size ?? size
-    let problem: SkipReason | undefined
+    const oldSize = levels.flatMap((l) => l.listed).find((c) => c.seq === seqNow && c.marker)?.marker?.size ?? size
+    const tried: SkipReason[] = []
+    from = undefined
     if (oldSize === size) {
-      try {
-        file = await store.loadRankFile(seqNow, rank)
-      } catch (e) {
-        const reason = e instanceof CheckpointCorruptError ? e.reason : (e as Error).message
-        problem = { seq: seqNow, rank, file: store.fileOf(seqNow, rank), reason }
+      for (let i = 0; i < levels.length && from === undefined; i++) {
+        if (!mine[i].valid.includes(seqNow)) continue
+        const l = levels[i]
+        try {
+          file = await l.store.loadRankFile(seqNow, rank)
+          from = l
+        } catch (e) {
+          const reason = e instanceof CheckpointCorruptError ? e.reason : (e as Error).message
+          tried.push({ seq: seqNow, rank, file: l.store.fileOf(seqNow, rank), reason })
+        }
       }
     } else {
-      // Another rank count: every old header now (each read by one rank, then exchanged), the payload ranges at restore.
-      const opened = await openElasticLine(new DirectorySource(store), seqNow, oldSize, comm)
-      elastic = opened.line
-      problem = opened.problem
+      // Another rank count: every old header now (each read by one rank, then exchanged), the payload ranges at
+      // restore. Collective, so the level is one the ranks agree on: the fastest that holds the line for all of them.
+      for (let i = 0; i < levels.length && from === undefined; i++) {
+        if ((await comm.allreduce(mine[i].valid.includes(seqNow) ? 1 : 0, 'min')) === 0) continue
+        const opened = await openElasticLine(new DirectorySource(levels[i].store), seqNow, oldSize, comm)
+        // The same on every rank: a line for all, or none (the rank that found the damage has the problem).
+        if (opened.line) {
+          elastic = opened.line
+          from = levels[i]
+        } else if (opened.problem) tried.push(opened.problem)
+      }
     }
-    const problems = (await comm.allgather(problem)).filter((p): p is SkipReason => p !== undefined)
-    if (problems.length === 0) break
+    const problem = from === undefined ? (tried[0] ?? { seq: seqNow, rank, file: '', reason: 'no level holds this rank file' }) : undefined
+    // A damaged copy on a fast level that a slower level replaced is worth a warning too.
+    const fallbacks = from === undefined ? [] : tried.map((t) => `checkpoint ${seqNow}: ${t.file}: ${t.reason}; read from the ${from!.level} level instead`)
+    const outcomes = await comm.allgather({ problem, level: from?.level, fallbacks })
+    for (const o of outcomes) late.push(...o.fallbacks)
+    const problems = outcomes.map((o) => o.problem).filter((p): p is SkipReason => p !== undefined)
+    if (problems.length === 0) {
+      usedLevels = [...new Set(outcomes.map((o) => o.level!))]
+      break
+    }
     late.push(`checkpoint ${seqNow} skipped: ${problems.map((p) => `${p.file}: ${p.reason}`).join('; ')}`)
     views = withoutSeq(views, seqNow)
+    for (const v of mine) v.valid = v.valid.filter((q) => q !== seqNow)
     line = chooseRecoveryLine(views)
     file = undefined
     elastic = undefined
@@ -104,18 +144,19 @@ export async function negotiateRecoveryLine(
       .map((s) => `checkpoint ${s.seq} skipped: ${s.problems.map((p) => (p.file ? `${p.file}: ${p.reason}` : p.reason)).join('; ')}`),
     ...late,
   ]
-  if (line.seq === undefined) {
-    warnings.push(`no valid checkpoint in ${store.dir}: starting from the beginning`)
+  if (line.seq === undefined || from === undefined) {
+    warnings.push(`no valid checkpoint in ${levels.map((l) => l.store.dir).join(' or ')}: starting from the beginning`)
     warnings.forEach((w) => rank === 0 && log(`warning: ${w}`))
     return { info: { seq: undefined, skeleton: -1, step: -1, negotiateMs, loadMs, warnings }, file: undefined }
   }
-  const marker = await store.readMarker(line.seq)
+  const marker = await from.store.readMarker(line.seq)
   assertSameSettings({ settings: marker.settings, size }, { settings, size })
   if (elastic) assertResliceable(elastic, size)
   warnings.forEach((w) => rank === 0 && log(`warning: ${w}`))
   if (elastic && rank === 0) log(`resuming a checkpoint of ${marker.size} ranks on ${size} (checkpoint ${line.seq}): each rank reads the parts of the old rank files its boxes need`)
+  const level = usedLevels.length === 1 ? usedLevels[0] : levels.map((l) => l.level).filter((l) => usedLevels.includes(l)).join('+')
   return {
-    info: { seq: line.seq, skeleton: marker.skeleton, step: marker.step, negotiateMs, loadMs, warnings, ...(elastic ? { fromRanks: marker.size } : {}) },
+    info: { seq: line.seq, skeleton: marker.skeleton, step: marker.step, negotiateMs, loadMs, level, warnings, ...(elastic ? { fromRanks: marker.size } : {}) },
     file,
     ...(elastic ? { elastic } : {}),
   }

@@ -2,7 +2,9 @@ import { lstat, open, readdir, readFile, rename, rm, stat, unlink } from 'node:f
 import { join, resolve } from 'node:path'
 import { performance } from 'node:perf_hooks'
 import { CheckpointCorruptError, CheckpointError, CheckpointMismatchError, ConfigError } from '../../errors.js'
-import { isTemporaryName, makeDirectory, syncDirectory, writeDurably } from './durable.js'
+import { existsSync, mkdirSync, readdirSync, renameSync, rmSync } from 'node:fs'
+import type { CheckpointIoThread } from './io-thread.js'
+import { copyDurably, isTemporaryName, makeDirectory, syncDirectory, temporaryNameFor, writeDurably } from './durable.js'
 import { decodeRankFile, headerChecksumOf, readHeaderOnly, type DecodedRankFile, type RankFileHeader } from '../format/rank-file.js'
 import { checkpointFsError, errorCode, explainFsError } from './fs-errors.js'
 import { encodeMarker, parseMarker, type CommitMarker, type RankFileRecord } from './marker.js'
@@ -78,10 +80,16 @@ const SPARE_DIR = 'spare'
  */
 export class CheckpointStore {
   readonly dir: string
+  /**
+   * A directory in RAM (the memory level, on tmpfs): files are never
+   * fsynced (there is no disk). Same layout, same format, same commit rule.
+   */
+  readonly volatile: boolean
 
-  constructor(dir: string) {
+  constructor(dir: string, options: { volatile?: boolean } = {}) {
     if (typeof dir !== 'string' || dir === '') throw new ConfigError('the checkpoint directory must be a non-empty path')
     this.dir = resolve(dir)
+    this.volatile = options.volatile === true
   }
 
   /** Directory of checkpoint `seq`. */
@@ -122,11 +130,24 @@ export class CheckpointStore {
    * `parts` (from encodeRankFile; payloads are written from the caller's
    * memory, not copied). Refuses to touch an already committed checkpoint.
    */
-  async writeRankFile(seq: number, rank: number, parts: readonly Uint8Array[]): Promise<RankFileWritten> {
+  async writeRankFile(seq: number, rank: number, parts: readonly Uint8Array[], io?: CheckpointIoThread): Promise<RankFileWritten> {
     const t0 = performance.now()
     const dir = this.pathOf(seq)
     const path = this.fileOf(seq, rank)
     const headerChecksum = headerChecksumOf(parts[0] ?? new Uint8Array(0))
+    if (this.volatile && io) {
+      // The memory level through its I/O thread: one message instead of a file call per hop (see CheckpointIoThread).
+      let bytes: number
+      try {
+        mkdirSync(dir, { recursive: true })
+        if (existsSync(this.markerOf(seq))) throw new CheckpointError(`checkpoint ${seq} in ${this.dir} is already committed`)
+        bytes = await io.write(path, temporaryNameFor(path), parts, this.spareOf(rank))
+      } catch (e) {
+        if (e instanceof CheckpointError) throw e
+        throw checkpointFsError('cannot write checkpoint file', path, e)
+      }
+      return { rank, file: `rank-${rank}.mlf`, path, bytes, headerChecksum, durationMs: performance.now() - t0 }
+    }
     try {
       await makeDirectory(dir)
     } catch (e) {
@@ -139,9 +160,34 @@ export class CheckpointStore {
     try {
       // The spare folder is used only when it is a real folder of this directory, never a symlink out of it.
       const spares = await lstat(join(this.dir, SPARE_DIR)).catch(() => undefined)
-      bytes = await writeDurably(path, parts, spares?.isDirectory() ? { reuse: this.spareOf(rank) } : {})
+      const sync = !this.volatile
+      bytes = await writeDurably(path, parts, spares?.isDirectory() ? { reuse: this.spareOf(rank), sync } : { sync })
     } catch (e) {
       throw checkpointFsError('cannot write checkpoint file', path, e)
+    }
+    return { rank, file: `rank-${rank}.mlf`, path, bytes, headerChecksum, durationMs: performance.now() - t0 }
+  }
+
+  /**
+   * Copies this rank's file of checkpoint `seq` from another level's store
+   * (the memory level) into this one, durably and in the background (see
+   * copyDurably): the bytes move as they are, the format is the same on
+   * every level. `headerChecksum` is the one the source level recorded.
+   */
+  async flushRankFile(seq: number, rank: number, from: CheckpointStore, headerChecksum: number): Promise<RankFileWritten> {
+    const t0 = performance.now()
+    const dir = this.pathOf(seq)
+    const path = this.fileOf(seq, rank)
+    try {
+      await makeDirectory(dir)
+    } catch (e) {
+      throw checkpointFsError('cannot create checkpoint directory', dir, e)
+    }
+    let bytes: number
+    try {
+      bytes = await copyDurably(from.fileOf(seq, rank), path)
+    } catch (e) {
+      throw checkpointFsError('cannot flush checkpoint file', path, e)
     }
     return { rank, file: `rank-${rank}.mlf`, path, bytes, headerChecksum, durationMs: performance.now() - t0 }
   }
@@ -156,8 +202,8 @@ export class CheckpointStore {
     const bytes = encodeMarker(marker)
     const path = this.markerOf(seq)
     try {
-      await syncDirectory(this.dir)
-      await writeDurably(path, [bytes])
+      if (!this.volatile) await syncDirectory(this.dir)
+      await writeDurably(path, [bytes], { sync: !this.volatile })
     } catch (e) {
       throw checkpointFsError('cannot write commit marker', path, e)
     }
@@ -255,16 +301,18 @@ export class CheckpointStore {
    * newest complete checkpoint is touched, since it may be being written right
    * now. Temporary files left by interrupted writes in the remaining (finished)
    * checkpoints are deleted too. With `runId`, the complete checkpoints of
-   * other runs are neither counted nor deleted: they are not this run's to discard.
+   * other runs are neither counted nor deleted: they are not this run's to
+   * discard. `pinned` checkpoints are kept whatever their age (the memory copy
+   * a background flush is reading).
    */
-  async prune(keep: number, options: { runId?: string } = {}): Promise<PruneResult> {
+  async prune(keep: number, options: { runId?: string; pinned?: readonly number[] } = {}): Promise<PruneResult> {
     if (!Number.isSafeInteger(keep) || keep < 1) throw new ConfigError(`prune needs to keep at least 1 checkpoint (got ${keep})`)
     const all = await this.list()
     const theirs = (s: CheckpointSummary) => options.runId !== undefined && s.complete && s.marker?.runId !== options.runId
     const complete = all.filter((s) => s.complete && !theirs(s)).map((s) => s.seq)
     if (complete.length === 0) return { removed: [], temporaryFiles: 0 }
     const newest = complete[complete.length - 1]
-    const kept = new Set(complete.slice(-keep))
+    const kept = new Set([...complete.slice(-keep), ...(options.pinned ?? [])])
     const removed: number[] = []
     for (const s of all) {
       if (s.seq < newest && !kept.has(s.seq) && !theirs(s)) {
@@ -311,6 +359,36 @@ export class CheckpointStore {
       await rm(this.markerOf(seq), { force: true })
       if (options.keepSpares) await this.keepAsSpares(dir)
       await rm(dir, { recursive: true, force: true })
+    } catch (e) {
+      throw checkpointFsError('cannot delete checkpoint', dir, e)
+    }
+  }
+
+  /**
+   * remove(seq, { keepSpares: true }) done synchronously, for the memory
+   * level: on tmpfs it takes microseconds, and the rank that prunes does not
+   * hop through the thread pool at its checkpoint point.
+   */
+  discardSync(seq: number): void {
+    const dir = this.pathOf(seq)
+    try {
+      rmSync(this.markerOf(seq), { force: true })
+      let names: string[] = []
+      try {
+        names = readdirSync(dir)
+      } catch (e) {
+        if (errorCode(e) !== 'ENOENT') throw e
+      }
+      const files = names.map((n) => RANK_FILE.exec(n)).filter((m): m is RegExpExecArray => m !== null)
+      if (files.length > 0) mkdirSync(join(this.dir, SPARE_DIR), { recursive: true })
+      for (const m of files) {
+        try {
+          renameSync(join(dir, m[0]), this.spareOf(Number(m[1])))
+        } catch {
+          // One spare fewer (a rank racing for its spare, a vanished file): the file goes with its directory.
+        }
+      }
+      rmSync(dir, { recursive: true, force: true })
     } catch (e) {
       throw checkpointFsError('cannot delete checkpoint', dir, e)
     }

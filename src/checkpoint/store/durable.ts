@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto'
 import { constants } from 'node:fs'
-import { lstat, mkdir, open, rename, unlink, type FileHandle } from 'node:fs/promises'
+import { copyFile, lstat, mkdir, open, rename, unlink, type FileHandle } from 'node:fs/promises'
 import { basename, dirname, join } from 'node:path'
 import { errorCode } from './fs-errors.js'
 
@@ -18,6 +18,17 @@ export function isTemporaryName(name: string): boolean {
   return name.includes(TMP_INFIX)
 }
 
+/**
+ * A fresh temporary name beside `path` (recognised by isTemporaryName).
+ *
+ * ```ts
+ * temporaryNameFor('/ckpt/ckpt-00000007/rank-3.mlf')  // '/ckpt/ckpt-00000007/rank-3.mlf.tmp-4242-0a1b2c3d'
+ * ```
+ */
+export function temporaryNameFor(path: string): string {
+  return join(dirname(path), `${basename(path)}${TMP_INFIX}${process.pid}-${randomBytes(4).toString('hex')}`)
+}
+
 // Linux limits one writev to IOV_MAX (1024) buffers.
 const MAX_IOV = 1024
 
@@ -32,6 +43,12 @@ export interface WriteDurablyOptions {
    * a new file is created.
    */
   reuse?: string
+  /**
+   * false: skip both fsyncs, for a file system in RAM (the memory level):
+   * there is no disk to flush to. The rename rule (never a torn file under a
+   * real name) holds all the same. Default true.
+   */
+  sync?: boolean
 }
 
 /**
@@ -48,7 +65,7 @@ export interface WriteDurablyOptions {
  * ```
  */
 export async function writeDurably(path: string, parts: readonly Uint8Array[], options: WriteDurablyOptions = {}): Promise<number> {
-  const tmp = join(dirname(path), `${basename(path)}${TMP_INFIX}${process.pid}-${randomBytes(4).toString('hex')}`)
+  const tmp = temporaryNameFor(path)
   let fh: FileHandle | undefined
   try {
     const reused = options.reuse !== undefined && (await renameIfPresent(options.reuse, tmp)) && (await reusable(tmp))
@@ -57,6 +74,39 @@ export async function writeDurably(path: string, parts: readonly Uint8Array[], o
     const bytes = await writeAll(fh, parts)
     // A recycled file may have been longer.
     if (reused) await fh.truncate(bytes)
+    const sync = options.sync !== false
+    if (sync) await fh.sync()
+    await fh.close()
+    fh = undefined
+    await rename(tmp, path)
+    if (sync) await syncDirectory(dirname(path))
+    return bytes
+  } catch (err) {
+    // Cleanup after a failure: the original error is what matters and is rethrown; a temporary
+    // file left behind is harmless (prune and recovery delete temporary files).
+    if (fh) await fh.close().catch(() => undefined)
+    await unlink(tmp).catch(() => undefined) // the same cleanup
+    throw err
+  }
+}
+
+/**
+ * Copies the file `source` to `path` durably, with writeDurably's rules
+ * (temporary name, fsync, rename, directory fsync). The copy runs in the
+ * kernel on libuv's thread pool (copy_file_range), so the JavaScript thread
+ * keeps computing: this is how the memory level is flushed to disk.
+ *
+ * ```ts
+ * const bytes = await copyDurably('/dev/shm/molotof-1a2b/ckpt-00000007/rank-0.mlf', '/ckpt/ckpt-00000007/rank-0.mlf')
+ * ```
+ */
+export async function copyDurably(source: string, path: string): Promise<number> {
+  const tmp = temporaryNameFor(path)
+  let fh: FileHandle | undefined
+  try {
+    await copyFile(source, tmp)
+    fh = await open(tmp, 'r+')
+    const bytes = (await fh.stat()).size
     await fh.sync()
     await fh.close()
     fh = undefined
@@ -64,10 +114,9 @@ export async function writeDurably(path: string, parts: readonly Uint8Array[], o
     await syncDirectory(dirname(path))
     return bytes
   } catch (err) {
-    // Cleanup after a failure: the original error is what matters and is rethrown; a temporary
-    // file left behind is harmless (prune and recovery delete temporary files).
+    // Cleanup after a failure: the original error is rethrown; a leftover temporary file is harmless.
     if (fh) await fh.close().catch(() => undefined)
-    await unlink(tmp).catch(() => undefined) // the same cleanup
+    await unlink(tmp).catch(() => undefined) // never created, or already gone: prune deletes leftovers anyway
     throw err
   }
 }

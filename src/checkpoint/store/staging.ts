@@ -23,12 +23,15 @@ const MIN_GATHER_RUN_BYTES = 4096
 export class StagingBuffers {
   private readonly buffers = new Map<string, Uint8Array>()
 
+  /** `shared`: buffers in SharedArrayBuffers, which another thread reads without a copy (see ChecksumThread). */
+  constructor(private readonly shared = false) {}
+
   /** A buffer of exactly `byteLength` bytes for `name`, reused when the size is unchanged. */
   get(name: string, byteLength: number): Uint8Array {
     const b = this.buffers.get(name)
     if (b && b.byteLength === byteLength) return b
     // 8-byte aligned (fresh ArrayBuffer), so any dtype can view it.
-    const fresh = new Uint8Array(byteLength)
+    const fresh = this.shared ? new Uint8Array(new SharedArrayBuffer(byteLength)) : new Uint8Array(byteLength)
     this.buffers.set(name, fresh)
     return fresh
   }
