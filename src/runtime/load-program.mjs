@@ -35,28 +35,42 @@ function pinFramework(entry) {
  */
 export async function runProgram({ programFile, tsconfig, rank, control }, initFor) {
   try {
+    const loaded = await loadProgram({ programFile, tsconfig, namespace: `molotof-rank-${rank}` })
+    if ('error' in loaded) {
+      control.postMessage({ type: 'load-error', rank, message: loaded.error })
+      return
+    }
+    await loaded.program[RANK_ENTRY](initFor(loaded.program))
+  } catch (e) {
+    control.postMessage({ type: 'load-error', rank, message: `cannot load ${programFile}: ${e && e.stack ? e.stack : String(e)}` })
+  }
+}
+
+/**
+ * Load the program without running it (warm spares load ahead, then run it
+ * for each rank they are given). Resolves to the program, whose entry is
+ * `program[Symbol.for('molotof.rank-entry')]`, or to the reason it cannot run.
+ *
+ * @param {{ programFile: string, tsconfig?: string, namespace: string }} what
+ * @returns {Promise<{ program: object } | { error: string }>}
+ */
+export async function loadProgram({ programFile, tsconfig, namespace }) {
+  try {
     const url = pathToFileURL(programFile).href
     const entry = frameworkEntry()
     const { register: registerTsx } = await import('tsx/esm/api')
     const { register: registerTsxCjs } = await import('tsx/cjs/api')
     // tsx loads TypeScript (the program and, from sources, molotof itself);
     // the hook registered after it runs first, so `paths` cannot redirect `molotof`.
-    const tsx = registerTsx({ namespace: `molotof-rank-${rank}`, tsconfig: tsconfig ?? undefined })
+    const tsx = registerTsx({ namespace, tsconfig: tsconfig ?? undefined })
     registerTsxCjs()
     pinFramework(entry)
     const mod = await tsx.import(url, import.meta.url)
     const program = programOf(mod)
-    if (!program) {
-      control.postMessage({
-        type: 'load-error',
-        rank,
-        message: `${programFile} does not export a molotof program: write \`export default defineProgram({ ... })\``,
-      })
-      return
-    }
-    await program[RANK_ENTRY](initFor(program))
+    if (!program) return { error: `${programFile} does not export a molotof program: write \`export default defineProgram({ ... })\`` }
+    return { program }
   } catch (e) {
-    control.postMessage({ type: 'load-error', rank, message: `cannot load ${programFile}: ${e && e.stack ? e.stack : String(e)}` })
+    return { error: `cannot load ${programFile}: ${e && e.stack ? e.stack : String(e)}` }
   }
 }
 
