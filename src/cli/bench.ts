@@ -19,6 +19,7 @@ const BENCH_OPTIONS = {
   out: option.string('bench-out', 'directory for bench-report.json and bench-report.html'),
   quick: option.boolean(false, 'small and fast: one repeat, counts 2,5 (checks that the report is produced)'),
   asyncCheckpoints: option.boolean(false, 'checkpointed configurations write in the background'),
+  spares: option.int(1, 'the failure run is measured again with this many warm spares (0: cold restart only)', { min: 0 }),
   ...HELP_OPTION,
 }
 
@@ -32,7 +33,8 @@ const BENCH_HELP = formatHelp({
 Configurations are interleaved and repeated (min/median/max) after a warm-up.
 Reports runtime and overhead, checkpoint sizes per rank and in total, the
 size a system-level checkpointer would save (private resident memory of each
-rank process, from /proc), write throughput, and the recovery breakdown.
+rank process, from /proc), write throughput, and the recovery breakdown,
+cold (every rank started again) and with warm spares (--spares).
 Writes a table to the terminal, bench-report.json and bench-report.html.
 The program's own options (molotof run --help <program>) follow the program.`,
   sections: [{ title: 'Options', specs: BENCH_OPTIONS }],
@@ -70,6 +72,7 @@ export async function benchCommand(argv: readonly string[], out: (s: string) => 
     repeats: quick ? 1 : f.repeats,
     failure: !f.noFailure,
     async: f.asyncCheckpoints,
+    spares: f.noFailure ? 0 : Math.min(f.spares, f.ranks),
     onNote: (t) => err(t),
   })
   const summary = summarize(report)
