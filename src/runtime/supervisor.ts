@@ -71,7 +71,7 @@ export interface SuperviseOptions extends LaunchOptions {
    * program again in their own process (see `SparePool`).
    */
   spares?: number
-  /** With spares: survivors of a failure are kept (default) or replaced by spares too. */
+  /** With spares: survivors of a failure are kept (default) or replaced by spares too (always, with background checkpoints). */
   keepSurvivors?: boolean
 }
 
@@ -150,7 +150,8 @@ export class Supervisor<R = unknown> {
         transport: s.transport ?? 'threads',
         heartbeatMs: s.heartbeatMs,
         spares,
-        keepSurvivors: this.opts.keepSurvivors ?? true,
+        // A stopped run's background write may still rename its file later: such survivors are replaced.
+        keepSurvivors: (this.opts.keepSurvivors ?? true) && this.ft.async !== true,
       })
     }
     try {
