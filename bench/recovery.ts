@@ -69,6 +69,8 @@ try {
         checkpoint: { dir: join(root, `r${rep}-${c.spares}-${c.keepSurvivors}`), policy: { every }, keep: 2, resume: false },
         inject: [{ rank: ranks - 1, skeleton: 0, step: failStep, phase: 'calculate' }],
         restarts: 1,
+        // A loaded 2-core machine can starve a starting process for seconds: measure recoveries, not hangs.
+        hangTimeoutMs: 10_000,
         spares: c.spares,
         keepSurvivors: c.keepSurvivors,
         onLog: () => {},

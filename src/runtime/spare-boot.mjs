@@ -112,7 +112,11 @@ await hostLoop({
   namespace: `molotof-spare-${id}`,
   post,
   onMessage: (handler) => process.on('message', handler),
-  onRank: (rank) => Atomics.store(current, 0, rank),
+  onRank: (rank) => {
+    // A new run starts from "nowhere yet", not from where this slot's last run stopped.
+    if (rank >= 0) status.fill(0, rank * 4, rank * 4 + 3).fill(-1, rank * 4, rank * 4 + 2)
+    Atomics.store(current, 0, rank)
+  },
   flushed: () => (unsent === 0 ? Promise.resolve() : new Promise((resolve) => (drained = resolve))),
   initFor: (init, control) => ({
     ...init,

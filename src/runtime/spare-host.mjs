@@ -36,10 +36,13 @@ export async function hostLoop(host) {
       for (const h of current) h(m)
     } else if (current) {
       early.push(m)
-    } else if (m && m.type === 'abort' && runs.length > 0) {
+    } else if (runs.length > 0 && m && m.type === 'abort') {
       // Stopped before it started (still loading): drop the run, say so.
       runs.length = 0
+      early = []
       host.post({ type: 'host-idle' })
+    } else if (runs.length > 0) {
+      early.push(m) // for the run about to start
     }
   })
 
@@ -60,7 +63,6 @@ export async function hostLoop(host) {
     } else {
       const handlers = []
       current = handlers
-      early = []
       const control = {
         postMessage: (m) => host.post(m),
         onMessage: (h) => {
@@ -75,6 +77,7 @@ export async function hostLoop(host) {
         host.post({ type: 'load-error', rank: init.rank, message: `cannot run ${host.programFile}: ${e && e.stack ? e.stack : String(e)}` })
       }
       current = undefined
+      early = []
       host.onRank?.(-1)
       await host.flushed?.()
     }

@@ -20,6 +20,8 @@ const THREAD_BOOT = new URL('./spare-thread-boot.mjs', import.meta.url)
 const HEARTBEAT_FD = 4
 /** After a process exits, wait at most this long for its pipes to drain before reporting the exit. */
 const DRAIN_MS = 200
+/** New spares start at an attempt's first progress, or this long after it started (a program without skeletons). */
+const REFILL_AFTER_MS = 5000
 
 /** How the ranks of an attempt were obtained. */
 export interface RanksOrigin {
@@ -88,7 +90,7 @@ interface GroupState {
  * of the previous attempt (kept in their process: they stop their run and
  * run `main` again from the top in recovery mode), then from spares, then
  * from cold starts; new spares are started in the background once the new
- * attempt has computed its first superstep (or after a second), so that
+ * attempt has computed its first superstep (or after 5 s), so that
  * loading them does not slow the recovery down.
  *
  * ```ts
@@ -200,9 +202,9 @@ export class SparePool {
         return { skeleton: s.skeleton, step: s.step, phase: s.phase }
       }
     }
-    // Spares are started once the attempt computes (its first progress), or after a second.
+    // Spares are started once the attempt computes (its first progress), or after a few seconds.
     if (this.refillTimer) clearTimeout(this.refillTimer)
-    this.refillTimer = setTimeout(() => this.refill(), 1000)
+    this.refillTimer = setTimeout(() => this.refill(), REFILL_AFTER_MS)
     this.refillTimer.unref()
 
     let stopped: Promise<void> | undefined
