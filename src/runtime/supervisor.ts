@@ -35,9 +35,11 @@ export type SupervisorEvent =
   /**
    * The first superstep after a failure has ended (rank 0): the recovery
    * from end to end. `stopMs` runs from the failure's detection to the start
-   * of the new attempt (stopping the survivors), `startMs` until the ranks
-   * are linked and run the program (spawn or spare), then the phases of the
-   * `resume` event, then `firstStepMs` (the first superstep computed again).
+   * of the new attempt (stopping the survivors), `startMs` the rest of the
+   * time until the restore ends (spawn or spare, linking the ranks, opening
+   * the checkpoint store, the program's light code and `initialize`), the
+   * phases of the `resume` event, then `firstStepMs` (the first superstep
+   * computed again).
    */
   | {
       event: 'recovered'
