@@ -232,6 +232,8 @@ export class SparePool {
       chosen.map(async (h, rank) => {
         if (!h.alive) return
         if (this.closed || h.tainted || !this.o.keepSurvivors) return this.killAndWait(h)
+        // A process that stopped beating (hung, stopped) cannot read an abort: kill it at once.
+        if (h.heartbeat && performance.now() - h.heartbeat.lastAt > 3 * this.o.heartbeatMs) return this.killAndWait(h)
         if (h.running) {
           h.send({ type: 'abort' })
           let timer: NodeJS.Timeout | undefined
