@@ -89,9 +89,10 @@ interface GroupState {
  * loaded, waiting for a rank number. An attempt's ranks come from survivors
  * of the previous attempt (kept in their process: they stop their run and
  * run `main` again from the top in recovery mode), then from spares, then
- * from cold starts; new spares are started in the background once the new
- * attempt has computed its first superstep (or after 5 s), so that
- * loading them does not slow the recovery down.
+ * from cold starts. The first spares start with the run's ranks; after a
+ * recovery, new spares are started in the background once the new attempt
+ * has computed its first superstep (or after 5 s), so that loading them does
+ * not slow the recovery down.
  *
  * ```ts
  * const pool = new SparePool({ programFile, tsconfig, size: 2, transport: 'processes', heartbeatMs: 200, spares: 1, keepSurvivors: true })
@@ -104,6 +105,7 @@ export class SparePool {
   lastOrigin: RanksOrigin = { kept: 0, spares: 0, spawned: 0 }
   private readonly hosts = new Set<Host>()
   private nextId = 0
+  private groups = 0
   private closed = false
   private refillTimer: NodeJS.Timeout | undefined
   private readonly abortTimeoutMs: number
@@ -202,10 +204,14 @@ export class SparePool {
         return { skeleton: s.skeleton, step: s.step, phase: s.phase }
       }
     }
-    // Spares are started once the attempt computes (its first progress), or after a few seconds.
+    // The run's first spares start with its ranks (ready for an early failure);
+    // after a recovery, once the attempt computes (its first progress), or after a few seconds.
     if (this.refillTimer) clearTimeout(this.refillTimer)
-    this.refillTimer = setTimeout(() => this.refill(), REFILL_AFTER_MS)
-    this.refillTimer.unref()
+    if (this.groups++ === 0) this.refill()
+    else {
+      this.refillTimer = setTimeout(() => this.refill(), REFILL_AFTER_MS)
+      this.refillTimer.unref()
+    }
 
     let stopped: Promise<void> | undefined
     return {
