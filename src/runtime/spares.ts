@@ -6,7 +6,7 @@ import type { Readable } from 'node:stream'
 import { fileURLToPath } from 'node:url'
 import { serialize } from 'node:v8'
 import { Worker, type MessagePort } from 'node:worker_threads'
-import { ConfigError } from '../errors.js'
+import { ConfigError, InternalError } from '../errors.js'
 import type { RankExit, RankGroup, RankGroupEvents, RankGroupSpec, RankWhere, StartRankGroup, Transport } from './group.js'
 import { HeartbeatMonitor } from './heartbeat.js'
 import type { LauncherToRank, RankToLauncher } from './protocol.js'
@@ -137,7 +137,7 @@ export class SparePool {
   }
 
   private startGroup(spec: RankGroupSpec, on: RankGroupEvents): RankGroup {
-    if (spec.size !== this.o.size) throw new ConfigError(`spares were started for ${this.o.size} ranks, not ${spec.size}`)
+    if (spec.size !== this.o.size) throw new InternalError(`spares were started for ${this.o.size} ranks, not ${spec.size}`)
     const state: GroupState = { on, stopping: false, status: undefined }
     const chosen: Host[] = new Array(spec.size)
     const origin: RanksOrigin = { kept: 0, spares: 0, spawned: 0 }
