@@ -80,7 +80,7 @@ process.on('uncaughtException', (e) => {
   beat(HEARTBEAT_FD, status, seq, current)
   const rank = Atomics.load(current, 0)
   const b = rank * 4
-  const err = e instanceof Error ? e : new Error(String(e))
+  const err = e instanceof Error ? e : new Error(String(e)) // a thrown non-Error, as an Error to report its message
   const message = {
     type: 'error',
     rank,
