@@ -29,6 +29,7 @@ export type { Serializer } from './checkpoint/light/codec.js'
 // --- Running a program: once, supervised, or in this thread (tests) ---------
 export { launch, type LaunchOptions, type RunResult } from './runtime/launcher.js'
 export { Supervisor, type SuperviseOptions, type SuperviseResult, type SupervisorEvent } from './runtime/supervisor.js'
+export type { RanksOrigin } from './runtime/spares.js'
 export { runLocal, type LocalRunOptions } from './runtime/local.js'
 export type { Transport, RunningRanks } from './runtime/group.js'
 export type { Injection, RandomInjection } from './runtime/inject.js'

@@ -52,26 +52,27 @@ export function textReport(r: BenchReport, s: BenchSummary): string {
       ),
     )
   }
-  const m = s.recovery.median
-  if (m) {
+  const measured = s.recoveryBySpares.filter((x) => x.median)
+  if (measured.length) {
     out.push('')
-    out.push(`Recovery after a failure injected at superstep ${s.recovery.runs[0].failedStep} (median of ${s.recovery.runs.length}):`)
+    out.push(`Recovery after a failure injected at superstep ${measured[0].runs[0].failedStep} (median of ${measured[0].runs.length}; failure → end of the first new superstep, and its phases):`)
     out.push(
       table(
-        ['detection', 'spawn', 'negotiate', 'load', 'replay', 'restore', 'to 1st new superstep', 'work lost', 'same result'],
-        [
-          [
-            `${ms(m.detectionMs)} ms`,
-            `${ms(m.spawnMs)} ms`,
-            `${ms(m.negotiateMs)} ms`,
-            `${ms(m.loadMs)} ms`,
-            `${ms(m.replayMs)} ms`,
-            `${ms(m.restoreMs)} ms`,
-            `${ms(m.toFirstStepMs)} ms`,
-            `${m.lostSteps} steps (${ms(m.lostMs)} ms)`,
-            s.recovery.allSame ? 'yes' : 'NO',
-          ],
-        ],
+        ['ranks after the failure', 'failure → 1st step', 'detection', 'stop', 'spawn/spare', 'negotiate', 'load', 'replay', 'restore', '1st step', 'work lost', 'same result'],
+        measured.map(({ spares, median: m, allSame }) => [
+          spares ? `${spares} warm spare(s), survivors kept` : 'all spawned (no spares)',
+          `${ms(m!.toFirstStepMs)} ms`,
+          `${ms(m!.detectionMs)} ms`,
+          `${ms(m!.stopMs)} ms`,
+          `${ms(m!.spawnMs)} ms`,
+          `${ms(m!.negotiateMs)} ms`,
+          `${ms(m!.loadMs)} ms`,
+          `${ms(m!.replayMs)} ms`,
+          `${ms(m!.restoreMs)} ms`,
+          `${ms(m!.firstStepMs)} ms`,
+          `${m!.lostSteps} steps (${ms(m!.lostMs)} ms)`,
+          allSame ? 'yes' : 'NO',
+        ]),
       ),
     )
   }

@@ -25,6 +25,8 @@ export interface BenchOptions {
   /** `memory`: the checkpointed configurations write to the memory level only (RAM, no disk). Default `disk`. */
   level?: 'disk' | 'memory'
 
+  /** Also measure the failure run with this many warm spares (0 or absent: the cold restart only). */
+  spares?: number
   /** Progress notes for the terminal. */
   onNote?: (text: string) => void
 }
@@ -49,6 +51,8 @@ export interface ConfigResult {
 }
 
 export interface RecoveryFigures {
+  /** Warm spares of the run (0 or absent: every rank started cold after the failure). */
+  spares?: number
   failedStep: number
   lineStep: number | undefined
   detectionMs: number
@@ -57,7 +61,11 @@ export interface RecoveryFigures {
   loadMs: number
   replayMs: number
   restoreMs: number
-  /** From the failure's detection to the end of the first superstep after recovery. */
+  /** From the failure to the start of the new attempt (detection, stopping the survivors). */
+  stopMs?: number
+  /** The first superstep computed again (from the end of the restore). */
+  firstStepMs?: number
+  /** From the failure to the end of the first superstep after recovery. */
   toFirstStepMs: number
   /** Supersteps computed again (after the recovery line, up to the failure). */
   lostSteps: number
@@ -134,8 +142,10 @@ export async function runBench(o: BenchOptions): Promise<BenchReport> {
         }
       }
       if (o.failure && mid) {
-        note(`repeat ${rep + 1}/${o.repeats}: failure injected at superstep ${Math.floor(steps / 2)}`)
-        recovery.push(await failureRun(o, steps, mid.every, freshDir(), reference))
+        for (const spares of o.spares ? [0, o.spares] : [0]) {
+          note(`repeat ${rep + 1}/${o.repeats}: failure injected at superstep ${Math.floor(steps / 2)}${spares ? `, ${spares} warm spare(s)` : ''}`)
+          recovery.push(await failureRun(o, steps, mid.every, freshDir(), reference, spares))
+        }
       }
     }
     // Work lost is priced at the failure-free time per superstep.
@@ -199,7 +209,7 @@ function sample(group: RunningRanks | undefined, into: (number | undefined)[]): 
   }
 }
 
-async function failureRun(o: BenchOptions, steps: number, every: number, dir: string, reference: string): Promise<RecoveryFigures> {
+async function failureRun(o: BenchOptions, steps: number, every: number, dir: string, reference: string, spares: number): Promise<RecoveryFigures> {
   const failedStep = Math.floor(steps / 2)
   const events: Array<SupervisorEvent & { t: number }> = []
   const started = performance.now()
@@ -210,6 +220,7 @@ async function failureRun(o: BenchOptions, steps: number, every: number, dir: st
     checkpoint: { ...levelPolicy(o, every, dir), keep: 2, resume: false, async: o.async },
     inject: [{ rank: o.ranks > 1 ? 1 : 0, skeleton: 0, step: failedStep, phase: 'calculate' }],
     restarts: 1,
+    spares,
     onLog: () => {},
     onEvent: (e) => events.push(e),
   }).run()
@@ -219,9 +230,11 @@ async function failureRun(o: BenchOptions, steps: number, every: number, dir: st
   const line = events.find((e) => e.event === 'recovery-line') as Extract<SupervisorEvent, { event: 'recovery-line' }> | undefined
   const restart = events.find((e) => e.event === 'start' && e.attempt === 1)
   const firstAfter = events.find((e) => e.event === 'progress' && e.attempt === 1)
+  const recovered = events.find((e) => e.event === 'recovered') as Extract<SupervisorEvent, { event: 'recovered' }> | undefined
   const lineStep = line?.step
   const lostSteps = failedStep - (lineStep ?? -1) - 1
   return {
+    spares,
     failedStep,
     lineStep,
     detectionMs: failure?.detectionMs ?? NaN,
@@ -230,7 +243,9 @@ async function failureRun(o: BenchOptions, steps: number, every: number, dir: st
     loadMs: resume?.loadMs ?? NaN,
     replayMs: resume?.replayMs ?? NaN,
     restoreMs: resume?.restoreMs ?? NaN,
-    toFirstStepMs: firstAfter && failure ? firstAfter.t - failure.t : NaN,
+    stopMs: recovered?.stopMs ?? NaN,
+    firstStepMs: recovered?.firstStepMs ?? NaN,
+    toFirstStepMs: recovered?.failureToFirstStepMs ?? (firstAfter && failure ? firstAfter.t - failure.t : NaN),
     lostSteps,
     lostMs: NaN,
     runtimeMs: end - started,

@@ -41,7 +41,16 @@ export interface DerivedOverhead {
 export interface BenchSummary {
   configs: ConfigSummary[]
   derived: DerivedOverhead[]
-  recovery: { median: Omit<RecoveryFigures, 'sameResult' | 'lineStep' | 'failedStep'> | undefined; allSame: boolean; runs: RecoveryFigures[] }
+  /** The cold restart (no spares). */
+  recovery: RecoverySummary
+  /** One per spare count measured, the cold restart (0) first. */
+  recoveryBySpares: Array<RecoverySummary & { spares: number }>
+}
+
+export interface RecoverySummary {
+  median: Omit<RecoveryFigures, 'sameResult' | 'lineStep' | 'failedStep' | 'spares'> | undefined
+  allSame: boolean
+  runs: RecoveryFigures[]
 }
 
 export function summarize(r: BenchReport): BenchSummary {
@@ -66,11 +75,14 @@ export function summarize(r: BenchReport): BenchSummary {
       systemBytesPerRank: med(rank0sys),
     }
   })
-  const runs = r.recovery
-  const keys = ['detectionMs', 'spawnMs', 'negotiateMs', 'loadMs', 'replayMs', 'restoreMs', 'toFirstStepMs', 'lostSteps', 'lostMs', 'runtimeMs'] as const
-  const median = runs.length
-    ? (Object.fromEntries(keys.map((k) => [k, summary(runs.map((x) => x[k])).median])) as BenchSummary['recovery']['median'])
-    : undefined
+  const keys = ['detectionMs', 'stopMs', 'spawnMs', 'negotiateMs', 'loadMs', 'replayMs', 'restoreMs', 'firstStepMs', 'toFirstStepMs', 'lostSteps', 'lostMs', 'runtimeMs'] as const
+  const recoveryOf = (runs: RecoveryFigures[]): RecoverySummary => ({
+    median: runs.length ? (Object.fromEntries(keys.map((k) => [k, summary(runs.map((x) => x[k] ?? NaN)).median])) as RecoverySummary['median']) : undefined,
+    allSame: runs.every((x) => x.sameResult),
+    runs,
+  })
+  const spareCounts = [...new Set(r.recovery.map((x) => x.spares ?? 0))].sort((a, b) => a - b)
+  const recoveryBySpares = spareCounts.map((spares) => ({ spares, ...recoveryOf(r.recovery.filter((x) => (x.spares ?? 0) === spares)) }))
   const derived: DerivedOverhead[] = []
   for (const contents of ['default', 'minimal'] as const) {
     const measured = configs.filter((x) => x.contents === contents && x.placed > 0)
@@ -80,7 +92,7 @@ export function summarize(r: BenchReport): BenchSummary {
     const tau = Math.sqrt(2 * (c.writeMs / 1000) * 3600)
     derived.push({ contents, costMs, every2sPct: (costMs / 2000) * 100, youngDalyIntervalS: tau, youngDalyPct: (costMs / 1000 / tau) * 100 })
   }
-  return { configs, derived, recovery: { median, allSame: runs.every((x) => x.sameResult), runs } }
+  return { configs, derived, recovery: recoveryOf(r.recovery.filter((x) => !x.spares)), recoveryBySpares }
 }
 
 /**

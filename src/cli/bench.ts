@@ -20,6 +20,7 @@ const BENCH_OPTIONS = {
   quick: option.boolean(false, 'small and fast: one repeat, counts 2,5 (checks that the report is produced)'),
   asyncCheckpoints: option.boolean(false, 'checkpointed configurations write disk checkpoints through a memory copy flushed in the background'),
   level: option.choice(['disk', 'memory'] as const, 'disk', 'the level checkpointed configurations write to: the disk directory, or RAM only (the memory level)'),
+  spares: option.int(1, 'the failure run is measured again with this many warm spares (0: cold restart only)', { min: 0 }),
   ...HELP_OPTION,
 }
 
@@ -33,7 +34,8 @@ const BENCH_HELP = formatHelp({
 Configurations are interleaved and repeated (min/median/max) after a warm-up.
 Reports runtime and overhead, checkpoint sizes per rank and in total, the
 size a system-level checkpointer would save (private resident memory of each
-rank process, from /proc), write throughput, and the recovery breakdown.
+rank process, from /proc), write throughput, and the recovery breakdown,
+cold (every rank started again) and with warm spares (--spares).
 Writes a table to the terminal, bench-report.json and bench-report.html.
 The program's own options (molotof run --help <program>) follow the program.`,
   sections: [{ title: 'Options', specs: BENCH_OPTIONS }],
@@ -72,6 +74,7 @@ export async function benchCommand(argv: readonly string[], out: (s: string) => 
     failure: !f.noFailure,
     async: f.asyncCheckpoints,
     level: f.level,
+    spares: f.noFailure ? 0 : Math.min(f.spares, f.ranks),
     onNote: (t) => err(t),
   })
   const summary = summarize(report)

@@ -17,13 +17,15 @@ const DEMO_OPTIONS = {
   n: option.int(2048, 'Jacobi interior size', { min: 1 }),
   iterations: option.int(200, 'Jacobi sweeps', { min: 1 }),
   transport: option.choice(TRANSPORTS, 'processes', 'processes (a real SIGKILL) or threads'),
+  spares: option.int(1, 'warm spares (the killed rank is replaced by one; 0 restarts every rank cold)', { min: 0 }),
   ...HELP_OPTION,
 }
 
 const DEMO_HELP = formatHelp({
   usage: 'molotof demo [options]',
   about: `What molotof does, in under a minute: Jacobi on several ranks, a rank killed
-mid-run, the automatic recovery from the last checkpoint, the bit-identical
+mid-run, the automatic recovery from the last checkpoint on a warm spare
+(a rank process started ahead with the program loaded), the bit-identical
 result, and how small the checkpoints are.`,
   sections: [{ title: 'Options', specs: DEMO_OPTIONS }],
   exitCodes: [
@@ -46,6 +48,7 @@ export async function demoCommand(argv: readonly string[], out: (s: string) => v
     return 0
   }
   const { ranks, n, iterations, transport } = f
+  const spares = Math.min(f.spares, ranks)
   const program = jacobiFile()
   const jargv = ['--n', String(n), '--iterations', String(iterations)]
   const every = Math.max(1, Math.floor(iterations / 8))
@@ -57,7 +60,8 @@ export async function demoCommand(argv: readonly string[], out: (s: string) => v
     const ref = await launch<JacobiValue>(program, { ranks, transport, argv: jargv, ...quiet })
     out(`   checksum ${ref.value.checksum}   (${(ref.wallMs / 1000).toFixed(2)} s)`)
 
-    out(`\n2. Same run, checkpoint every ${every} sweeps, rank ${ranks - 1} killed at step ${failAt} (steps count from 0)`)
+    const how = spares > 0 ? `, ${spares} warm spare${spares > 1 ? 's' : ''} standing by` : ''
+    out(`\n2. Same run, checkpoint every ${every} sweeps${how}, rank ${ranks - 1} killed at step ${failAt} (steps count from 0)`)
     let group: RunningRanks | undefined
     const system: number[] = []
     let minimal = 0
@@ -67,6 +71,7 @@ export async function demoCommand(argv: readonly string[], out: (s: string) => v
       argv: jargv,
       checkpoint: { dir: join(root, 'minimal'), policy: { every }, keep: 2, resume: false },
       inject: [{ rank: ranks - 1, skeleton: 0, step: failAt, phase: 'calculate' }],
+      spares,
       onGroup: (g) => (group = g),
       onCheckpoint: (e) => {
         minimal = e.bytes
@@ -78,10 +83,12 @@ export async function demoCommand(argv: readonly string[], out: (s: string) => v
         if (e.event === 'checkpoint') out(`   checkpoint ${e.seq} at step ${e.step}: ${mib(e.totalBytes)} MiB in ${e.ms.toFixed(0)} ms`)
         if (e.event === 'failure') out(`   FAILURE: rank ${e.rank} ${e.reason === 'signal' ? 'killed' : 'died'} at step ${e.step} (${e.phase}); detected in ${e.detectionMs.toFixed(1)} ms`)
         if (e.event === 'recovery-line') out(`   recovery line: checkpoint ${e.seq} (step ${e.step}), agreed in ${e.negotiateMs.toFixed(1)} ms`)
-        if (e.event === 'resume') {
+        if (e.event === 'recovered') {
+          const from = e.ranksFrom.spawned === 0 ? `the survivors kept, ${e.ranksFrom.spares} warm spare(s)` : `${e.ranksFrom.spawned} rank(s) started cold`
           out(
-            `   recovered in ${e.totalMs.toFixed(0)} ms: start ranks ${e.spawnMs.toFixed(0)} ms, read ${e.loadMs.toFixed(1)} ms, ` +
-              `replay ${e.replayMs.toFixed(1)} ms, restore ${e.restoreMs.toFixed(1)} ms`,
+            `   first superstep done ${e.failureToFirstStepMs.toFixed(0)} ms after the failure (${from}):\n` +
+              `     stop ${e.stopMs.toFixed(0)} ms, ${e.ranksFrom.spawned === 0 ? 'spare' : 'spawn'} ${e.startMs.toFixed(0)} ms, agree ${e.negotiateMs.toFixed(1)} ms, read ${e.loadMs.toFixed(1)} ms, ` +
+              `replay ${e.replayMs.toFixed(1)} ms, restore ${e.restoreMs.toFixed(1)} ms, first superstep ${e.firstStepMs.toFixed(0)} ms`,
           )
         }
       },

@@ -1,3 +1,4 @@
+import type { RanksOrigin } from '../runtime/spares.js'
 import type { SupervisorEvent } from '../runtime/supervisor.js'
 
 /**
@@ -43,11 +44,18 @@ export class ProgressView {
         // A resume the user asked for (--resume, nothing failed) is not a recovery.
         const what = e.requested ? `resumed from checkpoint ${e.seq} (skeleton ${e.skeleton}, step ${e.step})` : 'recovered'
         this.line(
-          `${what} in ${e.totalMs.toFixed(0)} ms from ${e.level}: spawn ${e.spawnMs.toFixed(0)}, negotiate ${e.negotiateMs.toFixed(1)}, ` +
+          `${what} in ${e.totalMs.toFixed(0)} ms from ${e.level}: ${e.ranksFrom ? `ranks ${formatOrigin(e.ranksFrom)}` : 'spawn'} ${e.spawnMs.toFixed(0)}, negotiate ${e.negotiateMs.toFixed(1)}, ` +
             `load ${e.loadMs.toFixed(1)}, replay ${e.replayMs.toFixed(1)}, restore ${e.restoreMs.toFixed(1)} ms`,
         )
         return
       }
+      case 'recovered':
+        this.line(
+          `first superstep ${e.failureToFirstStepMs.toFixed(0)} ms after the failure: stop ${e.stopMs.toFixed(0)}, ` +
+            `${e.ranksFrom.spawned === 0 ? 'spare' : 'spawn'} ${e.startMs.toFixed(0)} (${formatOrigin(e.ranksFrom)}), negotiate ${e.negotiateMs.toFixed(1)}, ` +
+            `load ${e.loadMs.toFixed(1)}, replay ${e.replayMs.toFixed(1)}, restore ${e.restoreMs.toFixed(1)}, first superstep ${e.firstStepMs.toFixed(0)} ms`,
+        )
+        return
       case 'preempt-requested':
         this.line(`preempting (${e.why}): the ranks checkpoint at the next checkpoint point and stop (again to stop at once)`)
         return
@@ -90,4 +98,13 @@ function formatSeconds(s: number): string {
   if (s < 60) return `${s.toFixed(0)} s`
   if (s < 3600) return `${Math.floor(s / 60)} min ${Math.round(s % 60)} s`
   return `${Math.floor(s / 3600)} h ${Math.round((s % 3600) / 60)} min`
+}
+
+/** "1 kept, 1 spare" — how an attempt's ranks were obtained. */
+function formatOrigin(o: RanksOrigin): string {
+  const parts: string[] = []
+  if (o.kept) parts.push(`${o.kept} kept`)
+  if (o.spares) parts.push(`${o.spares} spare${o.spares > 1 ? 's' : ''}`)
+  if (o.spawned) parts.push(`${o.spawned} spawned`)
+  return parts.join(', ')
 }

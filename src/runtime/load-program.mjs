@@ -38,8 +38,30 @@ function pinFramework(entry) {
  * @param {(program: object) => object} initFor the init object for the program's entry
  */
 export async function runProgram({ programFile, tsconfig, rank, control }, initFor) {
-  // Every module loaded with the program (URLs): the ranks hash the local ones into the code identity checkpoints carry.
-  const loaded = []
+  const loaded = await loadProgram({ programFile, tsconfig, namespace: `molotof-rank-${rank}` })
+  if ('error' in loaded) {
+    control.postMessage({ type: 'load-error', rank, message: loaded.error })
+    return
+  }
+  try {
+    await loaded.program[RANK_ENTRY]({ ...initFor(loaded.program), code: { programFile, modules: loaded.modules } })
+  } catch (e) {
+    control.postMessage({ type: 'load-error', rank, message: `cannot run ${programFile}: ${describeLoadError(e, programFile)}` })
+  }
+}
+
+/**
+ * Load the program without running it (warm spares load ahead, then run it
+ * for each rank they are given). Resolves to the program, whose entry is
+ * `program[Symbol.for('molotof.rank-entry')]`, with every module loaded with
+ * it (URLs: the ranks hash the local ones into the code identity checkpoints
+ * carry), or to the reason it cannot run.
+ *
+ * @param {{ programFile: string, tsconfig?: string, namespace: string }} what
+ * @returns {Promise<{ program: object, modules: string[] } | { error: string }>}
+ */
+export async function loadProgram({ programFile, tsconfig, namespace }) {
+  const modules = []
   let program
   try {
     const url = pathToFileURL(programFile).href
@@ -48,32 +70,20 @@ export async function runProgram({ programFile, tsconfig, rank, control }, initF
     const { register: registerTsxCjs } = await import('tsx/cjs/api')
     // tsx loads TypeScript (the program and, from sources, molotof itself);
     // the hook registered after it runs first, so `paths` cannot redirect `molotof`.
-    const tsx = registerTsx({ namespace: `molotof-rank-${rank}`, tsconfig: tsconfig ?? undefined, onImport: (u) => loaded.push(u) })
+    const tsx = registerTsx({ namespace, tsconfig: tsconfig ?? undefined, onImport: (u) => modules.push(u) })
     registerTsxCjs()
     pinFramework(entry)
     // Modules a program loaded as CommonJS require()s are listed in the require cache, not reported by onImport.
     const cache = Module._cache
     const before = new Set(Object.keys(cache))
     const mod = await tsx.import(url, import.meta.url)
-    for (const key of Object.keys(cache)) if (!before.has(key) && key.startsWith('/')) loaded.push(pathToFileURL(key.replace(/\?.*$/, '')).href)
+    for (const key of Object.keys(cache)) if (!before.has(key) && key.startsWith('/')) modules.push(pathToFileURL(key.replace(/\?.*$/, '')).href)
     program = programOf(mod)
   } catch (e) {
-    control.postMessage({ type: 'load-error', rank, message: `cannot load ${programFile}: ${describeLoadError(e, programFile, loaded)}` })
-    return
+    return { error: `cannot load ${programFile}: ${describeLoadError(e, programFile, modules)}` }
   }
-  if (!program) {
-    control.postMessage({
-      type: 'load-error',
-      rank,
-      message: `${programFile} does not export a molotof program: write \`export default defineProgram({ ... })\``,
-    })
-    return
-  }
-  try {
-    await program[RANK_ENTRY]({ ...initFor(program), code: { programFile, modules: loaded } })
-  } catch (e) {
-    control.postMessage({ type: 'load-error', rank, message: `cannot run ${programFile}: ${describeLoadError(e, programFile)}` })
-  }
+  if (!program) return { error: `${programFile} does not export a molotof program: write \`export default defineProgram({ ... })\`` }
+  return { program, modules }
 }
 
 /** The default export (`export default defineProgram(...)`), also when the module was compiled to CommonJS. */

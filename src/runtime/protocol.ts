@@ -25,8 +25,12 @@ export type RankToLauncher =
       fields?: Record<string, unknown>
     }
 
-/** Messages from the launcher to a rank. */
-export type LauncherToRank = { type: 'preempt' } | { type: 'checkpoint' }
+/**
+ * Messages from the launcher to a rank. `abort` ends the rank's run at its
+ * next wait for a peer (warm spares: a survivor of a failure stops its run
+ * and waits for its next rank number in the same process).
+ */
+export type LauncherToRank = { type: 'preempt' } | { type: 'checkpoint' } | { type: 'abort' }
 
 /** The rank's end of its control channel to the launcher. */
 export interface ControlPort {

@@ -63,16 +63,23 @@ export async function runRank(program: Program, init: RankInit): Promise<void> {
   const status = new RankStatus(init.status, rank)
   const injections = new RankInjections(init, status)
   const session: CheckpointControl = { preemptRequested: false, preemptible: true, faults: injections }
+  let comm: Communicator | undefined
+  let aborted = false
   control.onMessage((m) => {
     if (m.type === 'preempt') session.preemptRequested = true
     if (m.type === 'checkpoint') session.checkpointRequested = true
+    // Closing fails every wait for a peer, so `main` unwinds at its next one.
+    if (m.type === 'abort') {
+      aborted = true
+      comm?.close()
+    }
   })
-  let comm: Communicator | undefined
   try {
     comm =
       init.transport.kind === 'threads'
         ? new ThreadCommunicator(rank, init.size, init.transport.ports, init.transport.channels)
         : await connectSocketCommunicator(rank, init.size, init.transport.endpoints)
+    if (aborted) comm.close()
     const value = await runSession({
       program,
       comm,

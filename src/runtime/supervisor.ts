@@ -6,6 +6,7 @@ import type { RankGroup } from './group.js'
 import { GROUP_STARTERS, groupSpec, hangTimeoutOf, type LaunchOptions, type RunResult } from './launcher.js'
 import type { ResumedFigures } from '../checkpoint/events.js'
 import type { Injection } from './inject.js'
+import { checkSpareCount, SparePool, type RanksOrigin } from './spares.js'
 
 /** Every event of a supervised run, as written to `--events` (JSON lines). */
 export type SupervisorEvent =
@@ -31,6 +32,30 @@ export type SupervisorEvent =
       totalMs: number
       /** The level the recovery line was read from: memory, disk, or memory+disk when ranks read from different levels. */
       level: string
+      /** How the ranks were obtained (kept survivors, warm spares, cold starts); absent without spares. */
+      ranksFrom?: RanksOrigin
+    }
+  /**
+   * The first superstep after a failure has ended (rank 0): the recovery
+   * from end to end. `stopMs` runs from the failure's detection to the start
+   * of the new attempt (stopping the survivors), `startMs` the rest of the
+   * time until the restore ends (spawn or spare, linking the ranks, opening
+   * the checkpoint store, the program's light code and `initialize`), the
+   * phases of the `resume` event, then `firstStepMs` (the first superstep
+   * computed again).
+   */
+  | {
+      event: 'recovered'
+      attempt: number
+      failureToFirstStepMs: number
+      stopMs: number
+      startMs: number
+      negotiateMs: number
+      loadMs: number
+      replayMs: number
+      restoreMs: number
+      firstStepMs: number
+      ranksFrom: RanksOrigin
     }
   | { event: 'progress'; attempt: number; skeleton: number; step: number; total: number | undefined; stepsPerSecond: number }
   | { event: 'preempt-requested'; attempt: number; why: string }
@@ -45,6 +70,14 @@ export interface SuperviseOptions extends LaunchOptions {
   timeLimitMs?: number
   /** Receives every event (the CLI writes them as JSON lines and draws progress). */
   onEvent?: (e: SupervisorEvent & { t: number }) => void
+  /**
+   * Warm spares (default 0): rank processes or threads started ahead with the
+   * program loaded; a failed rank is replaced by one, and survivors run the
+   * program again in their own process (see `SparePool`).
+   */
+  spares?: number
+  /** With spares: survivors of a failure are kept (default) or replaced by spares too (always, with background checkpoints). */
+  keepSurvivors?: boolean
 }
 
 export type SuperviseResult<R = unknown> =
@@ -74,6 +107,9 @@ export class Supervisor<R = unknown> {
   private lastCheckpointMs = 0
   /** Failure points already seen: injections there do not fire again. */
   private readonly fired: Injection[] = []
+  private pool: SparePool | undefined
+  /** performance.now() at which the last failure was seen, until the recovery's first superstep. */
+  private failedAt: number | undefined
 
   constructor(
     private readonly programFile: string,
@@ -84,7 +120,8 @@ export class Supervisor<R = unknown> {
     if (opts.timeLimitMs !== undefined && !(opts.timeLimitMs > 0)) throw new ConfigError(`the time limit must be positive (got ${opts.timeLimitMs} ms)`)
     if (!opts.checkpoint) throw new ConfigError('a supervised run needs a checkpoint configuration (directory and policy)')
     this.ft = frozenConfig(opts.checkpoint)
-    groupSpec(programFile, opts) // validate everything before the first rank starts
+    const spec = groupSpec(programFile, opts) // validate everything before the first rank starts
+    checkSpareCount(opts.spares ?? 0, spec.size)
   }
 
   /** Ask the ranks to checkpoint at the next checkpoint point and stop. A second call stops at once. */
@@ -136,6 +173,20 @@ export class Supervisor<R = unknown> {
     const dir = await openRunDirectory(this.ft, this.programFile)
     for (const note of dir.notes) this.opts.onLog?.(0, `note: ${note}`)
     const timer = this.startTimeLimit()
+    const spares = this.opts.spares ?? 0
+    if (spares > 0) {
+      const s = groupSpec(this.programFile, this.opts)
+      this.pool = new SparePool({
+        programFile: s.programFile,
+        tsconfig: s.tsconfig,
+        size: s.size,
+        transport: s.transport ?? 'threads',
+        heartbeatMs: s.heartbeatMs,
+        spares,
+        // A stopped run's background write (memory level, flush) may still rename its file later: such survivors are replaced.
+        keepSurvivors: (this.opts.keepSurvivors ?? true) && this.ft.async !== true && this.ft.memory === undefined,
+      })
+    }
     try {
       for (;;) {
         const resume = this.attempt > 0 || this.ft.resume
@@ -174,6 +225,7 @@ export class Supervisor<R = unknown> {
               detectionMs: outcome.detectedAt - outcome.failedAt,
             }
             failures.push(record)
+            this.failedAt = outcome.failedAt
             if (record.phase === 'calculate' || record.phase === 'route' || record.phase === 'checkpoint') {
               this.fired.push({ rank: record.rank, skeleton: record.skeleton, step: record.step, phase: record.phase })
             }
@@ -193,6 +245,7 @@ export class Supervisor<R = unknown> {
       }
     } finally {
       if (timer) clearInterval(timer)
+      await this.pool?.close()
       await dir.release()
     }
   }
@@ -201,7 +254,11 @@ export class Supervisor<R = unknown> {
     const attempt = this.attempt
     const started = performance.now()
     let last = { step: -1, at: started }
-    return runAttempt(GROUP_STARTERS[spec.transport ?? 'threads'], spec, {
+    const failedAt = this.failedAt
+    this.failedAt = undefined
+    let resumed: { at: number; r: ResumedFigures; origin: RanksOrigin } | undefined
+    const start = this.pool?.start ?? GROUP_STARTERS[spec.transport ?? 'threads']
+    return runAttempt(start, spec, {
       hangTimeoutMs: hangTimeoutOf(this.opts),
       onLog: this.opts.onLog,
       onSignal: (rank, signal) => this.forwardedSignal(rank, signal),
@@ -226,12 +283,31 @@ export class Supervisor<R = unknown> {
         this.emit({ event: 'restore-done', attempt, loadMs: r.loadMs, restoreMs: r.restoreMs })
         const { seq, skeleton, step, negotiateMs, loadMs, replayMs, restoreMs, level } = r
         const requested = attempt === 0
-        this.emit({ event: 'resume', attempt, requested, seq, skeleton, step, spawnMs, negotiateMs, loadMs, replayMs, restoreMs, totalMs, level })
+        const ranksFrom = this.pool?.lastOrigin
+        this.emit({ event: 'resume', attempt, requested, seq, skeleton, step, spawnMs, negotiateMs, loadMs, replayMs, restoreMs, totalMs, level, ...(ranksFrom ? { ranksFrom } : {}) })
+        resumed = { at: performance.now(), r, origin: ranksFrom ?? { kept: 0, spares: 0, spawned: spec.size } }
         this.opts.onResumed?.(r)
       },
       onProgress: (rank, skeleton, step, total) => {
         if (rank !== 0) return
         const now = performance.now()
+        if (failedAt !== undefined && resumed && last.step < 0) {
+          const { r, origin } = resumed
+          const startMs = Math.max(0, resumed.at - started - r.negotiateMs - r.loadMs - r.replayMs - r.restoreMs)
+          this.emit({
+            event: 'recovered',
+            attempt,
+            failureToFirstStepMs: now - failedAt,
+            stopMs: started - failedAt,
+            startMs,
+            negotiateMs: r.negotiateMs,
+            loadMs: r.loadMs,
+            replayMs: r.replayMs,
+            restoreMs: r.restoreMs,
+            firstStepMs: now - resumed.at,
+            ranksFrom: origin,
+          })
+        }
         const stepsPerSecond = last.step >= 0 && step > last.step ? ((step - last.step) * 1000) / (now - last.at) : 0
         last = { step, at: now }
         this.emit({ event: 'progress', attempt, skeleton, step, total, stepsPerSecond })

@@ -69,7 +69,7 @@ export const startThreadGroup: StartRankGroup = (spec, on) => {
 }
 
 /** Full mesh of channels: ports[a][b] is rank a's end of the a–b channel. */
-function wire(size: number): Array<Array<MessagePort | undefined>> {
+export function wire(size: number): Array<Array<MessagePort | undefined>> {
   const ports: Array<Array<MessagePort | undefined>> = Array.from({ length: size }, () => new Array(size).fill(undefined))
   for (let a = 0; a < size; a++) {
     for (let b = a + 1; b < size; b++) {

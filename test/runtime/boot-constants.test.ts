@@ -19,3 +19,19 @@ describe('process-boot.mjs agrees with the TypeScript side', () => {
     expect(boot).toContain(`rec.setInt32(0, 0x${HEARTBEAT_MAGIC.toString(16)}, true)`)
   })
 })
+
+// spare-boot.mjs (warm spares) keeps the same copies.
+const spareBoot = readFileSync(new URL('../../src/runtime/spare-boot.mjs', import.meta.url), 'utf8')
+
+describe('spare-boot.mjs agrees with the TypeScript side', () => {
+  it('lists the phases in the order of status.ts', () => {
+    const literal = /const PHASES = (\[[^\]]*\])/.exec(spareBoot)?.[1]
+    expect(literal, 'PHASES not found in spare-boot.mjs').toBeDefined()
+    expect(JSON.parse(literal!.replace(/'/g, '"'))).toEqual([...PHASES])
+  })
+
+  it('writes heartbeat records of the size and magic heartbeat.ts reads', () => {
+    expect(spareBoot).toContain(`new ArrayBuffer(${HEARTBEAT_RECORD_BYTES})`)
+    expect(spareBoot).toContain(`rec.setInt32(0, 0x${HEARTBEAT_MAGIC.toString(16)}, true)`)
+  })
+})

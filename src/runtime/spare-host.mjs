@@ -1,0 +1,86 @@
+// The loop of a warm spare (see spares.ts), shared by its process and thread
+// boot files: load the program once, then run it for every rank number the
+// launcher gives, one at a time, in this same process or thread.
+//
+// Launcher → host:  { type: 'assign', init }   run the program as init.rank
+//                   { type: 'preempt' | 'checkpoint' | 'abort' }   for the rank running now
+// Host → launcher:  { type: 'host-ready' }      the program and the rank runtime are loaded
+//                   { type: 'host-idle' }       the run ended (its result or error was sent first)
+//                   and every message of the running rank (RankToLauncher).
+import { loadProgram } from './load-program.mjs'
+
+const RANK_ENTRY = Symbol.for('molotof.rank-entry')
+
+/**
+ * @param {{
+ *   programFile: string, tsconfig?: string, namespace: string,
+ *   post(m: object): void,
+ *   onMessage(handler: (m: any) => void): void,
+ *   initFor(init: object, control: object): object,
+ *   onRank?(rank: number): void,
+ *   flushed?(): Promise<void>,
+ * }} host
+ */
+export async function hostLoop(host) {
+  const runs = []
+  let wake = () => {}
+  /** Handlers of the rank running now: a run's handlers go with it. */
+  let current
+  /** Messages for the rank that came before it listened (a preemption asked for at its start). */
+  let early = []
+  host.onMessage((m) => {
+    if (m && m.type === 'assign') {
+      runs.push(m.init)
+      wake()
+    } else if (current && current.length > 0) {
+      for (const h of current) h(m)
+    } else if (current) {
+      early.push(m)
+    } else if (runs.length > 0 && m && m.type === 'abort') {
+      // Stopped before it started (still loading): drop the run, say so.
+      runs.length = 0
+      early = []
+      host.post({ type: 'host-idle' })
+    } else if (runs.length > 0) {
+      early.push(m) // for the run about to start
+    }
+  })
+
+  const loaded = await loadProgram({ programFile: host.programFile, tsconfig: host.tsconfig, namespace: host.namespace })
+  if ('program' in loaded) {
+    // Describing runs the entry, which loads the rank runtime (transports,
+    // checkpoint coordinator): a rank started on this spare finds it loaded.
+    const quiet = { postMessage() {}, onMessage() {} }
+    await loaded.program[RANK_ENTRY]({ mode: 'describe', rank: 0, size: 1, argv: [], control: quiet })
+  }
+  host.post({ type: 'host-ready' })
+
+  for (;;) {
+    while (runs.length === 0) await new Promise((resolve) => (wake = resolve))
+    const init = runs.shift()
+    if ('error' in loaded) {
+      host.post({ type: 'load-error', rank: init.rank, message: loaded.error })
+    } else {
+      const handlers = []
+      current = handlers
+      const control = {
+        postMessage: (m) => host.post(m),
+        onMessage: (h) => {
+          handlers.push(h)
+          for (const m of early.splice(0)) h(m)
+        },
+      }
+      host.onRank?.(init.rank)
+      try {
+        await loaded.program[RANK_ENTRY]({ ...host.initFor(init, control), code: { programFile: host.programFile, modules: loaded.modules } })
+      } catch (e) {
+        host.post({ type: 'load-error', rank: init.rank, message: `cannot run ${host.programFile}: ${e && e.stack ? e.stack : String(e)}` })
+      }
+      current = undefined
+      early = []
+      host.onRank?.(-1)
+      await host.flushed?.()
+    }
+    host.post({ type: 'host-idle' })
+  }
+}
