@@ -9,6 +9,7 @@ export const RUN_EXIT_CODES: readonly ExitCodeLine[] = [
   [1, 'the run failed (the restart budget is spent, or an unexpected error)'],
   [2, 'bad input (options, program file, checkpoint settings), refused before any computation'],
   [75, 'preempted: checkpointed and stopped on SIGTERM/SIGINT or --time-limit; resume with --resume'],
+  [76, 'node lost (cluster runs): a node supervisor fell silent; run the launcher again with --resume'],
 ]
 
 /** A command's help page; `formatHelp` lays it out, each section once. */

@@ -9,6 +9,8 @@ export type RankToLauncher =
   | { type: 'progress'; rank: number; skeleton: number; step: number; total: number | undefined }
   | { type: 'result'; rank: number; value: unknown; text: string | undefined }
   | { type: 'preempted'; rank: number; seq: number | undefined; skeleton: number; step: number }
+  /** TCP transport: where this rank listens (its group answers with `peers`). */
+  | { type: 'listening'; rank: number; generation: number; host: string; port: number }
   | {
       type: 'error'
       rank: number
@@ -24,7 +26,11 @@ export type RankToLauncher =
     }
 
 /** Messages from the launcher to a rank. */
-export type LauncherToRank = { type: 'preempt' } | { type: 'checkpoint' }
+export type LauncherToRank =
+  | { type: 'preempt' }
+  | { type: 'checkpoint' }
+  /** TCP transport: every rank's endpoint, in rank order, for this generation. */
+  | { type: 'peers'; generation: number; endpoints: Array<{ host: string; port: number }> }
 
 /** The rank's end of its control channel to the launcher. */
 export interface ControlPort {

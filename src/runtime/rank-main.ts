@@ -10,7 +10,9 @@ import type { Injection, RandomInjection } from './inject.js'
 import type { ControlPort } from './protocol.js'
 import { RankInjections } from './rank-injections.js'
 import { runSession } from './rank-session.js'
+import { expandDir } from './cluster-env.js'
 import { connectSocketCommunicator } from './sockets.js'
+import { connectTcpCommunicator, type TcpConnectOptions } from './tcp.js'
 import { RankStatus, readStatus } from './status.js'
 import { SparseClock } from '../skeletons/sparse-clock.js'
 import { ThreadCommunicator, type ChannelHeaders } from './threads.js'
@@ -19,6 +21,8 @@ import { ThreadCommunicator, type ChannelHeaders } from './threads.js'
 export type RankTransportInit =
   | { kind: 'threads'; ports: Array<MessagePort | undefined>; channels: Array<ChannelHeaders | undefined> }
   | { kind: 'processes'; endpoints: string[] }
+  /** TCP: listen on `host`, learn every rank's endpoint from the launcher (generation of this attempt). */
+  | { kind: 'tcp'; host: string; generation: number }
 
 /** What the launcher hands to each rank (through the boot file of its transport). */
 export interface RankInit {
@@ -37,6 +41,8 @@ export interface RankInit {
   injectFired?: Injection[]
   /** End this rank abruptly (SIGKILL for a process). */
   die: () => never
+  /** This rank's node (cluster runs; 0 otherwise): fills `{node}` in the checkpoint directory. */
+  node?: number
 }
 
 /** Run `program` as one rank; every outcome is reported on the control port. */
@@ -70,13 +76,16 @@ export async function runRank(program: Program, init: RankInit): Promise<void> {
     comm =
       init.transport.kind === 'threads'
         ? new ThreadCommunicator(rank, init.size, init.transport.ports, init.transport.channels)
-        : await connectSocketCommunicator(rank, init.size, init.transport.endpoints)
+        : init.transport.kind === 'tcp'
+          ? await connectTcpCommunicator(rank, init.size, tcpOptions(init.transport, init))
+          : await connectSocketCommunicator(rank, init.size, init.transport.endpoints)
     const value = await runSession({
       program,
       comm,
       status,
       options,
-      ft: init.ft,
+      // `{node}` and `{rank}` in the directory name this rank's own directory.
+      ft: init.ft && { ...init.ft, dir: expandDir(init.ft.dir, init.node ?? 0, rank) },
       control: session,
       log: (text) => control.postMessage({ type: 'log', rank, text }),
       onCheckpoint: (e) => control.postMessage({ type: 'checkpoint', rank, ...e }),
@@ -106,6 +115,23 @@ export async function runRank(program: Program, init: RankInit): Promise<void> {
     })
   } finally {
     comm?.close()
+  }
+}
+
+/** The TCP transport's options: endpoints are exchanged through the launcher on the control port. */
+function tcpOptions(t: { host: string; generation: number }, init: RankInit): TcpConnectOptions {
+  const { control, rank } = init
+  return {
+    host: t.host,
+    generation: t.generation,
+    exchange: (mine) =>
+      new Promise((resolve) => {
+        control.onMessage((m) => {
+          if (m.type === 'peers' && m.generation === t.generation) resolve(m.endpoints)
+        })
+        control.postMessage({ type: 'listening', rank, generation: t.generation, host: mine.host, port: mine.port })
+      }),
+    onRefused: (why) => control.postMessage({ type: 'log', rank, text: `warning: ${why}` }),
   }
 }
 

@@ -1,7 +1,7 @@
 import { frozenConfig, type FaultToleranceConfig } from '../checkpoint/config.js'
 import { ConfigError, RestartBudgetExhaustedError, RunStoppedError, type FailureRecord } from '../errors.js'
 import { runAttempt, type AttemptOutcome } from './attempt.js'
-import type { RankGroup } from './group.js'
+import type { RankGroup, StartRankGroup } from './group.js'
 import { GROUP_STARTERS, groupSpec, hangTimeoutOf, type LaunchOptions, type RunResult } from './launcher.js'
 import type { ResumedFigures } from '../checkpoint/events.js'
 import type { Injection } from './inject.js'
@@ -42,6 +42,8 @@ export interface SuperviseOptions extends LaunchOptions {
   timeLimitMs?: number
   /** Receives every event (the CLI writes them as JSON lines and draws progress). */
   onEvent?: (e: SupervisorEvent & { t: number }) => void
+  /** Starts each attempt's ranks instead of the transport's own starter (a cluster run's ranks on every node). */
+  startGroup?: StartRankGroup
 }
 
 export type SuperviseResult<R = unknown> =
@@ -167,7 +169,7 @@ export class Supervisor<R = unknown> {
     const attempt = this.attempt
     const started = performance.now()
     let last = { step: -1, at: started }
-    return runAttempt(GROUP_STARTERS[spec.transport ?? 'threads'], spec, {
+    return runAttempt(this.opts.startGroup ?? GROUP_STARTERS[spec.transport ?? 'threads'], spec, {
       hangTimeoutMs: hangTimeoutOf(this.opts),
       onLog: this.opts.onLog,
       onStarted: (g) => {

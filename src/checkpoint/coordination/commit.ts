@@ -35,7 +35,8 @@ interface PendingCheckpoint {
  * place every rank reaches: `commitIfAllDurable` at votes, `finishPending`
  * before the next checkpoint, at the end of a skeleton, on preemption or
  * interruption. The commit is collective: rank 0 writes the `COMMIT` marker
- * once every rank's file is durable; a failure anywhere fails every rank
+ * once every rank's file is durable (in every directory, when ranks have
+ * their own: `{node}` or `{rank}` in the directory name); a failure anywhere fails every rank
  * alike and leaves the previous checkpoint the recovery line.
  *
  * ```ts
@@ -57,6 +58,12 @@ export class CheckpointCommitter {
     /** The number of the next checkpoint (the same on every rank). */
     private seq: number,
     private readonly hooks: { onCheckpoint?: (e: CheckpointEvent) => void; control?: CheckpointControl } = {},
+    /**
+     * Whether this rank writes the `COMMIT` marker and prunes: the lowest rank
+     * of each checkpoint directory (rank 0 when all share one; every node's
+     * first rank with `{node}` directories).
+     */
+    private readonly writesMarker = comm.rank === 0,
   ) {}
 
   /** The number the next checkpoint will get. */
@@ -109,7 +116,7 @@ export class CheckpointCommitter {
 
   /** Commit a checkpoint whose write was started: collective, every rank calls it at the same point. */
   private async commit(p: PendingCheckpoint): Promise<void> {
-    const { rank, size } = this.comm
+    const { size } = this.comm
     const { seq, clock, started } = p
     const { written, failure } = await p.durable
     // Commit only when every rank's file is durable; any failure fails every rank alike.
@@ -119,7 +126,7 @@ export class CheckpointCommitter {
       throw new CheckpointError(`checkpoint ${seq} could not be written (the previous checkpoint is intact):\n  ${failed.join('\n  ')}`)
     }
     let commitFailure: string | undefined
-    if (rank === 0) {
+    if (this.writesMarker) {
       try {
         await this.store.commit(seq, {
           seq,

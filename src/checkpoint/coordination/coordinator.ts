@@ -73,7 +73,9 @@ export class CheckpointCoordinator implements SkeletonHooks {
     const nextSeq = listed.reduce((m, s) => Math.max(m, s.seq + 1), 0)
     const seq = await comm.allreduce(nextSeq, 'max')
     const vote = new CheckpointVote(comm, cfg.policy, hooks.control)
-    const commits = new CheckpointCommitter(comm, cfg, id, store, seq, hooks)
+    // Ranks may have directories of their own (`{node}`, `{rank}`): the lowest rank of each commits there.
+    const dirs = await comm.allgather(store.dir)
+    const commits = new CheckpointCommitter(comm, cfg, id, store, seq, hooks, dirs.indexOf(store.dir) === comm.rank)
     if (!cfg.resume) return new CheckpointCoordinator(comm, cfg, store, vote, commits, undefined, log, hooks)
 
     const { info, file } = await negotiateRecoveryLine(comm, store, id.settings, listed, log)
