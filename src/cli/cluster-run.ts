@@ -66,7 +66,7 @@ export async function joinCluster(
     'program file': `${createHash('sha256').update(readFileSync(file)).digest('hex').slice(0, 16)} (sha256 of ${file.split('/').pop()})`,
     'ranks per node': String(flags.ranksPerNode),
   }
-  for (const [k, v] of Object.entries(settings)) identity[k] = JSON.stringify(v) ?? 'undefined'
+  for (const [k, v] of Object.entries(settings)) identity[k] = typeof v === 'string' ? v : (JSON.stringify(v) ?? '(none)')
   const opts: ClusterOptions = {
     place,
     ranksPerNode: flags.ranksPerNode,
