@@ -23,7 +23,8 @@ export type RemoteBeat = [rank: number, agoMs: number, where: RankWhere]
 export type AgentMessage =
   | JoinRequest
   | { t: 'rank'; gen: number; m: RankToLauncher }
-  | { t: 'exit'; gen: number; rank: number; how: RankExit }
+  /** A rank ended; `where` is its last heartbeat's place (a killed rank's last word), so node 0 names it exactly. */
+  | { t: 'exit'; gen: number; rank: number; how: RankExit; where: RankWhere }
   | { t: 'beats'; gen: number; beats: RemoteBeat[] }
   | { t: 'stopped'; gen: number }
   /** A signal reached this node's supervisor (SIGTERM from the batch system): node 0 preempts the run. */

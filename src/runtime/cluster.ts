@@ -292,8 +292,11 @@ class LeaderAttempt {
         if (m.m.type === 'listening') this.listening(m.m)
         else this.on.message(m.m)
         return
-      case 'exit':
+      case 'exit': {
+        const r = this.remote.get(m.rank)
+        if (r) r.where = m.where
         return this.on.exit(m.rank, m.how)
+      }
       case 'beats': {
         const now = performance.now()
         for (const [rank, ago, where] of m.beats as RemoteBeat[]) {
@@ -476,14 +479,15 @@ export async function runClusterAgent(opts: ClusterOptions, own: { programFile: 
             generation = m.gen
             const gen = m.gen
             const spec: RankGroupSpec = { ...m.spec, programFile: own.programFile, tsconfig: own.tsconfig }
-            local = startNodeRanks(
+            const nodeRanks: NodeRanks = startNodeRanks(
               spec,
               { ranks, node, host, generation: gen, onListening: (l) => wire.send({ t: 'rank', gen, m: l }) },
               {
                 message: (rm) => wire.send({ t: 'rank', gen, m: rm }),
-                exit: (rank, how) => wire.send({ t: 'exit', gen, rank, how }),
+                exit: (rank, how) => wire.send({ t: 'exit', gen, rank, how, where: nodeRanks.where(rank) }),
               },
             )
+            local = nodeRanks
             return
           }
           case 'peers':
