@@ -17,6 +17,8 @@ import {
   ProgramLoadError,
   RankFailedError,
   ReplayDivergenceError,
+  NodeLostError,
+  NodeMismatchError,
   RestartBudgetExhaustedError,
   reviveError,
   RunInterruptedError,
@@ -45,6 +47,8 @@ const samples: MolotofError[] = [
   new RunInterruptedError(0, 12),
   new CommunicationError('rank 1 closed its communicator'),
   new InternalError('restore without a line'),
+  new NodeLostError(1, 'node 1 was lost'),
+  new NodeMismatchError(2, [{ name: 'program options', old: '--n 16', new: '--n 32' }]),
 ]
 
 /** What crosses the rank boundary: structured clone (threads) and v8 serialization (processes' IPC). */
@@ -85,6 +89,8 @@ describe('the error catalogue', () => {
       RunInterruptedError: 'preempted',
       CommunicationError: 'failed, restart',
       InternalError: 'failed, restart',
+      NodeLostError: 'node-lost',
+      NodeMismatchError: 'bad-input',
     })
     // A class outside the catalogue (e.g. from a newer framework copy) is a failure a restart may fix.
     expect(new MolotofError('E_NEW', 'x').exit).toBe('failed')
