@@ -13,6 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { JacobiResult } from '../../examples/jacobi/jacobi.js'
 import { resolveParams } from '../../examples/swing/model/params.js'
 import { valueSwing } from '../../examples/swing/model/serial.js'
+import { main } from '../../src/cli/main.js'
 import { launch } from '../../src/runtime/launcher.js'
 
 const MPIRUN = '/usr/bin/mpirun'
@@ -67,6 +68,13 @@ describe.skipIf(!haveMpirun)('under mpirun', () => {
       const newest = readdirSync(d).filter((n) => n.startsWith('ckpt-')).sort().pop()!
       expect(readdirSync(join(d, newest)).sort()).toEqual(['COMMIT', ...ranks])
     }
+    // inspect reads the {node} directories as one run; a rank file lost from them is named.
+    const said: string[] = []
+    expect(await main(['inspect', dir], (t) => said.push(t))).toBe(0)
+    const last = readdirSync(join(root, 'jac-1')).filter((n) => n.startsWith('ckpt-')).sort().pop()!
+    rmSync(join(root, 'jac-1', last, 'rank-3.mlf'))
+    expect(await main(['inspect', dir], (t) => said.push(t))).toBe(1)
+    expect(said.join('\n')).toMatch(/no directory holds the file of rank 3/)
   })
 
   it('swing on 3 nodes × 1 rank gives the bits of the serial valuation', async () => {
