@@ -1,11 +1,11 @@
 import { performance } from 'node:perf_hooks'
-import { CheckpointCorruptError } from '../../errors.js'
+import { CheckpointCorruptError, CheckpointError } from '../../errors.js'
 import type { Communicator } from '../../routing/communicator.js'
 import type { JsonObject } from '../format/json.js'
 import type { DecodedRankFile } from '../format/rank-file.js'
 import type { RecoveryInfo } from '../events.js'
-import type { CheckpointStore, CheckpointSummary } from '../store/checkpoint-store.js'
-import { assertSameSettings, chooseRecoveryLine, localView, type SkipReason } from './line.js'
+import { CheckpointStore, type CheckpointSummary } from '../store/checkpoint-store.js'
+import { assertSameSettings, chooseRecoveryLine, localView, type RankView, type SkipReason } from './line.js'
 
 /** The recovery line the ranks agreed on, and this rank's file of it, already read and verified. */
 export interface NegotiatedLine {
@@ -46,6 +46,7 @@ export async function negotiateRecoveryLine(
   // own file of the chosen line once — the same read restore uses. A file
   // that fails there moves the line back and the ranks agree again.
   let views = await comm.allgather(await localView(store, rank, size, { checksums: false }))
+  await refuseLostDirectories(comm, store, views)
   let line = chooseRecoveryLine(views)
   const negotiateMs = performance.now() - t0
   const tLoad = performance.now()
@@ -83,4 +84,26 @@ export async function negotiateRecoveryLine(
   assertSameSettings({ settings: marker.settings, size: marker.size }, { settings, size })
   warnings.forEach((w) => rank === 0 && log(`warning: ${w}`))
   return { info: { seq: line.seq, skeleton: marker.skeleton, step: marker.step, negotiateMs, loadMs, warnings }, file }
+}
+
+/**
+ * Ranks with directories of their own (`{node}`, `{rank}`): when some ranks
+ * hold valid checkpoints and others find no trace of any (their directory is
+ * empty or gone, as a lost node's disk), refuse, naming the missing files,
+ * instead of quietly starting afresh. Collective; every rank sees the same views.
+ */
+async function refuseLostDirectories(comm: Communicator, store: CheckpointStore, views: readonly RankView[]): Promise<void> {
+  const holders = views.filter((v) => v.valid.length > 0)
+  const blind = views.filter((v) => v.valid.length === 0 && v.problems.length === 0)
+  if (holders.length === 0 || blind.length === 0) return
+  const dirs = await comm.allgather(store.dir)
+  const seq = Math.max(...holders.map((v) => v.valid[0]))
+  const missing = blind.map((v) => new CheckpointStore(dirs[v.rank]).fileOf(seq, v.rank))
+  const who = (vs: readonly RankView[], many = 'hold', one = 'holds') =>
+    vs.length > 1 ? `ranks ${vs.map((v) => v.rank).join(', ')} ${many}` : `rank ${vs[0].rank} ${one}`
+  throw new CheckpointError(
+    `cannot resume: ${who(holders)} checkpoint ${seq}, but ${who(blind, 'find', 'finds')} no checkpoint at all (a lost node's directory?); ` +
+      `missing: ${missing.join(', ')}. ` +
+      'Put those files back (from a copy), or start afresh without --resume.',
+  )
 }
