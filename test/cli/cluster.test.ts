@@ -7,6 +7,8 @@ import { createServer, type Server } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
+import type { JacobiResult } from '../../examples/jacobi/jacobi.js'
+import { launch } from '../../src/runtime/launcher.js'
 
 const root = mkdtempSync(join(tmpdir(), 'molotof-cluster-'))
 afterAll(() => rmSync(root, { recursive: true, force: true }))
@@ -118,15 +120,22 @@ describe('cluster runs: a lost node', () => {
     const b2 = startNode(1, 2, again)
     expect(await a2.code).toBe(0)
     expect(await b2.code).toBe(0)
-    const straight = startNode(0, 1, [JACOBI, '--ranks-per-node', '2', '--n', '40', '--iterations', '2000', '--json', '--quiet', '--checkpoint-dir', join(root, 'straight')])
-    expect(await straight.code).toBe(0)
-    const pick = (text: string) => {
-      const r = JSON.parse(text.slice(text.indexOf('{'))) as { residual: number; checksum: number }
-      return { residual: r.residual, checksum: r.checksum }
-    }
+    const straight = (await launch<JacobiResult>(JACOBI, { ranks: 2, argv: ['--n', '40', '--iterations', '2000'], onLog: () => {} })).value
+    const pick = (r: { residual: number; checksum: number }) => ({ residual: r.residual, checksum: r.checksum })
     // It did resume, from a checkpoint written before the loss.
     const resumed = readFileSync(events, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as { event: string; seq?: number })
     expect(resumed.find((e) => e.event === 'resume')?.seq).toBeGreaterThanOrEqual(2)
-    expect(pick(a2.output())).toEqual(pick(straight.output()))
+    const text = a2.output()
+    expect(pick(JSON.parse(text.slice(text.indexOf('{'))) as JacobiResult)).toEqual(pick(straight))
+
+    // Node 1's directory lost too (its disk with it): --resume refuses, naming what is missing, instead of starting afresh.
+    rmSync(join(root, 'lost-1'), { recursive: true })
+    const port3 = await freePort()
+    const third = [...common(port3, dir), '--n', '40', '--iterations', '2000', '--checkpoint', 'every:50', '--quiet', '--resume']
+    const a3 = startNode(0, 2, third)
+    const b3 = startNode(1, 2, third)
+    expect(await a3.code).toBe(1)
+    await b3.code
+    expect(a3.output()).toMatch(/cannot resume: rank 0 holds checkpoint \d+, but rank 1 finds no checkpoint at all .*missing: .*lost-1\/ckpt-\d+\/rank-1\.mlf/)
   })
 })
