@@ -8,7 +8,7 @@ import { TRANSPORTS } from '../runtime/group.js'
 import { checkDirTemplate } from '../runtime/cluster-env.js'
 import { parseInjection, type Injection, type RandomInjection } from '../runtime/inject.js'
 import { describe } from '../runtime/launcher.js'
-import { Supervisor } from '../runtime/supervisor.js'
+import { Supervisor, type GroupStarterOption } from '../runtime/supervisor.js'
 import { option, type OptionSpecs, type OptionValues } from '../skeletons/options.js'
 import { HELP_OPTION, parseProgramCommand } from './args.js'
 import { CLUSTER_OPTIONS, joinCluster } from './cluster-run.js'
@@ -93,10 +93,11 @@ export async function runCommand(argv: readonly string[], out: (s: string) => vo
   const leader = cluster?.leader
   const ranks = leader ? leader.size : f.ranks
   const transport = leader ? 'tcp' : f.transport
+  const starter: GroupStarterOption = { startGroup: leader?.startGroup }
   const supervisor = new Supervisor(program, {
+    ...starter,
     ranks,
     transport,
-    startGroup: leader?.startGroup,
     argv: programArgv,
     checkpoint,
     inject: fixed,

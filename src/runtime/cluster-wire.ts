@@ -100,6 +100,7 @@ export class Wire<In, Out> {
       try {
         m = deserialize(body) as In
       } catch {
+        // Not a message of ours: drop the connection, and onClose says why.
         this.socket.destroy()
         this.end('a message could not be decoded (not a molotof node supervisor?)')
         return

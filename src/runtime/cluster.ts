@@ -41,7 +41,8 @@ export function machineId(): string {
   try {
     return readFileSync('/etc/machine-id', 'utf8').trim() || hostname()
   } catch {
-    return hostname() // no machine-id (not systemd): the host name is the best we have
+    // No machine-id (not systemd): the host name is the best we have.
+    return hostname()
   }
 }
 

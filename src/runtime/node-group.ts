@@ -1,3 +1,4 @@
+import { InternalError } from '../errors.js'
 import type { RankGroup, RankGroupEvents, RankGroupSpec, RankWhere, StartRankGroup } from './group.js'
 import { startRank, type RankProcess } from './process-group.js'
 import type { LauncherToRank, RankToLauncher } from './protocol.js'
@@ -52,7 +53,7 @@ export function startNodeRanks(spec: RankGroupSpec, opts: NodeRanksOptions, on: 
   }
   const of = (rank: number): RankProcess => {
     const p = procs.get(rank)
-    if (!p) throw new RangeError(`rank ${rank} does not run on node ${opts.node}`)
+    if (!p) throw new InternalError(`rank ${rank} was addressed on node ${opts.node}, which does not run it`)
     return p
   }
   let terminating: Promise<void> | undefined

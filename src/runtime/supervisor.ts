@@ -42,7 +42,14 @@ export interface SuperviseOptions extends LaunchOptions {
   timeLimitMs?: number
   /** Receives every event (the CLI writes them as JSON lines and draws progress). */
   onEvent?: (e: SupervisorEvent & { t: number }) => void
-  /** Starts each attempt's ranks instead of the transport's own starter (a cluster run's ranks on every node). */
+}
+
+/**
+ * Internal, not in the public options: starts each attempt's ranks instead of
+ * the transport's own starter (a cluster run's ranks on every node; the CLI
+ * spreads it into the options).
+ */
+export interface GroupStarterOption {
   startGroup?: StartRankGroup
 }
 
@@ -169,7 +176,8 @@ export class Supervisor<R = unknown> {
     const attempt = this.attempt
     const started = performance.now()
     let last = { step: -1, at: started }
-    return runAttempt(this.opts.startGroup ?? GROUP_STARTERS[spec.transport ?? 'threads'], spec, {
+    const startGroup = (this.opts as SuperviseOptions & GroupStarterOption).startGroup
+    return runAttempt(startGroup ?? GROUP_STARTERS[spec.transport ?? 'threads'], spec, {
       hangTimeoutMs: hangTimeoutOf(this.opts),
       onLog: this.opts.onLog,
       onStarted: (g) => {
