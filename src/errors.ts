@@ -18,8 +18,13 @@
  * at the end of this file.
  */
 
-/** What an error tells a script about the run: `failed` (exit 1), `bad-input` (exit 2: refused before compute), `preempted` (exit 75: resumable). */
-export type ExitClass = 'failed' | 'bad-input' | 'preempted'
+/**
+ * What an error tells a script about the run: `failed` (exit 1), `bad-input`
+ * (exit 2: refused before compute), `preempted` (exit 75: resumable),
+ * `node-lost` (exit 76: a node of a cluster run was lost; run the launcher
+ * again with --resume).
+ */
+export type ExitClass = 'failed' | 'bad-input' | 'preempted' | 'node-lost'
 
 /**
  * The base of every error molotof throws on purpose (the catalogue is this
@@ -359,6 +364,38 @@ export class CheckpointDirectoryError extends MolotofError {
   }
 }
 
+/**
+ * A node of a cluster run was lost: its supervisor fell silent for longer than
+ * `--node-timeout` or its connection broke (or node 0 was lost, seen from
+ * another node). The attempt ends on every surviving node; the run resumes
+ * when the launcher is started again with --resume.
+ */
+export class NodeLostError extends MolotofError {
+  static readonly code = 'E_NODE_LOST'
+  static override readonly exit: ExitClass = 'node-lost'
+  static override readonly restartable: boolean = false
+  readonly node: number
+  constructor(node: number, message: string) {
+    super(NodeLostError.code, message)
+    this.node = node
+  }
+}
+
+/** The node supervisors of one cluster run were started differently (program, options, node count); refused at the rendezvous. */
+export class NodeMismatchError extends MolotofError {
+  static readonly code = 'E_NODE_MISMATCH'
+  static override readonly exit: ExitClass = 'bad-input'
+  static override readonly restartable: boolean = false
+  readonly node: number
+  readonly differences: readonly SettingDifference[]
+  constructor(node: number, differences: readonly SettingDifference[]) {
+    const lines = differences.map((d) => `  ${d.name}: node 0 has ${fmt(d.old)}, node ${node} has ${fmt(d.new)}`)
+    super(NodeMismatchError.code, `node ${node} was started differently from node 0, refused:\n${lines.join('\n')}\nStart every node with the same program file and options.`)
+    this.node = node
+    this.differences = differences
+  }
+}
+
 /** A catalogue class as the catalogue sees it: its code, exit class and restart rule. */
 export type CatalogueClass = (abstract new (...args: never[]) => MolotofError) & {
   readonly code: string
@@ -387,6 +424,8 @@ export const CATALOGUE: readonly CatalogueClass[] = [
   DirectoryLockedError,
   EarlierRunError,
   CheckpointDirectoryError,
+  NodeLostError,
+  NodeMismatchError,
 ]
 
 /** An error as plain data: what crosses from a rank to the launcher (any transport) or between ranks. */

@@ -17,6 +17,8 @@ import {
   ProgramLoadError,
   RankFailedError,
   ReplayDivergenceError,
+  NodeLostError,
+  NodeMismatchError,
   RestartBudgetExhaustedError,
   reviveError,
   RunInterruptedError,
@@ -53,6 +55,8 @@ const samples: MolotofError[] = [
   new DirectoryLockedError('/ckpt', { pid: 42, host: 'h', startedAt: '2026-01-01T00:00:00.000Z' }, 'Wait for it.'),
   new EarlierRunError('/ckpt', 'holds checkpoints of an earlier run'),
   new CheckpointDirectoryError('/ckpt', 'the file system is read-only (EROFS)'),
+  new NodeLostError(1, 'node 1 was lost'),
+  new NodeMismatchError(2, [{ name: 'program options', old: '--n 16', new: '--n 32' }]),
 ]
 
 /** What crosses the rank boundary: structured clone (threads) and v8 serialization (processes' IPC). */
@@ -97,6 +101,8 @@ describe('the error catalogue', () => {
       DirectoryLockedError: 'bad-input',
       EarlierRunError: 'bad-input',
       CheckpointDirectoryError: 'bad-input',
+      NodeLostError: 'node-lost',
+      NodeMismatchError: 'bad-input',
     })
     // A class outside the catalogue (e.g. from a newer framework copy) is a failure a restart may fix.
     expect(new MolotofError('E_NEW', 'x').exit).toBe('failed')

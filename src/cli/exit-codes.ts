@@ -17,12 +17,15 @@ export const EXIT = {
   badInput: 2,
   /** Preempted after a checkpoint: resume with --resume (EX_TEMPFAIL). */
   preempted: 75,
+  /** A node of a cluster run was lost: run the launcher again with --resume. */
+  nodeLost: 76,
 } as const
 
 const BY_CLASS: Readonly<Record<ExitClass, number>> = {
   failed: EXIT.failed,
   'bad-input': EXIT.badInput,
   preempted: EXIT.preempted,
+  'node-lost': EXIT.nodeLost,
 }
 
 /** The exit status for a run that ended with `error`: by its catalogue class, 1 for anything else. */

@@ -30,10 +30,11 @@ const HELP = formatHelp({
     [1, 'failed: a run failed (inspect: the newest checkpoint is not valid)'],
     [2, 'bad input, refused before any computation'],
     [75, 'run: preempted, checkpointed and stopped; resume with --resume'],
+    [76, 'run: a node of a cluster run was lost; run the launcher again with --resume'],
   ],
 })
 
-/** Exit codes (see exit-codes.ts): 0 done, 1 the run failed, 2 bad input, 75 preempted. */
+/** Exit codes (see exit-codes.ts): 0 done, 1 the run failed, 2 bad input, 75 preempted, 76 node lost. */
 export async function main(argv: readonly string[], out = (s: string) => console.log(s), err = (s: string) => console.error(s)): Promise<number> {
   const [cmd, ...rest] = argv
   try {

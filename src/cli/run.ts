@@ -7,19 +7,21 @@ import type { FaultToleranceConfig } from '../checkpoint/config.js'
 import { memoryDirFor } from '../checkpoint/store/memory-level.js'
 import { ConfigError } from '../errors.js'
 import { TRANSPORTS } from '../runtime/group.js'
+import { checkDirTemplate } from '../runtime/cluster-env.js'
 import { parseInjection, type Injection, type RandomInjection } from '../runtime/inject.js'
 import { describe } from '../runtime/launcher.js'
-import { Supervisor } from '../runtime/supervisor.js'
+import { Supervisor, type GroupStarterOption } from '../runtime/supervisor.js'
 import { option, type OptionSpecs, type OptionValues } from '../skeletons/options.js'
 import { HELP_OPTION, parseProgramCommand } from './args.js'
-import { EXIT } from './exit-codes.js'
+import { CLUSTER_OPTIONS, joinCluster } from './cluster-run.js'
+import { EXIT, exitCodeOf } from './exit-codes.js'
 import { formatHelp, RUN_EXIT_CODES } from './help.js'
 import { ProgressView } from './progress.js'
 
 /** The options of `molotof run` (the program's own options follow the program file). */
 export const RUN_OPTIONS = {
   ranks: option.int(2, 'number of ranks (SPMD copies of the program)', { min: 1 }),
-  transport: option.choice(TRANSPORTS, 'threads', 'worker threads of one process, or one child process per rank'),
+  transport: option.choice(TRANSPORTS, 'threads', 'worker threads of one process, one child process per rank (Unix sockets), or processes over TCP (always under a cluster launcher)'),
   checkpoint: option.string('off', 'checkpoint policy: off, every:<steps>, <seconds>s, mtbf:<duration>, request'),
   checkpointDir: option.string(undefined, 'checkpoint directory (default: .molotof/<program file name>)'),
   keep: option.int(2, 'complete checkpoints kept', { min: 1 }),
@@ -38,6 +40,7 @@ export const RUN_OPTIONS = {
   timeLimit: option.string(undefined, 'checkpoint and stop before this wall time (e.g. 2h, 30m), leaving room for one checkpoint'),
   events: option.string(undefined, 'write every event (start, checkpoint, failure, recovery, finish) as JSON lines to this file'),
   json: option.boolean(false, "print rank 0's result as JSON instead of the program's text"),
+  ...CLUSTER_OPTIONS,
   quiet: option.boolean(false, 'print only the result'),
   ...HELP_OPTION,
 }
@@ -83,7 +86,7 @@ export async function runCommand(argv: readonly string[], out: (s: string) => vo
     return 0
   }
   if (!program) throw new ConfigError('molotof run: name the program file to run (see molotof run --help)')
-  const { transport, ranks, quiet } = f
+  const { quiet } = f
   const checkpoint = faultTolerance(program, f)
   const { fixed, random } = injections(f.inject)
   const timeLimit = f.timeLimit === undefined ? undefined : parseDuration(f.timeLimit)
@@ -100,7 +103,15 @@ export async function runCommand(argv: readonly string[], out: (s: string) => vo
   }
 
   const view = new ProgressView((s) => process.stderr.write(s), process.stderr.isTTY === true)
+  // Under a cluster launcher (mpirun, srun, flux) this process is one node's supervisor.
+  const cluster = await joinCluster(f, program, clusterSettings(f, programArgv), checkpoint.dir, (text) => view.line(text))
+  if (cluster?.kind === 'agent') return cluster.code
+  const leader = cluster?.leader
+  const ranks = leader ? leader.size : f.ranks
+  const transport = leader ? 'tcp' : f.transport
+  const starter: GroupStarterOption = { startGroup: leader?.startGroup }
   const supervisor = new Supervisor(program, {
+    ...starter,
     ranks,
     transport,
     argv: programArgv,
@@ -139,25 +150,51 @@ export async function runCommand(argv: readonly string[], out: (s: string) => vo
   process.on('SIGTERM', onSignal)
   process.on('SIGINT', onSignal)
   process.on('SIGUSR1', onUsr1)
+  if (leader) leader.onPreempt = (why) => onSignal(why as NodeJS.Signals)
+  let code: number = EXIT.failed
   try {
     const r = await supervisor.run()
     view.clear()
     if (r.kind === 'preempted') {
       const where = r.seq === undefined ? 'no checkpoint could be taken' : `checkpoint ${r.seq} (skeleton ${r.skeleton}, step ${r.step}) in ${r.checkpointDir}`
       err(`preempted: ${where}.\nResume with: molotof run ${[program, ...argv.filter((a) => a !== program && !/^--(no-)?(resume|fresh)(=|$)/.test(a))].join(' ')} --resume`)
-      return EXIT.preempted
+      return (code = EXIT.preempted)
     }
     if (f.json) out(JSON.stringify(r.value, jsonReplacer, 2))
     else out(r.text ?? JSON.stringify(r.value, jsonReplacer, 2))
     if (!quiet && !f.json) {
       const restarts = r.restarts > 0 ? `, ${r.restarts} restart${r.restarts > 1 ? 's' : ''}` : ''
-      out(`(${ranks} rank${ranks > 1 ? 's' : ''}, ${transport}, wall ${(r.wallMs / 1000).toFixed(3)} s${restarts})`)
+      const nodes = cluster?.kind === 'leader' ? `${cluster.place.nodes} node${cluster.place.nodes > 1 ? 's' : ''} (${cluster.place.launcher}), ` : ''
+      out(`(${nodes}${ranks} rank${ranks > 1 ? 's' : ''}, ${transport}, wall ${(r.wallMs / 1000).toFixed(3)} s${restarts})`)
     }
-    return EXIT.done
+    return (code = EXIT.done)
+  } catch (e) {
+    code = exitCodeOf(e)
+    throw e
   } finally {
     process.off('SIGTERM', onSignal)
     process.off('SIGINT', onSignal)
     process.off('SIGUSR1', onUsr1)
+    // Every other node exits with the same code.
+    await leader?.finish(code)
+  }
+}
+
+/** The settings every node of a cluster run must share (compared at the rendezvous, named in a refusal). */
+function clusterSettings(f: RunValues, programArgv: readonly string[]): Record<string, unknown> {
+  return {
+    'program options': programArgv.join(' '),
+    'checkpoint policy': f.checkpoint,
+    'checkpoint directory': f.checkpointDir ?? '(default)',
+    keep: f.keep,
+    'async checkpoints': f.asyncCheckpoints,
+    resume: f.resume,
+    restarts: f.restarts,
+    heartbeat: f.heartbeat,
+    'hang timeout': f.hangTimeout,
+    inject: f.inject,
+    'time limit': f.timeLimit,
+    'node timeout': f.nodeTimeout,
   }
 }
 
@@ -168,6 +205,7 @@ function faultTolerance(program: string, f: RunValues): FaultToleranceConfig {
   if (f.allowCodeChange && !f.resume) throw new ConfigError('--allow-code-change applies to a resume: add --resume')
   if (f.fresh && f.resume) throw new ConfigError('--fresh discards the checkpoints that --resume would continue from: give one or the other')
   const dir = f.checkpointDir ?? join('.molotof', basename(program).replace(/\.[^.]+$/, ''))
+  checkDirTemplate(dir)
   const ft: FaultToleranceConfig = {
     dir: resolve(dir),
     policy: parsePolicy(f.checkpoint),
@@ -182,9 +220,15 @@ function faultTolerance(program: string, f: RunValues): FaultToleranceConfig {
   if (f.memoryCheckpoint !== undefined || f.asyncCheckpoints) {
     // --async-checkpoints is a memory level with no policy of its own: disk checkpoints go through RAM.
     const policy = f.memoryCheckpoint === undefined ? ({ kind: 'off' } as const) : parsePolicy(f.memoryCheckpoint)
-    ft.memory = { policy, dir: resolve(f.memoryDir ?? memoryDirFor(ft.dir)) }
+    if (f.memoryDir !== undefined) checkDirTemplate(f.memoryDir)
+    ft.memory = { policy, dir: resolve(f.memoryDir ?? memoryDirFor(ft.dir) + placeholdersOf(dir)) }
   }
   return ft
+}
+
+/** The default memory directory is one per disk directory: `{node}` or `{rank}` there give one per node or rank here too. */
+function placeholdersOf(dir: string): string {
+  return ['{node}', '{rank}'].filter((p) => dir.includes(p)).map((p) => `-${p}`).join('')
 }
 
 function injections(text: string | undefined): { fixed: Injection[]; random: RandomInjection | undefined } {

@@ -68,7 +68,8 @@ export interface RankGroup extends RunningRanks {
   send(rank: number, m: LauncherToRank): void
 }
 
-export type Transport = 'threads' | 'processes'
-export const TRANSPORTS: readonly Transport[] = ['threads', 'processes']
+/** `tcp`: one process per rank, TCP between them (the transport between nodes; on one host, over loopback). */
+export type Transport = 'threads' | 'processes' | 'tcp'
+export const TRANSPORTS: readonly Transport[] = ['threads', 'processes', 'tcp']
 
 export type StartRankGroup = (spec: RankGroupSpec, on: RankGroupEvents) => RankGroup

@@ -7,6 +7,7 @@ import { ConfigError, PreemptedError, ProgramLoadError } from '../errors.js'
 import { runAttempt, type AttemptCallbacks } from './attempt.js'
 import { TRANSPORTS, type RankGroupSpec, type RunningRanks, type StartRankGroup, type Transport } from './group.js'
 import type { Injection, RandomInjection } from './inject.js'
+import { startTcpGroup } from './node-group.js'
 import { startProcessGroup } from './process-group.js'
 import type { RankToLauncher } from './protocol.js'
 import { assertHangTimeout, assertRanksFit } from './limits.js'
@@ -64,6 +65,7 @@ export interface ProgramDescription {
 export const GROUP_STARTERS: Record<Transport, StartRankGroup> = {
   threads: startThreadGroup,
   processes: startProcessGroup,
+  tcp: startTcpGroup,
 }
 
 /** Validate launch options and build the spec every rank of an attempt starts from. */
@@ -157,7 +159,7 @@ function checkProgramFile(programFile: string): string {
 }
 
 /** The tsconfig.json nearest to a TypeScript program (its `paths` decide what `molotof` resolves to). */
-function findTsconfig(file: string): string | undefined {
+export function findTsconfig(file: string): string | undefined {
   if (!/\.[mc]?tsx?$/.test(file)) return undefined
   for (let dir = dirname(file); ; dir = dirname(dir)) {
     const candidate = join(dir, 'tsconfig.json')

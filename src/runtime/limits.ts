@@ -8,7 +8,7 @@ const MiB = 2 ** 20
  * the development VM (Node 20, tsx, Jacobi: about 38 MiB per rank thread and
  * 94 MiB per rank process), so only impossible rank counts are refused.
  */
-export const RANK_FLOOR_BYTES: Readonly<Record<Transport, number>> = { threads: 24 * MiB, processes: 48 * MiB }
+export const RANK_FLOOR_BYTES: Readonly<Record<Transport, number>> = { threads: 24 * MiB, processes: 48 * MiB, tcp: 48 * MiB }
 
 /**
  * Refuses a rank count this machine cannot start, before starting any:

@@ -6,7 +6,8 @@
 //   node process-boot.mjs <base64 of v8.serialize(init)>     (fd 3: IPC, fd 4: heartbeat pipe)
 //
 // init: the attempt's RankGroupSpec for this rank, plus `rank` and `endpoints`
-// (the Unix socket path of every rank).
+// (the Unix socket path of every rank), or `tcp` ({ host, generation }: the TCP
+// transport, endpoints exchanged through the launcher).
 //
 // A heartbeat thread writes this rank's status slot to fd 4 whenever it
 // changes (looked at every POLL_MS) and at least every heartbeatMs, so the
@@ -30,7 +31,7 @@ const PHASES = ['start', 'light', 'init', 'calculate', 'route', 'checkpoint', 's
 
 const spec = deserialize(Buffer.from(process.argv[2] ?? '', 'base64'))
 // The rest of the spec (argv, ft, inject, ...) goes to the rank as it is.
-const { programFile, tsconfig, endpoints, heartbeatMs, ...common } = spec
+const { programFile, tsconfig, endpoints, tcp, heartbeatMs, ...common } = spec
 const { rank, size } = common
 
 // The status slots (4 Int32 per rank, see status.ts); only this rank's slot is used here.
@@ -145,7 +146,8 @@ process.on('uncaughtException', (e) => {
 await runProgram({ programFile, tsconfig, rank, control }, () => ({
   ...common,
   mode: 'run',
-  transport: { kind: 'processes', endpoints },
+  // `tcp` (address and generation) is set by the TCP groups (tcp-group.ts, cluster nodes).
+  transport: tcp ? { kind: 'tcp', ...tcp } : { kind: 'processes', endpoints },
   status,
   control,
   die,

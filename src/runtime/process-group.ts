@@ -64,7 +64,7 @@ export const startProcessGroup: StartRankGroup = (spec, on) => {
   return group
 }
 
-interface RankProcess {
+export interface RankProcess {
   child: ChildProcess
   heartbeat: HeartbeatMonitor
   alive: boolean
@@ -72,10 +72,14 @@ interface RankProcess {
   exited: Promise<void>
 }
 
-function startRank(spec: RankGroupSpec, rank: number, endpoints: string[], on: RankGroupEvents): RankProcess {
+/**
+ * Start one rank process. `extra` joins its init (the TCP transport's
+ * address and generation, the node index; see process-boot.mjs).
+ */
+export function startRank(spec: RankGroupSpec, rank: number, endpoints: string[], on: RankGroupEvents, extra: Record<string, unknown> = {}): RankProcess {
   // Everything in the spec reaches the rank (new fields included), but only its own injections.
   const { transport: _transport, ...common } = spec
-  const init = { ...common, rank, inject: spec.inject.filter((i) => i.rank === rank), injectFired: spec.injectFired ?? [], endpoints }
+  const init = { ...common, ...extra, rank, inject: spec.inject.filter((i) => i.rank === rank), injectFired: spec.injectFired ?? [], endpoints }
   const child = spawn(process.execPath, [BOOT, serialize(init).toString('base64')], {
     stdio: ['inherit', 'inherit', 'inherit', 'ipc', 'pipe'],
     serialization: 'advanced',

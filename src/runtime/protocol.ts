@@ -11,6 +11,8 @@ export type RankToLauncher =
   | { type: 'preempted'; rank: number; seq: number | undefined; skeleton: number; step: number }
   /** A rank process received SIGINT/SIGTERM (e.g. sent to the whole process group) and forwards it instead of dying. */
   | { type: 'signal'; rank: number; signal: string }
+  /** TCP transport: where this rank listens (its group answers with `peers`). */
+  | { type: 'listening'; rank: number; generation: number; host: string; port: number }
   | {
       type: 'error'
       rank: number
@@ -30,7 +32,12 @@ export type RankToLauncher =
  * next wait for a peer (warm spares: a survivor of a failure stops its run
  * and waits for its next rank number in the same process).
  */
-export type LauncherToRank = { type: 'preempt' } | { type: 'checkpoint' } | { type: 'abort' }
+export type LauncherToRank =
+  | { type: 'preempt' }
+  | { type: 'checkpoint' }
+  | { type: 'abort' }
+  /** TCP transport: every rank's endpoint, in rank order, for this generation. */
+  | { type: 'peers'; generation: number; endpoints: Array<{ host: string; port: number }> }
 
 /** The rank's end of its control channel to the launcher. */
 export interface ControlPort {

@@ -10,7 +10,9 @@ import type { Injection, RandomInjection } from './inject.js'
 import type { ControlPort } from './protocol.js'
 import { RankInjections } from './rank-injections.js'
 import { runSession } from './rank-session.js'
+import { expandDir } from './cluster-env.js'
 import { connectSocketCommunicator } from './sockets.js'
+import { connectTcpCommunicator, type TcpConnectOptions } from './tcp.js'
 import { RankStatus, readStatus } from './status.js'
 import { SparseClock } from '../skeletons/sparse-clock.js'
 import { ThreadCommunicator, type ChannelHeaders } from './threads.js'
@@ -19,6 +21,8 @@ import { ThreadCommunicator, type ChannelHeaders } from './threads.js'
 export type RankTransportInit =
   | { kind: 'threads'; ports: Array<MessagePort | undefined>; channels: Array<ChannelHeaders | undefined> }
   | { kind: 'processes'; endpoints: string[] }
+  /** TCP: listen on `host`, learn every rank's endpoint from the launcher (generation of this attempt). */
+  | { kind: 'tcp'; host: string; generation: number }
 
 /** What the launcher hands to each rank (through the boot file of its transport). */
 export interface RankInit {
@@ -39,6 +43,8 @@ export interface RankInit {
   die: () => never
   /** The program file and every module URL loaded with it (load-program.mjs): the code identity checkpoints carry. */
   code?: { programFile: string; modules: string[] }
+  /** This rank's node (cluster runs; 0 otherwise): fills `{node}` in the checkpoint directory. */
+  node?: number
 }
 
 /** Run `program` as one rank; every outcome is reported on the control port. */
@@ -78,14 +84,17 @@ export async function runRank(program: Program, init: RankInit): Promise<void> {
     comm =
       init.transport.kind === 'threads'
         ? new ThreadCommunicator(rank, init.size, init.transport.ports, init.transport.channels)
-        : await connectSocketCommunicator(rank, init.size, init.transport.endpoints)
+        : init.transport.kind === 'tcp'
+          ? await connectTcpCommunicator(rank, init.size, tcpOptions(init.transport, init))
+          : await connectSocketCommunicator(rank, init.size, init.transport.endpoints)
     if (aborted) comm.close()
     const value = await runSession({
       program,
       comm,
       status,
       options,
-      ft: init.ft,
+      // `{node}` and `{rank}` in the directories name this rank's own (disk and memory level).
+      ft: init.ft && ranksOwnDirs(init.ft, init.node ?? 0, rank),
       code: init.code,
       control: session,
       log: (text) => control.postMessage({ type: 'log', rank, text }),
@@ -119,6 +128,23 @@ export async function runRank(program: Program, init: RankInit): Promise<void> {
   }
 }
 
+/** The TCP transport's options: endpoints are exchanged through the launcher on the control port. */
+function tcpOptions(t: { host: string; generation: number }, init: RankInit): TcpConnectOptions {
+  const { control, rank } = init
+  return {
+    host: t.host,
+    generation: t.generation,
+    exchange: (mine) =>
+      new Promise((resolve) => {
+        control.onMessage((m) => {
+          if (m.type === 'peers' && m.generation === t.generation) resolve(m.endpoints)
+        })
+        control.postMessage({ type: 'listening', rank, generation: t.generation, host: mine.host, port: mine.port })
+      }),
+    onRefused: (why) => control.postMessage({ type: 'log', rank, text: `warning: ${why}` }),
+  }
+}
+
 /** Rank 0 reports its progress about every 250 ms (and at the last step), without reading the clock every step. */
 function progressReporter(control: ControlPort): (skeleton: number, step: number, total: number | undefined) => void {
   const clock = new SparseClock(250)
@@ -128,4 +154,11 @@ function progressReporter(control: ControlPort): (skeleton: number, step: number
     first = false
     control.postMessage({ type: 'progress', rank: 0, skeleton, step, total })
   }
+}
+
+/** The configuration with `{node}` and `{rank}` filled in, in the disk and the memory level's directory. */
+function ranksOwnDirs(ft: FaultToleranceConfig, node: number, rank: number): FaultToleranceConfig {
+  const dir = expandDir(ft.dir, node, rank)
+  const memory = ft.memory?.dir === undefined ? ft.memory : { ...ft.memory, dir: expandDir(ft.memory.dir, node, rank) }
+  return memory ? { ...ft, dir, memory } : { ...ft, dir }
 }

@@ -2,7 +2,8 @@ import { frozenConfig, type FaultToleranceConfig } from '../checkpoint/config.js
 import { openRunDirectory } from '../checkpoint/identity/run-directory.js'
 import { ConfigError, RestartBudgetExhaustedError, RunStoppedError, type FailureRecord } from '../errors.js'
 import { runAttempt, type AttemptOutcome } from './attempt.js'
-import type { RankGroup } from './group.js'
+import { expandDir } from './cluster-env.js'
+import type { RankGroup, StartRankGroup } from './group.js'
 import { GROUP_STARTERS, groupSpec, hangTimeoutOf, type LaunchOptions, type RunResult } from './launcher.js'
 import type { ResumedFigures } from '../checkpoint/events.js'
 import type { Injection } from './inject.js'
@@ -78,6 +79,15 @@ export interface SuperviseOptions extends LaunchOptions {
   spares?: number
   /** With spares: survivors of a failure are kept (default) or replaced by spares too (always, with background checkpoints). */
   keepSurvivors?: boolean
+}
+
+/**
+ * Internal, not in the public options: starts each attempt's ranks instead of
+ * the transport's own starter (a cluster run's ranks on every node; the CLI
+ * spreads it into the options).
+ */
+export interface GroupStarterOption {
+  startGroup?: StartRankGroup
 }
 
 export type SuperviseResult<R = unknown> =
@@ -170,7 +180,9 @@ export class Supervisor<R = unknown> {
     const budget = this.opts.restarts ?? 3
     const failures: FailureRecord[] = []
     // The directory's lock, the run's lineage and the refusals that need no rank (see run-directory.ts).
-    const dir = await openRunDirectory(this.ft, this.programFile)
+    // With `{node}` or `{rank}` in its name the lock, the run record and the lineage live in node 0's (rank 0's)
+    // directory; the other directories follow the run id the ranks write into every file.
+    const dir = await openRunDirectory({ ...this.ft, dir: expandDir(this.ft.dir, 0, 0) }, this.programFile)
     for (const note of dir.notes) this.opts.onLog?.(0, `note: ${note}`)
     const timer = this.startTimeLimit()
     const spares = this.opts.spares ?? 0
@@ -257,7 +269,9 @@ export class Supervisor<R = unknown> {
     const failedAt = this.failedAt
     this.failedAt = undefined
     let resumed: { at: number; r: ResumedFigures; origin: RanksOrigin } | undefined
-    const start = this.pool?.start ?? GROUP_STARTERS[spec.transport ?? 'threads']
+    // A cluster run's group spans the nodes (see cluster.ts); otherwise the spare pool's, or one started per attempt.
+    const startGroup = (this.opts as SuperviseOptions & GroupStarterOption).startGroup
+    const start = startGroup ?? this.pool?.start ?? GROUP_STARTERS[spec.transport ?? 'threads']
     return runAttempt(start, spec, {
       hangTimeoutMs: hangTimeoutOf(this.opts),
       onLog: this.opts.onLog,

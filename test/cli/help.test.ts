@@ -33,7 +33,7 @@ describe('help pages', () => {
     const text = await help('--help')
     expect(sections(text)).toEqual(['Usage', 'Commands', 'Options', 'Exit codes'])
     for (const cmd of ['run', 'inspect', 'bench', 'demo']) expect(text).toMatch(new RegExp(`^ {2}${cmd} `, 'm'))
-    expect(exitCodes(text)).toEqual([0, 1, 2, 75])
+    expect(exitCodes(text)).toEqual([0, 1, 2, 75, 76])
     expect(await help('help')).toBe(text)
   })
 
@@ -41,7 +41,7 @@ describe('help pages', () => {
     const text = await help('run', '--help')
     expect(sections(text)).toEqual(['Usage', 'Options', 'Exit codes', 'Examples'])
     expect(optionLine(text, '--ranks')).toMatch(/<int>.*\[≥ 1; default: 2\]$/)
-    expect(optionLine(text, '--transport')).toMatch(/<threads\|processes>.*\[default: threads\]$/)
+    expect(optionLine(text, '--transport')).toMatch(/<threads\|processes\|tcp>.*\[default: threads\]$/)
     expect(optionLine(text, '--keep')).toMatch(/<int>.*\[≥ 1; default: 2\]$/)
     expect(optionLine(text, '--checkpoint-dir')).toMatch(/<string>/)
     expect(optionLine(text, '--checkpoint-dir')).not.toMatch(/\[default/)
@@ -49,8 +49,9 @@ describe('help pages', () => {
     expect(optionLine(text, '--json')).not.toMatch(/<|\[default/)
     expect(optionLine(text, '--help')).toMatch(/^ {2}-h, --help /)
     expect(text).not.toMatch(/---|\[default: \]/)
-    expect(exitCodes(text)).toEqual([0, 1, 2, 75])
+    expect(exitCodes(text)).toEqual([0, 1, 2, 75, 76])
     expect(text).toMatch(/^ {2}75 +preempted.*--resume$/m)
+    expect(text).toMatch(/^ {2}76 +node lost.*--resume$/m)
     expect(await help('help', 'run')).toBe(text)
   })
 

@@ -158,7 +158,7 @@ describe('molotof run: bad input', () => {
     [['--inject', 'random:abc'], /integer seed/],
     [['--time-limit', 'soon'], /--time-limit needs a positive duration/],
     [['--checkpoint', 'sometimes'], /accepted: off, request, every/],
-    [['--transport', 'pigeons'], /--transport must be one of threads, processes; got "pigeons"/],
+    [['--transport', 'pigeons'], /--transport must be one of threads, processes, tcp; got "pigeons"/],
     [['--ranks', '0'], /--ranks must be an integer ≥ 1, got 0/],
     [['--restarts', '-1'], /--restarts must be an integer ≥ 0, got -1/],
   ])('%j is refused with a clear message (exit 2)', async (args, message) => {

@@ -69,7 +69,8 @@ export interface CheckpointStores {
  * point when the run does not vote), the next checkpoint, the end of a
  * skeleton, preemption and interruption (`finishPending(true)`). A commit is
  * collective: rank 0 writes the level's `COMMIT` marker once every rank's
- * file is there; a failure anywhere fails every rank alike and leaves the
+ * file is there (the lowest rank of each directory, when ranks have their
+ * own: `{node}` or `{rank}` in the directory name); a failure anywhere fails every rank alike and leaves the
  * previous checkpoint of that level intact.
  *
  * ```ts
@@ -106,6 +107,12 @@ export class CheckpointCommitter {
     private readonly hooks: { onCheckpoint?: (e: CheckpointEvent) => void; control?: CheckpointControl } = {},
     /** The run lineage and program code every file and marker carries (see identity/run.ts). */
     private readonly stamp: { runId?: string; code?: CodeIdentity } = {},
+    /**
+     * Whether this rank writes the `COMMIT` markers and prunes, on the disk
+     * and on the memory level: the lowest rank of each directory (rank 0 when
+     * all share one; every node's first rank with `{node}` directories).
+     */
+    private readonly writesMarker: { disk: boolean; memory: boolean } = { disk: comm.rank === 0, memory: comm.rank === 0 },
   ) {
     this.store = stores.disk
     this.memory = stores.memory
@@ -249,7 +256,6 @@ export class CheckpointCommitter {
     if (!p) return
     this.pendingMemory = undefined
     const memory = this.memory!
-    const { rank } = this.comm
     const { seq } = p
     const r = await p.durable
     const all = await this.comm.allgather({ written: r.written, failure: r.failure, ms: r.ms, stallMs: p.stallMs })
@@ -258,7 +264,7 @@ export class CheckpointCommitter {
       throw new CheckpointError(`memory checkpoint ${seq} could not be written in ${memory.dir} (the previous one is intact):\n  ${failed.join('\n  ')}`)
     }
     const pinned = p.flush ? seq : this.pending?.seq
-    if (rank === 0) {
+    if (this.writesMarker.memory) {
       await memory.commit(seq, this.markerOf(p, all))
       // Double buffering: the previous memory checkpoint goes only now that this one is complete everywhere.
       for (const old of this.memoryKept) if (old !== seq && old !== pinned) memory.discardSync(old)
@@ -345,7 +351,6 @@ export class CheckpointCommitter {
 
   /** Commit a disk checkpoint whose write was started: collective, every rank calls it at the same point. */
   private async commit(p: PendingCheckpoint): Promise<void> {
-    const { rank } = this.comm
     const { seq, clock, started } = p
     const { written, failure, ms: durableMs } = await p.durable
     // Commit only when every rank's file is durable; any failure fails every rank alike.
@@ -354,7 +359,7 @@ export class CheckpointCommitter {
     if (failed.length > 0) {
       // Every rank's write has ended (the allgather above): the partial checkpoint is removed rather than left
       // to fill the disk, before any rank throws (the first error ends the attempt).
-      if (rank === 0) await this.store.remove(seq).catch(() => undefined)
+      if (this.writesMarker.disk) await this.store.remove(seq).catch(() => undefined)
       await this.comm.allreduce(0, 'max')
       throw new CheckpointError(`checkpoint ${seq} could not be written (the previous checkpoint is intact):\n  ${failed.join('\n  ')}`)
     }
@@ -366,7 +371,7 @@ export class CheckpointCommitter {
       const ms = Math.max(...all.map((a) => a.ms))
       clock.costs.push(ms)
       clock.lastAt = performance.now()
-      if (rank === 0) {
+      if (this.writesMarker.disk) {
         await this.settleMarker()
         const event: CheckpointEvent = { seq, skeleton: p.skeleton, step: p.step, bytes: written!.bytes, totalBytes, ms, level: 'disk', stallMs: 0 }
         this.markerWrite = (async () => {
@@ -383,7 +388,7 @@ export class CheckpointCommitter {
       return
     }
     let commitFailure: string | undefined
-    if (rank === 0) {
+    if (this.writesMarker.disk) {
       try {
         await this.store.commit(seq, marker)
         await this.store.prune(this.cfg.keep, { runId: this.stamp.runId })
@@ -393,7 +398,7 @@ export class CheckpointCommitter {
     }
     const ms = await this.comm.allreduce(commitFailure ? Infinity : performance.now() - started, 'max')
     if (!Number.isFinite(ms)) {
-      const why = (await this.comm.allgather(commitFailure)).find((x) => x !== undefined) ?? 'rank 0 could not commit'
+      const why = (await this.comm.allgather(commitFailure)).find((x) => x !== undefined) ?? 'the commit marker could not be written'
       throw new CheckpointError(`checkpoint ${seq} could not be committed (the previous checkpoint is intact): ${why}`)
     }
     clock.costs.push(ms)

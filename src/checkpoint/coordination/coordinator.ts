@@ -100,7 +100,10 @@ export class CheckpointCoordinator implements SkeletonHooks {
     const { runId, code } = (await comm.allgather(comm.rank === 0 ? lineageOf(cfg, id, everyLevel) : undefined))[0]!
     const vote = new CheckpointVote(comm, cfg.policy, hooks.control, memoryPolicy)
     const stores = { disk: store, memory, memorySeqs: memoryListed.map((s) => s.seq) }
-    const commits = new CheckpointCommitter(comm, cfg, id, stores, seq, hooks, { runId, code })
+    // Ranks may have directories of their own (`{node}`, `{rank}`): the lowest rank of each commits there.
+    const dirs = await comm.allgather([store.dir, memory?.dir ?? ''])
+    const writesMarker = { disk: dirs.findIndex((d) => d[0] === store.dir) === comm.rank, memory: dirs.findIndex((d) => d[1] === (memory?.dir ?? '')) === comm.rank }
+    const commits = new CheckpointCommitter(comm, cfg, id, stores, seq, hooks, { runId, code }, writesMarker)
     if (!cfg.resume) return new CheckpointCoordinator(comm, cfg, store, memory, vote, commits, undefined, log, hooks)
 
     const sources: LevelSource[] = [

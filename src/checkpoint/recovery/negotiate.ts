@@ -1,10 +1,10 @@
 import { performance } from 'node:perf_hooks'
-import { CheckpointCorruptError } from '../../errors.js'
+import { CheckpointCorruptError, CheckpointError } from '../../errors.js'
 import type { Communicator } from '../../routing/communicator.js'
 import type { JsonObject } from '../format/json.js'
 import type { DecodedRankFile } from '../format/rank-file.js'
 import type { CheckpointLevel, RecoveryInfo } from '../events.js'
-import type { CheckpointStore, CheckpointSummary } from '../store/checkpoint-store.js'
+import { CheckpointStore, type CheckpointSummary } from '../store/checkpoint-store.js'
 import { assertSameSettings, chooseRecoveryLine, localView, mergeLevelViews, type RankView, type SkipReason } from './line.js'
 import { assertResliceable, openElasticLine, type ElasticLine } from './elastic/line.js'
 import { DirectorySource } from './elastic/source.js'
@@ -78,6 +78,8 @@ export async function negotiateRecoveryLine(
   const mine: RankView[] = []
   for (const l of levels) mine.push(withoutForeign([await localView(l.store, rank, size, { checksums: false })], foreign)[0])
   let views = await comm.allgather(mergeLevelViews(mine))
+  // The slowest level is the durable one: a rank that finds nothing there (a lost node's directory) is refused by name.
+  await refuseLostDirectories(comm, levels[levels.length - 1].store, views)
   for (const r of rejected) {
     views = withoutSeq(views, r.seq)
     for (const v of mine) v.valid = v.valid.filter((q) => q !== r.seq)
@@ -171,4 +173,26 @@ function withoutSeq(views: RankView[], seq: number): RankView[] {
 function withoutForeign(views: readonly RankView[], foreign: ReadonlySet<number>): RankView[] {
   if (foreign.size === 0) return [...views]
   return views.map((v) => ({ ...v, valid: v.valid.filter((s) => !foreign.has(s)), problems: v.problems.filter((p) => !foreign.has(p.seq)) }))
+}
+
+/**
+ * Ranks with directories of their own (`{node}`, `{rank}`): when some ranks
+ * hold valid checkpoints and others find no trace of any (their directory is
+ * empty or gone, as a lost node's disk), refuse, naming the missing files,
+ * instead of quietly starting afresh. Collective; every rank sees the same views.
+ */
+async function refuseLostDirectories(comm: Communicator, store: CheckpointStore, views: readonly RankView[]): Promise<void> {
+  const holders = views.filter((v) => v.valid.length > 0)
+  const blind = views.filter((v) => v.valid.length === 0 && v.problems.length === 0)
+  if (holders.length === 0 || blind.length === 0) return
+  const dirs = await comm.allgather(store.dir)
+  const seq = Math.max(...holders.map((v) => v.valid[0]))
+  const missing = blind.map((v) => new CheckpointStore(dirs[v.rank]).fileOf(seq, v.rank))
+  const who = (vs: readonly RankView[], many = 'hold', one = 'holds') =>
+    vs.length > 1 ? `ranks ${vs.map((v) => v.rank).join(', ')} ${many}` : `rank ${vs[0].rank} ${one}`
+  throw new CheckpointError(
+    `cannot resume: ${who(holders)} checkpoint ${seq}, but ${who(blind, 'find', 'finds')} no checkpoint at all (a lost node's directory?); ` +
+      `missing: ${missing.join(', ')}. ` +
+      'Put those files back (from a copy), or start afresh without --resume.',
+  )
 }

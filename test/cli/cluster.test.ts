@@ -1,0 +1,141 @@
+// Cluster runs started by hand with a launcher's variables (PMI_RANK/PMI_SIZE),
+// for what mpirun cannot easily produce: bad input at the rendezvous and a
+// lost node. test/runtime/mpirun.test.ts runs the real launcher.
+import { spawn } from 'node:child_process'
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { createServer, type Server } from 'node:net'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { afterAll, describe, expect, it } from 'vitest'
+import type { JacobiResult } from '../../examples/jacobi/jacobi.js'
+import { launch } from '../../src/runtime/launcher.js'
+
+const root = mkdtempSync(join(tmpdir(), 'molotof-cluster-'))
+afterAll(() => rmSync(root, { recursive: true, force: true }))
+const JACOBI = 'examples/jacobi/jacobi.ts'
+
+interface NodeRun {
+  code: Promise<number | null>
+  output: () => string
+  pid: number
+}
+
+/** One node supervisor, started as a launcher would start it (its own process group, so a node can be killed whole). */
+function startNode(node: number, nodes: number, args: string[], env: Record<string, string> = {}): NodeRun {
+  const child = spawn(process.execPath, ['bin/molotof.mjs', 'run', ...args], {
+    env: { ...process.env, PMI_RANK: String(node), PMI_SIZE: String(nodes), ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+    detached: true,
+  })
+  let text = ''
+  child.stdout.on('data', (b: Buffer) => (text += b.toString()))
+  child.stderr.on('data', (b: Buffer) => (text += b.toString()))
+  const code = new Promise<number | null>((resolve) => child.on('close', (c) => resolve(c)))
+  return { code, output: () => text, pid: child.pid! }
+}
+
+async function freePort(): Promise<number> {
+  const s = createServer()
+  await new Promise<void>((r) => s.listen(0, '127.0.0.1', () => r()))
+  const port = (s.address() as { port: number }).port
+  await new Promise((r) => s.close(r))
+  return port
+}
+
+const common = (port: number, dir: string) => [JACOBI, '--rendezvous', `127.0.0.1:${port}`, '--checkpoint-dir', dir, '--node-timeout', '20s', '--hang-timeout', '20000']
+
+describe('cluster runs: bad input is refused, never a hang', () => {
+  it('nodes started with different program options are refused, naming the difference', async () => {
+    const port = await freePort()
+    const dir = join(root, 'opts-{node}')
+    const a = startNode(0, 2, [...common(port, dir), '--n', '16', '--iterations', '4'])
+    const b = startNode(1, 2, [...common(port, dir), '--n', '32', '--iterations', '4'])
+    expect(await a.code).toBe(2)
+    expect(await b.code).toBe(2)
+    for (const n of [a, b]) expect(n.output()).toMatch(/node 1 was started differently from node 0[\s\S]*program options: node 0 has "--n 16 --iterations 4", node 1 has "--n 32 --iterations 4"/)
+  })
+
+  it('inconsistent launcher sizes across nodes are refused', async () => {
+    const port = await freePort()
+    const dir = join(root, 'sizes-{node}')
+    const a = startNode(0, 2, [...common(port, dir), '--n', '16', '--iterations', '4'])
+    const b = startNode(1, 3, [...common(port, dir), '--n', '16', '--iterations', '4'])
+    expect(await a.code).toBe(2)
+    expect(a.output()).toMatch(/inconsistent launcher sizes: node 0 was started as one of 2 nodes, node 1 as one of 3/)
+    expect(await b.code).toBe(2)
+  })
+
+  it('two nodes on one machine with one checkpoint directory are refused: put {node} in it', async () => {
+    const port = await freePort()
+    const dir = join(root, 'shared-dir')
+    const a = startNode(0, 2, [...common(port, dir), '--n', '16', '--iterations', '4'])
+    const b = startNode(1, 2, [...common(port, dir), '--n', '16', '--iterations', '4'])
+    expect(await a.code).toBe(2)
+    expect(await b.code).toBe(2)
+    expect(a.output()).toMatch(/run on one machine with one checkpoint directory .*their files would collide. Put \{node\} in --checkpoint-dir/)
+  })
+
+  it('an unreachable rendezvous fails within --node-timeout', async () => {
+    const port = await freePort()
+    const t0 = performance.now()
+    const b = startNode(1, 2, [JACOBI, '--rendezvous', `127.0.0.1:${port}`, '--node-timeout', '1s', '--checkpoint-dir', join(root, 'unreach-{node}')])
+    expect(await b.code).toBe(1)
+    const seconds = (performance.now() - t0) / 1000
+    expect(b.output()).toMatch(new RegExp(`node 1: cannot reach node 0's rendezvous at 127.0.0.1:${port} within 1.0 s \\(--node-timeout\\)`))
+    expect(seconds).toBeLessThan(15) // 1 s of trying plus a node start on a loaded machine
+  })
+
+  it('a rendezvous port in use is refused, naming it', async () => {
+    const busy: Server = createServer()
+    await new Promise<void>((r) => busy.listen(0, '127.0.0.1', () => r()))
+    const port = (busy.address() as { port: number }).port
+    try {
+      const a = startNode(0, 2, [...common(port, join(root, 'busy-{node}')), '--n', '16'])
+      expect(await a.code).toBe(2)
+      expect(a.output()).toMatch(new RegExp(`cannot listen at the rendezvous 127.0.0.1:${port}: the port is in use`))
+    } finally {
+      busy.close()
+    }
+  })
+})
+
+describe('cluster runs: a lost node', () => {
+  it('ends the run with 76 "node lost", and a relaunch with --resume gives the bits of an uninterrupted run', async () => {
+    const port = await freePort()
+    const dir = join(root, 'lost-{node}')
+    const args = [...common(port, dir), '--node-timeout', '3s', '--n', '40', '--iterations', '2000', '--checkpoint', 'every:50', '--json']
+    const a = startNode(0, 2, args)
+    const b = startNode(1, 2, args)
+    // Kill node 1 whole (its supervisor and its rank) once a checkpoint exists.
+    for (const until = Date.now() + 60_000; !/checkpoint 2 committed/.test(a.output()) && Date.now() < until; ) await new Promise((r) => setTimeout(r, 20))
+    expect(a.output()).not.toMatch(/"checksum"/) // still running
+    process.kill(-b.pid, 'SIGKILL')
+    expect(await a.code).toBe(76)
+    expect(a.output()).toMatch(/node 1 was lost/)
+
+    const port2 = await freePort()
+    const again = [...common(port2, dir), '--n', '40', '--iterations', '2000', '--checkpoint', 'every:50', '--json', '--quiet', '--resume']
+    const events = join(root, 'lost-events.jsonl')
+    const a2 = startNode(0, 2, [...again, '--events', events])
+    const b2 = startNode(1, 2, again)
+    expect(await a2.code).toBe(0)
+    expect(await b2.code).toBe(0)
+    const straight = (await launch<JacobiResult>(JACOBI, { ranks: 2, argv: ['--n', '40', '--iterations', '2000'], onLog: () => {} })).value
+    const pick = (r: { residual: number; checksum: number }) => ({ residual: r.residual, checksum: r.checksum })
+    // It did resume, from a checkpoint written before the loss.
+    const resumed = readFileSync(events, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as { event: string; seq?: number })
+    expect(resumed.find((e) => e.event === 'resume')?.seq).toBeGreaterThanOrEqual(2)
+    const text = a2.output()
+    expect(pick(JSON.parse(text.slice(text.indexOf('{'))) as JacobiResult)).toEqual(pick(straight))
+
+    // Node 1's directory lost too (its disk with it): --resume refuses, naming what is missing, instead of starting afresh.
+    rmSync(join(root, 'lost-1'), { recursive: true })
+    const port3 = await freePort()
+    const third = [...common(port3, dir), '--n', '40', '--iterations', '2000', '--checkpoint', 'every:50', '--quiet', '--resume']
+    const a3 = startNode(0, 2, third)
+    const b3 = startNode(1, 2, third)
+    expect(await a3.code).toBe(1)
+    await b3.code
+    expect(a3.output()).toMatch(/cannot resume: rank 0 holds checkpoint \d+, but rank 1 finds no checkpoint at all .*missing: .*lost-1\/ckpt-\d+\/rank-1\.mlf/)
+  })
+})

@@ -1,0 +1,162 @@
+// molotof under a real cluster launcher: Debian's Open MPI `mpirun` (package
+// openmpi-bin; `npm test` installs it as root, see scripts/ensure-openmpi.mjs).
+// Every "node" runs on this host with its own checkpoint directory ({node});
+// as root, also in its own Linux network namespace, so that TCP between ranks
+// crosses real (virtual) interfaces. Grids are small: each run costs a few
+// seconds of node starts.
+import { execFileSync, spawn } from 'node:child_process'
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
+import { createServer } from 'node:net'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import type { JacobiResult } from '../../examples/jacobi/jacobi.js'
+import { resolveParams } from '../../examples/swing/model/params.js'
+import { valueSwing } from '../../examples/swing/model/serial.js'
+import { main } from '../../src/cli/main.js'
+import { launch } from '../../src/runtime/launcher.js'
+
+const MPIRUN = '/usr/bin/mpirun'
+const haveMpirun = existsSync(MPIRUN)
+if (!haveMpirun) console.log(`mpirun tests skipped: ${MPIRUN} is missing (apt-get install openmpi-bin; npm test installs it as root)`)
+const isRoot = typeof process.getuid === 'function' && process.getuid() === 0
+
+const root = mkdtempSync(join(tmpdir(), 'molotof-mpirun-'))
+afterAll(() => rmSync(root, { recursive: true, force: true }))
+
+/** mpirun as root needs these; --bind-to none: Open MPI would pin each node supervisor, and all its ranks, to one core. */
+const MPI_ENV = { OMPI_ALLOW_RUN_AS_ROOT: '1', OMPI_ALLOW_RUN_AS_ROOT_CONFIRM: '1', OMPI_MCA_rmaps_base_oversubscribe: '1' }
+
+async function freePort(): Promise<number> {
+  const s = createServer()
+  await new Promise<void>((r) => s.listen(0, '127.0.0.1', () => r()))
+  const port = (s.address() as { port: number }).port
+  await new Promise((r) => s.close(r))
+  return port
+}
+
+/** `mpirun -np <nodes> <command…>`; resolves with the exit code and everything printed. */
+function mpirun(nodes: number, command: string[]): Promise<{ code: number | null; out: string }> {
+  const child = spawn(MPIRUN, ['--bind-to', 'none', '-np', String(nodes), ...command], { env: { ...process.env, ...MPI_ENV }, stdio: ['ignore', 'pipe', 'pipe'] })
+  let out = ''
+  child.stdout.on('data', (b: Buffer) => (out += b.toString()))
+  child.stderr.on('data', (b: Buffer) => (out += b.toString()))
+  return new Promise((resolve) => child.on('close', (code) => resolve({ code, out })))
+}
+
+const molotof = ['node', 'bin/molotof.mjs', 'run']
+const jsonOf = <T>(out: string): T => JSON.parse(out.slice(out.indexOf('{\n'), out.lastIndexOf('\n}') + 2)) as T
+
+describe.skipIf(!haveMpirun)('under mpirun', () => {
+  let reference: JacobiResult
+  const jacobi = ['examples/jacobi/jacobi.ts', '--n', '48', '--iterations', '60']
+  beforeAll(async () => {
+    // One host, threads: the bits every cluster layout must give.
+    reference = (await launch<JacobiResult>(jacobi[0], { ranks: 4, argv: jacobi.slice(1), onLog: () => {} })).value
+  })
+
+  it('Jacobi on 2 nodes × 2 ranks gives the bits of one host; each node keeps its own {node} directory', async () => {
+    const dir = join(root, 'jac-{node}')
+    const port = await freePort()
+    const r = await mpirun(2, [...molotof, ...jacobi, '--ranks-per-node', '2', '--rendezvous', `127.0.0.1:${port}`, '--checkpoint', 'every:20', '--checkpoint-dir', dir, '--json', '--hang-timeout', '20000'])
+    expect(r.code, r.out).toBe(0)
+    const got = jsonOf<JacobiResult>(r.out)
+    expect(got.checksum).toBe(reference.checksum)
+    expect(got.residual).toBe(reference.residual)
+    for (const [node, ranks] of [[0, ['rank-0.mlf', 'rank-1.mlf']], [1, ['rank-2.mlf', 'rank-3.mlf']]] as const) {
+      const d = join(root, `jac-${node}`)
+      const newest = readdirSync(d).filter((n) => n.startsWith('ckpt-')).sort().pop()!
+      expect(readdirSync(join(d, newest)).sort()).toEqual(['COMMIT', ...ranks])
+    }
+    // inspect reads the {node} directories as one run; a rank file lost from them is named.
+    const said: string[] = []
+    expect(await main(['inspect', dir], (t) => said.push(t))).toBe(0)
+    const last = readdirSync(join(root, 'jac-1')).filter((n) => n.startsWith('ckpt-')).sort().pop()!
+    rmSync(join(root, 'jac-1', last, 'rank-3.mlf'))
+    expect(await main(['inspect', dir], (t) => said.push(t))).toBe(1)
+    expect(said.join('\n')).toMatch(/no directory holds the file of rank 3/)
+  })
+
+  it('swing on 3 nodes × 1 rank gives the bits of the serial valuation', async () => {
+    const port = await freePort()
+    const r = await mpirun(3, [...molotof, 'examples/swing/swing.ts', '--preset', 'small-g', '--rendezvous', `127.0.0.1:${port}`, '--checkpoint-dir', join(root, 'swing-{node}'), '--json', '--quiet', '--hang-timeout', '20000'])
+    expect(r.code, r.out).toBe(0)
+    const { value } = jsonOf<{ value: number }>(r.out)
+    expect(Object.is(value, valueSwing(resolveParams('small-g')).value)).toBe(true)
+  })
+
+  it('a rank killed on node 1 is recovered inside the run', async () => {
+    const port = await freePort()
+    const events = join(root, 'kill-events.jsonl')
+    const r = await mpirun(2, [
+      ...molotof,
+      ...jacobi,
+      '--ranks-per-node', '2',
+      '--rendezvous', `127.0.0.1:${port}`,
+      '--checkpoint', 'every:10',
+      '--checkpoint-dir', join(root, 'kill-{node}'),
+      '--inject', 'rank=3,step=35',
+      '--events', events,
+      '--json',
+      '--hang-timeout', '20000',
+    ])
+    expect(r.code, r.out).toBe(0)
+    const got = jsonOf<JacobiResult>(r.out)
+    expect(got.checksum).toBe(reference.checksum)
+    const seen = readFileSync(events, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as { event: string; rank?: number; step?: number; seq?: number })
+    expect(seen.filter((e) => e.event === 'failure')).toMatchObject([{ rank: 3, step: 35 }])
+    expect(seen.find((e) => e.event === 'resume')).toMatchObject({ step: 29 })
+  })
+})
+
+/** Three network namespaces on one bridge: node i is 10.77.0.(i+1) on its own veth. */
+function makeNamespaces(prefix: string): void {
+  const ip = (...args: string[]) => execFileSync('ip', args, { stdio: 'pipe' })
+  ip('link', 'add', `${prefix}br`, 'type', 'bridge')
+  ip('link', 'set', `${prefix}br`, 'up')
+  for (let i = 0; i < 3; i++) {
+    ip('netns', 'add', `${prefix}n${i}`)
+    ip('link', 'add', `${prefix}v${i}`, 'type', 'veth', 'peer', 'name', 'eth0', 'netns', `${prefix}n${i}`)
+    ip('link', 'set', `${prefix}v${i}`, 'master', `${prefix}br`, 'up')
+    ip('-n', `${prefix}n${i}`, 'addr', 'add', `10.77.0.${i + 1}/24`, 'dev', 'eth0')
+    ip('-n', `${prefix}n${i}`, 'link', 'set', 'eth0', 'up')
+    ip('-n', `${prefix}n${i}`, 'link', 'set', 'lo', 'up')
+  }
+}
+
+function removeNamespaces(prefix: string): void {
+  for (let i = 0; i < 3; i++) {
+    // Absent already when setting up failed halfway: nothing to remove.
+    try {
+      execFileSync('ip', ['netns', 'del', `${prefix}n${i}`], { stdio: 'pipe' })
+    } catch {}
+  }
+  try {
+    execFileSync('ip', ['link', 'del', `${prefix}br`], { stdio: 'pipe' })
+  } catch {}
+}
+
+const canNetns = haveMpirun && isRoot && existsSync('/usr/sbin/ip')
+if (haveMpirun && !canNetns) console.log('mpirun network-namespace test skipped: it needs root and iproute2 (ip netns, veth, bridge)')
+
+describe.skipIf(!canNetns)('under mpirun, each node in its own network namespace', () => {
+  const prefix = `mlt${process.pid % 100000}`
+  beforeAll(() => makeNamespaces(prefix))
+  afterAll(() => removeNamespaces(prefix))
+
+  it('3 nodes talk over TCP across veth interfaces and give the bits of one host', async () => {
+    const argv = ['--n', '60', '--iterations', '40']
+    const reference = (await launch<JacobiResult>('examples/jacobi/jacobi.ts', { ranks: 3, argv, onLog: () => {} })).value
+    const txOf = (i: number) => Number(readFileSync(`/sys/class/net/${prefix}v${i}/statistics/rx_bytes`, 'utf8'))
+    const before = [0, 1, 2].map(txOf)
+    const cmd = `exec ip netns exec ${prefix}n$OMPI_COMM_WORLD_RANK ${molotof.join(' ')} examples/jacobi/jacobi.ts ${argv.join(' ')} --rendezvous 10.77.0.1:29500 --checkpoint every:10 --checkpoint-dir ${join(root, 'ns-{node}')} --json --quiet --hang-timeout 20000`
+    const r = await mpirun(3, ['sh', '-c', cmd])
+    expect(r.code, r.out).toBe(0)
+    const got = jsonOf<JacobiResult>(r.out)
+    expect(got.checksum).toBe(reference.checksum)
+    expect(got.residual).toBe(reference.residual)
+    // Each node sent its halos (40 steps × a row of 62 doubles to each neighbour) out through its own interface.
+    const sent = [0, 1, 2].map((i) => txOf(i) - before[i])
+    for (const s of sent) expect(s).toBeGreaterThan(40 * 60 * 8)
+  })
+})
