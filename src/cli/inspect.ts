@@ -101,7 +101,7 @@ function printRows(rows: readonly Row[], out: (s: string) => void): void {
     // "elastic": resumable on another rank count; otherwise what blocks it, on the next line.
     const elastic = r.elastic ? (r.elastic.ok ? '  elastic' : '  not elastic') : ''
     out(
-      `  #${r.seq}  ${state.padEnd(10)} skeleton ${r.skeleton ?? '?'} step ${r.step ?? '?'}  ${r.ranks ?? '?'} ranks  ${formatBytes(r.bytes)}  entries: ${r.entries.join(', ') || '-'}${elastic}${identityOf(r)}`,
+      `  #${r.seq}  ${state.padEnd(10)} skeleton ${r.skeleton ?? '?'} step ${r.step ?? '?'}  ${r.ranks ?? '?'} ranks  ${formatBytes(r.bytes)}  entries: ${r.entries.join(', ') || '-'}${identityOf(r)}${elastic}`,
     )
     for (const p of r.problems) out(`      ${p}`)
     if (r.elastic && !r.elastic.ok) out(`      on another rank count: ${r.elastic.blockers.join('; ')}`)
