@@ -124,6 +124,39 @@ function damageNewest(dir: string, rank: number): void {
   writeFileSync(file, bytes)
 }
 
+describe('elastic restart from the memory level', () => {
+  // memory every:2 writes steps 1, 3, 5, 7, 9; disk every:4 writes steps 3 and 7: step 9 exists in RAM only.
+  const argv = ['--n', '11', '--iterations', '12', '--return-rows']
+  const bits = (xs: ArrayLike<number>) => Array.from(new BigUint64Array(Float64Array.from(xs).buffer))
+  const grid = (rs: JacobiResult[]) => [...rs].sort((a, b) => a.rows!.first - b.rows!.first).flatMap((r) => bits(r.rows!.values))
+
+  it.each([
+    [2, 3],
+    [3, 1],
+  ])('a memory checkpoint of %i ranks resumed on %i reads the old rank files in RAM, bit-identical', async (from, to) => {
+    const reference = grid(await runLocal(jacobi, { ranks: 1, argv }))
+    const cfg = levels()
+    await expect(runLocal(jacobi, { ranks: from, argv, checkpoint: { ...cfg, interrupt: { skeleton: 0, step: 9 } } })).rejects.toThrow(/interrupted/)
+    const logs: string[] = []
+    const r = await runLocal(jacobi, { ranks: to, argv, checkpoint: { ...cfg, resume: true }, onLog: (_r, t) => logs.push(t) })
+    const log = logs.join('\n')
+    expect(log).toContain(`resuming a checkpoint of ${from} ranks on ${to}`)
+    expect(log).toMatch(/resuming from checkpoint \d+ \(skeleton 0, step 9\) from the memory level/)
+    expect(grid(r)).toEqual(reference)
+  })
+
+  it('the memory level gone: the same elastic restart reads the disk level (an older line), bit-identical', async () => {
+    const reference = grid(await runLocal(jacobi, { ranks: 1, argv }))
+    const cfg = levels()
+    await expect(runLocal(jacobi, { ranks: 2, argv, checkpoint: { ...cfg, interrupt: { skeleton: 0, step: 9 } } })).rejects.toThrow(/interrupted/)
+    rmSync(cfg.memory!.dir!, { recursive: true, force: true })
+    const logs: string[] = []
+    const r = await runLocal(jacobi, { ranks: 3, argv, checkpoint: { ...cfg, resume: true }, onLog: (_r, t) => logs.push(t) })
+    expect(logs.join('\n')).toMatch(/resuming from checkpoint \d+ \(skeleton 0, step 7\) from the disk level/)
+    expect(grid(r)).toEqual(reference)
+  })
+})
+
 describe('random kills with the memory level on (rank, step, phase; during memory checkpoints and background flushes)', () => {
   const n = 24
   const iterations = 40
