@@ -1,4 +1,5 @@
-// A disk that fills up while a background checkpoint is written on one rank:
+// A disk that fills up while a checkpoint is written on one rank (in the
+// foreground, or flushed from the memory level in the background):
 // the run fails with the disk-full error, and the partial checkpoint (the
 // other ranks' files, without a commit marker) is removed, not left behind.
 import { mkdtempSync, readdirSync, rmSync } from 'node:fs'
@@ -6,6 +7,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it, vi } from 'vitest'
 import { CheckpointStore } from '../../../src/checkpoint/store/checkpoint-store.js'
+import { memoryDirFor } from '../../../src/checkpoint/store/memory-level.js'
 import { runLocal } from '../../../src/runtime/local.js'
 import jacobi from '../../../examples/jacobi/jacobi.js'
 
@@ -26,13 +28,22 @@ vi.mock('node:fs/promises', async (importOriginal) => {
     }
     return fh
   }
-  return { ...actual, open, default: { ...actual, open } }
+  // Background disk checkpoints are flushed from the memory level by a kernel copy: it fails the same way.
+  const copyFile: typeof actual.copyFile = async (source, dest, mode) => {
+    if (disk.fullFor !== '' && String(dest).includes(`${disk.fullFor}.tmp-`)) {
+      await actual.writeFile(dest, new Uint8Array(64))
+      throw Object.assign(new Error('ENOSPC: no space left on device, copyfile'), { code: 'ENOSPC', errno: -28, syscall: 'copyfile' })
+    }
+    return actual.copyFile(source, dest, mode)
+  }
+  return { ...actual, open, copyFile, default: { ...actual, open, copyFile } }
 })
 
 const dirs: string[] = []
 afterEach(() => {
   disk.fullFor = ''
-  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true })
+  // A failed run leaves its memory level (async: disk checkpoints go through RAM) for --resume: not wanted here.
+  for (const d of dirs.splice(0)) for (const x of [d, memoryDirFor(d)]) rmSync(x, { recursive: true, force: true })
 })
 
 describe('disk full during a background checkpoint', () => {
@@ -48,7 +59,7 @@ describe('disk full during a background checkpoint', () => {
     // Rank 1's writes fail from the start: ranks 0 and 2 write theirs, which make a partial checkpoint.
     disk.fullFor = 'rank-1.mlf'
     const e = await run.catch((x: unknown) => x)
-    expect((e as Error).message).toMatch(/could not be written .*\n\s+rank 1: cannot write checkpoint file .*rank-1\.mlf: no space left on the device \(disk full\) \(ENOSPC\)/)
+    expect((e as Error).message).toMatch(/could not be written .*\n\s+rank 1: cannot (write|flush) checkpoint file .*rank-1\.mlf: no space left on the device \(disk full\) \(ENOSPC\)/)
     const listed = await new CheckpointStore(dir).list()
     expect(listed.filter((c) => !c.complete)).toEqual([])
     expect(readdirSync(dir).filter((f) => f.startsWith('ckpt-'))).toEqual([])
