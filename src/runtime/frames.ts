@@ -6,8 +6,8 @@ import type { MessagePool, PooledMessage } from './message-pool.js'
 //   u32 length | u32 kind | f64 tag      (little-endian)
 // HELLO opens a connection (tag = sender's rank; payload: u32 group size, and
 // on TCP u32 generation), DATA carries one message, BYE says the sender closed
-// its communicator. The Unix-socket transport (sockets.ts) has its own copy of
-// this code for now; both speak exactly these frames.
+// its communicator. The Unix-socket transport (sockets.ts) and the TCP
+// transport (tcp.ts) both use this code.
 export const HEADER_BYTES = 16
 export const HELLO = 1
 export const DATA = 2
