@@ -9,25 +9,17 @@
 // (the Unix socket path of every rank), or `tcp` ({ host, generation }: the TCP
 // transport, endpoints exchanged through the launcher).
 //
-// A heartbeat thread writes this rank's status slot to fd 4 whenever it
-// changes (looked at every POLL_MS) and at least every heartbeatMs, so the
-// launcher can tell a long computation (beats go on) from a hung or stopped
-// process (beats stop), and knows where a rank killed outright was.
+// A heartbeat thread (boot-heartbeat.mjs) writes this rank's status slot to
+// fd 4 whenever it changes and at least every heartbeatMs.
 //
 // SIGINT and SIGTERM (Ctrl-C at a terminal, a batch scheduler: they reach the
 // whole process group) do not kill a rank: they are forwarded to the
 // launcher, whose supervisor makes every rank checkpoint and stop.
-import { writeSync } from 'node:fs'
 import { deserialize } from 'node:v8'
-import { Worker } from 'node:worker_threads'
+import { beat, PHASES, startHeartbeat } from './boot-heartbeat.mjs'
 import { runProgram } from './load-program.mjs'
 
 const HEARTBEAT_FD = 4
-// How often the heartbeat thread looks at the status slot: a failure report is at most this far behind the rank.
-const POLL_MS = 2
-// Same order as PHASES in status.ts (only used to name the phase of an uncaught error);
-// test/runtime/boot-constants.test.ts checks that the two agree.
-const PHASES = ['start', 'light', 'init', 'calculate', 'route', 'checkpoint', 'swap', 'replay', 'restore', 'done']
 
 const spec = deserialize(Buffer.from(process.argv[2] ?? '', 'base64'))
 // The rest of the spec (argv, ft, inject, ...) goes to the rank as it is.
@@ -39,60 +31,7 @@ const status = new Int32Array(new SharedArrayBuffer(size * 16))
 for (let r = 0; r < size; r++) status[r * 4] = status[r * 4 + 1] = -1
 const seq = new Int32Array(new SharedArrayBuffer(4))
 
-/**
- * Write one heartbeat record (layout in heartbeat.ts). Runs in the heartbeat
- * thread and, for a last word before dying, in the main thread; both share
- * `seq`. Returns false when the launcher is gone (the pipe is broken).
- */
-function beat(fd, status, seq, rank) {
-  const b = rank * 4
-  const rec = new DataView(new ArrayBuffer(24))
-  rec.setInt32(0, 0x6d6f6c68, true)
-  rec.setInt32(4, Atomics.add(seq, 0, 1), true)
-  rec.setInt32(8, Atomics.load(status, b), true)
-  rec.setInt32(12, Atomics.load(status, b + 1), true)
-  rec.setInt32(16, Atomics.load(status, b + 2), true)
-  rec.setInt32(20, Atomics.load(status, b + 3), true)
-  try {
-    writeSync(fd, new Uint8Array(rec.buffer)) // 24 bytes: atomic on a pipe, never interleaved
-  } catch (e) {
-    return e.code === 'EAGAIN' // a full pipe only drops this beat
-  }
-  return true
-}
-
-const heartbeat = new Worker(
-  `const { workerData } = require('node:worker_threads')
-   const { writeSync } = require('node:fs')
-   const { fd, status, seq, rank, periodMs } = workerData
-   const beat = ${beat.toString()}
-   const b = rank * 4
-   const nap = new Int32Array(new SharedArrayBuffer(4))
-   let lastChanges = -1
-   let lastAt = 0
-   // A blocking loop: this thread has nothing else to do, and a timer could not poll this often cheaply.
-   for (;;) {
-     const changes = Atomics.load(status, b + 3)
-     const now = performance.now()
-     if (changes !== lastChanges || now - lastAt >= periodMs) {
-       // The launcher died without killing us: do not outlive it.
-       if (!beat(fd, status, seq, rank)) process.kill(process.pid, 'SIGKILL')
-       lastChanges = changes
-       lastAt = now
-     }
-     Atomics.wait(nap, 0, 0, ${POLL_MS})
-   }`,
-  { eval: true, workerData: { fd: HEARTBEAT_FD, status, seq, rank, periodMs: heartbeatMs } },
-)
-heartbeat.unref() // beats must not keep a finished rank alive
-// A thread takes a while to start, longer while the main thread compiles the
-// program on a loaded machine; the launcher's hang clock runs from the spawn,
-// so the main thread beats until the heartbeat thread is up.
-beat(HEARTBEAT_FD, status, seq, rank)
-const early = setInterval(() => beat(HEARTBEAT_FD, status, seq, rank), heartbeatMs)
-early.unref()
-heartbeat.once('online', () => clearInterval(early))
-heartbeat.on('error', (e) => process.stderr.write(`rank ${rank}: heartbeat thread failed: ${e.stack ?? e}\n`))
+startHeartbeat({ fd: HEARTBEAT_FD, status, seq, periodMs: heartbeatMs, rank, label: `rank ${rank}` })
 
 /** Tell the launcher where we are, then die at once (failure injection, lost launcher). */
 function die() {

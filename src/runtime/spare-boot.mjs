@@ -10,14 +10,11 @@
 // The heartbeat thread beats from the start, idle or not: the launcher's hang
 // clock of a rank assigned to this process runs from the assignment. It
 // reports the status slot of the rank running now (none while idle).
-import { writeSync } from 'node:fs'
 import { deserialize } from 'node:v8'
-import { Worker } from 'node:worker_threads'
+import { beat, PHASES, startHeartbeat } from './boot-heartbeat.mjs'
 import { hostLoop } from './spare-host.mjs'
 
 const HEARTBEAT_FD = 4
-// Same order as PHASES in status.ts (only used to name the phase of an uncaught error).
-const PHASES = ['start', 'light', 'init', 'calculate', 'route', 'checkpoint', 'swap', 'replay', 'restore', 'done']
 
 const { programFile, tsconfig, size, heartbeatMs, id } = deserialize(Buffer.from(process.argv[2] ?? '', 'base64'))
 
@@ -28,56 +25,28 @@ const seq = new Int32Array(new SharedArrayBuffer(4))
 const current = new Int32Array(new SharedArrayBuffer(4))
 current[0] = -1
 
-/** One heartbeat record (layout in heartbeat.ts) of the rank running now; false when the launcher is gone. */
-function beat(fd, status, seq, current) {
-  const rank = Atomics.load(current, 0)
-  const b = rank * 4
-  const rec = new DataView(new ArrayBuffer(24))
-  rec.setInt32(0, 0x6d6f6c68, true)
-  rec.setInt32(4, Atomics.add(seq, 0, 1), true)
-  rec.setInt32(8, rank < 0 ? -1 : Atomics.load(status, b), true)
-  rec.setInt32(12, rank < 0 ? -1 : Atomics.load(status, b + 1), true)
-  rec.setInt32(16, rank < 0 ? 0 : Atomics.load(status, b + 2), true)
-  rec.setInt32(20, rank < 0 ? 0 : Atomics.load(status, b + 3), true)
-  try {
-    writeSync(fd, new Uint8Array(rec.buffer)) // 24 bytes: atomic on a pipe
-  } catch (e) {
-    return e.code === 'EAGAIN' // a full pipe only drops this beat
-  }
-  return true
-}
-
-const heartbeat = new Worker(
-  `const { workerData } = require('node:worker_threads')
-   const { writeSync } = require('node:fs')
-   const { fd, status, seq, current, periodMs } = workerData
-   const beat = ${beat.toString()}
-   const tick = () => {
-     // The launcher died without killing us: do not outlive it.
-     if (!beat(fd, status, seq, current)) process.kill(process.pid, 'SIGKILL')
-   }
-   tick()
-   setInterval(tick, periodMs)`,
-  { eval: true, workerData: { fd: HEARTBEAT_FD, status, seq, current, periodMs: heartbeatMs } },
-)
-heartbeat.unref()
-beat(HEARTBEAT_FD, status, seq, current)
-const early = setInterval(() => beat(HEARTBEAT_FD, status, seq, current), heartbeatMs)
-early.unref()
-heartbeat.once('online', () => clearInterval(early))
-heartbeat.on('error', (e) => process.stderr.write(`spare ${id}: heartbeat thread failed: ${e.stack ?? e}\n`))
+startHeartbeat({ fd: HEARTBEAT_FD, status, seq, periodMs: heartbeatMs, current, label: `spare ${id}` })
 
 /** Tell the launcher where we are, then die at once (failure injection, lost launcher). */
 function die() {
-  beat(HEARTBEAT_FD, status, seq, current)
+  beat(HEARTBEAT_FD, status, seq, Atomics.load(current, 0))
   process.kill(process.pid, 'SIGKILL')
   process.exit(137) // not reached: SIGKILL is not deferred
 }
 
 // A spare lives as long as its launcher wants it: it is killed when not needed.
 process.on('disconnect', die)
+// SIGINT and SIGTERM (a terminal's Ctrl-C, a scheduler: they reach the whole process group) do not kill a
+// spare: a running rank forwards them to the launcher, whose supervisor stops the run gracefully; an idle
+// spare has nothing to stop (its launcher got the same signal).
+for (const signal of ['SIGINT', 'SIGTERM']) {
+  process.on(signal, () => {
+    const rank = Atomics.load(current, 0)
+    if (rank >= 0 && process.connected) process.send({ type: 'signal', rank, signal }, () => {})
+  })
+}
 process.on('uncaughtException', (e) => {
-  beat(HEARTBEAT_FD, status, seq, current)
+  beat(HEARTBEAT_FD, status, seq, Atomics.load(current, 0))
   const rank = Atomics.load(current, 0)
   const b = rank * 4
   const err = e instanceof Error ? e : new Error(String(e)) // a thrown non-Error, as an Error to report its message

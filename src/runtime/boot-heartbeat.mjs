@@ -1,0 +1,87 @@
+// The heartbeat of a rank process, shared by the boot files of one-shot rank
+// processes (process-boot.mjs) and of warm spare processes (spare-boot.mjs).
+// Plain JavaScript on purpose: it runs before tsx is loaded.
+//
+// A heartbeat record (layout in heartbeat.ts) carries a rank's status slot.
+// The heartbeat thread writes one whenever the slot changes (looked at every
+// POLL_MS) and at least every heartbeat period, so the launcher can tell a
+// long computation (beats go on) from a hung or stopped process (beats stop),
+// and knows where a rank killed outright was.
+import { writeSync } from 'node:fs'
+import { Worker } from 'node:worker_threads'
+
+// Same order as PHASES in status.ts (used to name the phase of an uncaught
+// error); test/runtime/boot-constants.test.ts checks that the two agree.
+export const PHASES = ['start', 'light', 'init', 'calculate', 'route', 'checkpoint', 'swap', 'replay', 'restore', 'done']
+
+// How often the heartbeat thread looks at the status slot: a failure report is at most this far behind the rank.
+const POLL_MS = 2
+
+/**
+ * Write one heartbeat record of `rank`'s status slot to `fd` (a negative rank:
+ * an idle spare, nowhere yet). Runs in the heartbeat thread and, for a last
+ * word before dying, in the main thread; both share `seq`. Returns false when
+ * the launcher is gone (the pipe is broken).
+ */
+export function beat(fd, status, seq, rank) {
+  const b = rank * 4
+  const rec = new DataView(new ArrayBuffer(24))
+  rec.setInt32(0, 0x6d6f6c68, true)
+  rec.setInt32(4, Atomics.add(seq, 0, 1), true)
+  rec.setInt32(8, rank < 0 ? -1 : Atomics.load(status, b), true)
+  rec.setInt32(12, rank < 0 ? -1 : Atomics.load(status, b + 1), true)
+  rec.setInt32(16, rank < 0 ? 0 : Atomics.load(status, b + 2), true)
+  rec.setInt32(20, rank < 0 ? 0 : Atomics.load(status, b + 3), true)
+  try {
+    writeSync(fd, new Uint8Array(rec.buffer)) // 24 bytes: atomic on a pipe, never interleaved
+  } catch (e) {
+    return e.code === 'EAGAIN' // a full pipe only drops this beat
+  }
+  return true
+}
+
+/**
+ * Start the heartbeat thread of this process. `rank` is the rank it runs, or
+ * `current` (an Int32Array of one element) holds the rank running now, -1
+ * while idle (warm spares). A thread takes a while to start, longer while the
+ * main thread compiles the program on a loaded machine, and the launcher's
+ * hang clock runs from the spawn: the main thread beats until the thread is up.
+ *
+ * ```js
+ * startHeartbeat({ fd: 4, status, seq, periodMs: 200, rank, label: `rank ${rank}` })
+ * ```
+ */
+export function startHeartbeat({ fd, status, seq, periodMs, rank = -1, current, label }) {
+  const rankNow = () => (current ? Atomics.load(current, 0) : rank)
+  const thread = new Worker(
+    `const { workerData } = require('node:worker_threads')
+     const { writeSync } = require('node:fs')
+     const { fd, status, seq, rank, current, periodMs } = workerData
+     const beat = ${beat.toString()}
+     const nap = new Int32Array(new SharedArrayBuffer(4))
+     let lastRank = -2
+     let lastChanges = -1
+     let lastAt = 0
+     // A blocking loop: this thread has nothing else to do, and a timer could not poll this often cheaply.
+     for (;;) {
+       const r = current ? Atomics.load(current, 0) : rank
+       const changes = r < 0 ? -1 : Atomics.load(status, r * 4 + 3)
+       const now = performance.now()
+       if (r !== lastRank || changes !== lastChanges || now - lastAt >= periodMs) {
+         // The launcher died without killing us: do not outlive it.
+         if (!beat(fd, status, seq, r)) process.kill(process.pid, 'SIGKILL')
+         lastRank = r
+         lastChanges = changes
+         lastAt = now
+       }
+       Atomics.wait(nap, 0, 0, ${POLL_MS})
+     }`,
+    { eval: true, workerData: { fd, status, seq, rank, current, periodMs } },
+  )
+  thread.unref() // beats must not keep a finished process alive
+  beat(fd, status, seq, rankNow())
+  const early = setInterval(() => beat(fd, status, seq, rankNow()), periodMs)
+  early.unref()
+  thread.once('online', () => clearInterval(early))
+  thread.on('error', (e) => process.stderr.write(`${label}: heartbeat thread failed: ${e.stack ?? e}\n`))
+}
