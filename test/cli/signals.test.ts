@@ -46,13 +46,15 @@ function progressIn(events: string): number {
 }
 
 describe('signals to the process group', () => {
-  it('Ctrl-C to the whole group with --transport processes: checkpoint, exit 75, and the resumed run gives the same result', async () => {
+  // Ranks on warm spare processes (--spares) get the signal too, and forward it as rank processes do.
+  it.each([[[]], [['--spares', '1']]])('Ctrl-C to the whole group with --transport processes %j: checkpoint, exit 75, and the resumed run gives the same result', async (extra: string[]) => {
     const n = 64
     const iterations = 4000
-    const dir = join(root, 'sigint')
-    const events = join(root, 'sigint.jsonl')
+    const name = extra.length > 0 ? 'sigint-spares' : 'sigint'
+    const dir = join(root, name)
+    const events = join(root, `${name}.jsonl`)
     const args = ['examples/jacobi/jacobi.ts', '--ranks', '2', '--transport', 'processes', '--n', String(n), '--iterations', String(iterations), '--checkpoint-dir', dir]
-    const first = molotof([...args, '--events', events])
+    const first = molotof([...args, ...extra, '--events', events])
     await until(() => progressIn(events) >= 200)
     process.kill(-first.pid, 'SIGINT') // what a terminal does on Ctrl-C: every process of the foreground group
     const stopped = await first.done
