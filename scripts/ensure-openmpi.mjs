@@ -20,3 +20,14 @@ if (!existsSync(MPIRUN)) {
     console.warn(`pretest: ${MPIRUN} is missing; the mpirun tests will be skipped (sudo apt-get install openmpi-bin)`)
   }
 }
+
+// The network-namespace test puts each node in its own namespace (ip netns, veth, bridge): iproute2.
+const IP = '/usr/sbin/ip'
+if (!existsSync(IP) && typeof process.getuid === 'function' && process.getuid() === 0 && existsSync('/usr/bin/apt-get')) {
+  console.log('pretest: installing iproute2 for the network-namespace test (apt-get)…')
+  try {
+    execSync('DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iproute2 > /dev/null', { stdio: 'inherit', shell: '/bin/bash' })
+  } catch {
+    console.warn('pretest: could not install iproute2; the network-namespace test will be skipped')
+  }
+}
