@@ -6,7 +6,7 @@
  * superstep) and checks each recovered result against a failure-free run.
  *
  *   npm run bench:recovery -- [--ranks 2] [--transport processes] [--n 2048]
- *     [--iterations 120] [--every 10] [--repeats 5] [--configs cold,spares,spares-replace]
+ *     [--iterations 120] [--every 10] [--repeats 5] [--configs cold,spares,spares-replace,memory-spares]
  */
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -41,11 +41,15 @@ interface Config {
   name: string
   spares: number
   keepSurvivors: boolean
+  /** Checkpoints on the memory level (RAM) instead of the disk. */
+  memory?: boolean
 }
 const known: Record<string, Config> = {
   cold: { name: 'cold restart (no spares)', spares: 0, keepSurvivors: true },
   spares: { name: `spares ${ranks === 1 ? 1 : 1}, survivors kept`, spares: 1, keepSurvivors: true },
   'spares-replace': { name: `spares ${ranks}, survivors replaced`, spares: ranks, keepSurvivors: false },
+  // With a memory level the survivors are always replaced (a write of the stopped run may still be in flight).
+  'memory-spares': { name: `memory level, spares ${ranks}`, spares: ranks, keepSurvivors: false, memory: true },
 }
 const configs = values.configs!.split(',').map((c) => known[c.trim()] ?? fail(`unknown config ${c}`))
 
@@ -66,7 +70,10 @@ try {
         ranks,
         transport,
         argv,
-        checkpoint: { dir: join(root, `r${rep}-${c.spares}-${c.keepSurvivors}`), policy: { every }, keep: 2, resume: false },
+        checkpoint: c.memory
+          ? // Memory checkpoints every `every` steps (in /dev/shm); the disk level never fires during the run.
+            { dir: join(root, `r${rep}-memory`), policy: { every: 1_000_000 }, memory: { policy: { every } }, keep: 2, resume: false }
+          : { dir: join(root, `r${rep}-${c.spares}-${c.keepSurvivors}`), policy: { every }, keep: 2, resume: false },
         inject: [{ rank: ranks - 1, skeleton: 0, step: failStep, phase: 'calculate' }],
         restarts: 1,
         // A loaded 2-core machine can starve a starting process for seconds: measure recoveries, not hangs.
