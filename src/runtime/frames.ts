@@ -7,7 +7,8 @@ import type { MessagePool, PooledMessage } from './message-pool.js'
 // HELLO opens a connection (tag = sender's rank; payload: u32 group size, and
 // on TCP u32 generation), DATA carries one message, BYE says the sender closed
 // its communicator. The Unix-socket transport (sockets.ts) and the TCP
-// transport (tcp.ts) both use this code.
+// transport (tcp.ts) both use this code, through their common base
+// (StreamCommunicator, stream-communicator.ts).
 export const HEADER_BYTES = 16
 export const HELLO = 1
 export const DATA = 2
