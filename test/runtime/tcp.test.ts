@@ -118,6 +118,44 @@ describe('TCP transport', () => {
     expect(comms[0].recvNow!(1, 9)).toBeUndefined()
   })
 
+  it('a peer lost without a goodbye fails pending receives after the grace period, naming a lost node as a cause', async () => {
+    let rank0: TcpEndpoint | undefined
+    const joining = connectTcpCommunicator(0, 2, {
+      host: '127.0.0.1',
+      generation: 5,
+      lostPeerGraceMs: 100,
+      exchange: async (mine) => {
+        rank0 = mine
+        return [mine, { host: '127.0.0.1', port: 1 }]
+      },
+    })
+    while (!rank0) await new Promise((r) => setTimeout(r, 2))
+    // A well-formed rank 1 of attempt 5, written by hand, then its connection dies.
+    const peer = createConnection({ host: rank0.host, port: rank0.port })
+    peer.on('error', () => {})
+    await new Promise<void>((r) => peer.once('connect', () => r()))
+    const hello = new Uint8Array(8)
+    new DataView(hello.buffer).setUint32(0, 2, true)
+    new DataView(hello.buffer).setUint32(4, 5, true)
+    peer.write(Buffer.concat([frame(1, 1, hello), frame(2, 3, new Uint8Array([4]))]))
+    const comm = await joining
+    open.push(comm)
+    expect([...(await comm.recv(1, 3)).bytes]).toEqual([4])
+    const pending = comm.recv(1, 2)
+    const t0 = performance.now()
+    peer.destroy()
+    await expect(pending).rejects.toThrow(/rank 0: the connection to rank 1 closed unexpectedly \(the rank exited, was killed, or its node was lost\); no message with tag 2/)
+    expect(performance.now() - t0).toBeGreaterThanOrEqual(99) // not before the grace period (1 ms for timer rounding)
+    await expect(comm.send(1, 2, new Uint8Array(1))).rejects.toThrow(/connection to rank 1 closed unexpectedly .*; cannot send to it \(tag 2\)/)
+  })
+
+  it('times out naming the missing ranks, and the endpoint table when it never came', async () => {
+    const never = () => new Promise<readonly TcpEndpoint[]>(() => {})
+    await expect(connectTcpCommunicator(0, 3, { host: '127.0.0.1', generation: 1, exchange: never, timeoutMs: 300 })).rejects.toThrow(
+      /rank 0: timed out after 0\.3 s waiting for ranks 1, 2 to connect \(the endpoint table never came\)/,
+    )
+  })
+
   it('Jacobi over --transport tcp gives the bits of the Unix-socket transport', async () => {
     const argv = ['--n', '45', '--iterations', '30', '--return-rows']
     const opts = { ranks: 3, argv, onLog: () => {}, hangTimeoutMs: 20_000 }
