@@ -11,7 +11,7 @@ import type { RankExit, RankGroup, RankGroupEvents, RankGroupSpec, RankWhere, St
 import { HeartbeatMonitor } from './heartbeat.js'
 import type { LauncherToRank, RankToLauncher } from './protocol.js'
 import { createStatusBuffer, readStatus } from './status.js'
-import { wire } from './thread-group.js'
+import { threadRankInit, wire } from './thread-group.js'
 import { channelHeaders } from './threads.js'
 
 const PROCESS_BOOT = fileURLToPath(new URL('./spare-boot.mjs', import.meta.url))
@@ -186,17 +186,7 @@ export class SparePool {
       const headers = channelHeaders(spec.size)
       chosen.forEach((h, rank) => {
         this.bind(h, state, rank)
-        const init = {
-          rank,
-          size: spec.size,
-          argv: spec.argv,
-          transport: { kind: 'threads', ports: ports[rank], channels: headers[rank] },
-          status,
-          ft: spec.ft,
-          inject: spec.inject.filter((i) => i.rank === rank),
-          injectRandom: spec.injectRandom,
-          injectFired: spec.injectFired ?? [],
-        }
+        const init = threadRankInit(spec, rank, ports, headers, status)
         h.assign(init, ports[rank].filter((p): p is MessagePort => p !== undefined))
       })
       where = (rank) => {

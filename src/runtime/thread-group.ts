@@ -1,5 +1,5 @@
 import { MessageChannel, Worker, type MessagePort } from 'node:worker_threads'
-import type { RankExit, RankGroup, StartRankGroup } from './group.js'
+import type { RankExit, RankGroup, RankGroupSpec, StartRankGroup } from './group.js'
 import type { RankToLauncher } from './protocol.js'
 import { createStatusBuffer, readStatus } from './status.js'
 import { channelHeaders } from './threads.js'
@@ -19,18 +19,7 @@ export const startThreadGroup: StartRankGroup = (spec, on) => {
   const workers: Worker[] = []
   const exited = new Set<number>()
   for (let rank = 0; rank < spec.size; rank++) {
-    const init = {
-      mode: 'run',
-      rank,
-      size: spec.size,
-      argv: spec.argv,
-      transport: { kind: 'threads', ports: ports[rank], channels: headers[rank] },
-      status,
-      ft: spec.ft,
-      inject: spec.inject.filter((i) => i.rank === rank),
-      injectRandom: spec.injectRandom,
-      injectFired: spec.injectFired ?? [],
-    }
+    const init = { mode: 'run', ...threadRankInit(spec, rank, ports, headers, status) }
     const w = new Worker(BOOT, {
       workerData: { programFile: spec.programFile, tsconfig: spec.tsconfig, init },
       transferList: ports[rank].filter((p): p is MessagePort => p !== undefined),
@@ -69,6 +58,34 @@ export const startThreadGroup: StartRankGroup = (spec, on) => {
 }
 
 /** Full mesh of channels: ports[a][b] is rank a's end of the a–b channel. */
+/**
+ * What rank `rank` of a thread group is started with (its ports, the shared
+ * status slots, its injections), for one-shot rank threads and warm spares.
+ *
+ * ```ts
+ * worker.postMessage({ mode: 'run', ...threadRankInit(spec, rank, ports, channelHeaders(spec.size), status) })
+ * ```
+ */
+export function threadRankInit(
+  spec: RankGroupSpec,
+  rank: number,
+  ports: ReadonlyArray<ReadonlyArray<MessagePort | undefined>>,
+  headers: ReturnType<typeof channelHeaders>,
+  status: Int32Array,
+) {
+  return {
+    rank,
+    size: spec.size,
+    argv: spec.argv,
+    transport: { kind: 'threads' as const, ports: ports[rank], channels: headers[rank] },
+    status,
+    ft: spec.ft,
+    inject: spec.inject.filter((i) => i.rank === rank),
+    injectRandom: spec.injectRandom,
+    injectFired: spec.injectFired ?? [],
+  }
+}
+
 export function wire(size: number): Array<Array<MessagePort | undefined>> {
   const ports: Array<Array<MessagePort | undefined>> = Array.from({ length: size }, () => new Array(size).fill(undefined))
   for (let a = 0; a < size; a++) {
