@@ -186,22 +186,89 @@ export function boxIndexOf(boxes: readonly DomainDesc[]): BoxIndex {
 }
 
 /**
+ * Partitions shared by the ranks of one heap (`runLocal`: every rank in one
+ * thread). Each rank would otherwise hold all P ranks' boxes, P² boxes in
+ * one heap; with a share the ranks of a group hand each other the partition
+ * of an epoch, so the group holds O(P) boxes and evaluates each epoch once.
+ * Ranks of other transports each have their own heap and need none.
+ *
+ * ```ts
+ * const share = new PartitionShare()                       // one per group of ranks in this thread
+ * const slot = share.slot(0, 'grid')                       // skeleton 0, on every rank of the group
+ * const parts = new PartitionTracker(grid, rank, size, 'grid', slot)
+ * ```
+ */
+export class PartitionShare {
+  private readonly slots = new Map<string, SharedPartitions>()
+
+  /** The partitions of skeleton `index` named `name`: the same slot for that skeleton on every rank. */
+  slot(index: number, name: string): SharedPartitions {
+    const key = `${index}\u0000${name}`
+    let s = this.slots.get(key)
+    if (!s) this.slots.set(key, (s = new SharedPartitions()))
+    return s
+  }
+}
+
+/** How many recent epochs a shared slot keeps: ranks of one group drift a few supersteps apart at most, or evaluate their own. */
+const SHARED_EPOCHS = 8
+
+/**
+ * The recent partitions of one skeleton in a `PartitionShare`, by epoch.
+ * A partition is offered with the class and rank count of the domain that
+ * produced it; a rank takes it only for the same class and count, and only
+ * after checking its own boxes against it (see `PartitionTracker`).
+ */
+export class SharedPartitions {
+  /** Partitions evaluated by the ranks of the group, all together (each epoch once when they agree). */
+  evaluated = 0
+  private readonly epochs = new Float64Array(SHARED_EPOCHS).fill(NaN)
+  private readonly parts: Array<Partition | undefined> = new Array(SHARED_EPOCHS).fill(undefined)
+  private readonly kinds: Array<unknown> = new Array(SHARED_EPOCHS).fill(undefined)
+  private readonly sizes = new Int32Array(SHARED_EPOCHS)
+  private next = 0
+
+  /** The partition of `epoch` for a domain of class `kind` over `size` ranks, if a rank offered it. */
+  find(epoch: number, kind: unknown, size: number): Partition | undefined {
+    for (let k = 0; k < SHARED_EPOCHS; k++) {
+      if (this.epochs[k] === epoch && this.kinds[k] === kind && this.sizes[k] === size) return this.parts[k]
+    }
+    return undefined
+  }
+
+  /** Offer a partition this rank evaluated (replacing the oldest one offered). */
+  offer(p: Partition, kind: unknown, size: number): void {
+    const k = this.next
+    this.next = (k + 1) % SHARED_EPOCHS
+    this.epochs[k] = p.epoch
+    this.parts[k] = p
+    this.kinds[k] = kind
+    this.sizes[k] = size
+  }
+}
+
+/**
  * The partition of each step, evaluated once per partition epoch
  * (`Domain.partitionEpoch`) and validated once: asking for a step of a known
  * epoch costs a call to `partitionEpoch` and a comparison, so a static
  * partition is evaluated once for the whole run however many ranks there are.
  * It remembers the last three epochs (a skeleton looks at the step before,
- * the step and the step after).
+ * the step and the step after). Given a `SharedPartitions` slot, it first
+ * takes the epoch's partition another rank of the same heap evaluated, when
+ * that partition gives this rank the boxes its own domain gives it.
  *
  * ```ts
  * const parts = new PartitionTracker(grid, rank, size, 'grid')
  * const p = parts.at(step)      // the same object for every step of an epoch
- * parts.built                   // partitions evaluated so far
+ * parts.built                   // partitions taken in so far (one per epoch met)
+ * parts.evaluated               // of which this rank evaluated itself
  * ```
  */
 export class PartitionTracker<N extends number = number> {
-  /** Number of partitions evaluated so far. */
+  /** Number of partitions taken in so far: one per epoch met, evaluated here or shared. */
   built = 0
+  /** Number of partitions this rank evaluated itself (the others came from the shared slot). */
+  evaluated = 0
   private readonly epochs = [NaN, NaN, NaN]
   private readonly parts: Array<Partition<N> | undefined> = [undefined, undefined, undefined]
   private readonly used = [0, 0, 0]
@@ -212,6 +279,7 @@ export class PartitionTracker<N extends number = number> {
     private readonly rank: number,
     private readonly size: number,
     private readonly what: string,
+    private readonly shared?: SharedPartitions,
   ) {}
 
   /** The partition at `step`; evaluated and validated only when `step` opens a new epoch. */
@@ -228,8 +296,7 @@ export class PartitionTracker<N extends number = number> {
       }
       if (this.used[k] < this.used[oldest]) oldest = k
     }
-    const p = partitionAt(this.domain, this.size, step)
-    validatePartition(p, this.what)
+    const p = this.sharedAt(epoch, step) ?? this.evaluate(step)
     this.built++
     this.epochs[oldest] = epoch
     this.parts[oldest] = p
@@ -237,6 +304,25 @@ export class PartitionTracker<N extends number = number> {
     return p
   }
 
+  private evaluate(step: number): Partition<N> {
+    const p = partitionAt(this.domain, this.size, step)
+    validatePartition(p, this.what)
+    this.evaluated++
+    if (this.shared) {
+      this.shared.evaluated++
+      this.shared.offer(p, this.domain.constructor, this.size)
+    }
+    return p
+  }
+
+  /** Another rank's partition of `epoch`, if it gives this rank the boxes its own domain gives at `step`. */
+  private sharedAt(epoch: number, step: number): Partition<N> | undefined {
+    const p = this.shared?.find(epoch, this.domain.constructor, this.size) as Partition<N> | undefined
+    if (p === undefined) return undefined
+    const d = this.domain
+    const r = this.rank
+    return d.possessed(r, this.size, step).equals(p.possessed[r]) && d.needed(r, this.size, step).equals(p.needed[r]) ? p : undefined
+  }
   /** This rank's boxes at `step` must be those of the epoch's partition (checked at powers of two). */
   private spotCheck(p: Partition<N>, step: number): void {
     const d = this.domain

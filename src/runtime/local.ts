@@ -8,6 +8,9 @@ import { parseOptions, type OptionSpecs } from '../skeletons/options.js'
 import type { Program } from '../skeletons/program.js'
 import { frozenConfig, type FaultToleranceConfig } from '../checkpoint/config.js'
 import { runSession } from './rank-session.js'
+import { PartitionShare } from '../routing/partition.js'
+import { SparseClock } from '../skeletons/sparse-clock.js'
+import { YIELD_EVERY_MS } from '../skeletons/skeleton.js'
 import { createStatusBuffer, RankStatus, readStatus } from './status.js'
 
 /**
@@ -87,6 +90,10 @@ export async function runLocal<R>(program: Program<OptionSpecs, R>, opts: LocalR
   const comms = localGroup(opts.ranks)
   const ft = opts.checkpoint && frozenConfig(opts.checkpoint) // one configuration shared by every rank of this thread
   const status = createStatusBuffer(opts.ranks)
+  // Same program, same epochs: the ranks hand each other their partitions (O(P) boxes in this heap, not O(P²)).
+  const partitions = new PartitionShare()
+  // One rank at a time lets the event loop run, for the whole group: the others soon wait for its halos anyway.
+  const yieldClock = new SparseClock(YIELD_EVERY_MS)
   try {
     return await Promise.all(
       comms.map(async (comm, rank) => {
@@ -97,6 +104,8 @@ export async function runLocal<R>(program: Program<OptionSpecs, R>, opts: LocalR
             status: new RankStatus(status, rank),
             options,
             ft,
+            partitions,
+            yieldClock,
             log: (t) => opts.onLog?.(rank, t),
           })) as R
         } catch (e) {

@@ -79,13 +79,23 @@ function capture(resolve: (m: Message) => void, reject: (e: Error) => void): voi
   capturedReject = reject
 }
 
+/** What one source's receives and messages wait in. */
+class FromSource {
+  readonly arrived = new TagQueue<Message>()
+  readonly resolvers = new TagQueue<(m: Message) => void>()
+  readonly rejecters = new TagQueue<(e: Error) => void>()
+  /** Set when nothing more will come from this source. */
+  gone: ((tag: number) => Error) | undefined = undefined
+}
+
 /**
  * Matches incoming messages with receives by (source, tag), keeping arrival
  * order. Messages that arrive before their receive is posted wait here;
  * `takeNow` finds them without a promise. A source can fail on its own (its
  * connection dropped): its pending and future receives fail while messages
  * that already arrived from it, and everything from other sources, are still
- * delivered.
+ * delivered. Memory grows with the sources a rank hears from, not with the
+ * rank count (`runLocal` holds P mailboxes in one heap).
  *
  * ```ts
  * const box = new Mailbox(size)
@@ -95,68 +105,68 @@ function capture(resolve: (m: Message) => void, reject: (e: Error) => void): voi
  */
 export class Mailbox {
   // Per source, created on first use: a rank talks to few of the P ranks.
-  private readonly arrived: Array<TagQueue<Message> | undefined>
-  private readonly resolvers: Array<TagQueue<(m: Message) => void> | undefined>
-  private readonly rejecters: Array<TagQueue<(e: Error) => void> | undefined>
-  private readonly gone: Array<((tag: number) => Error) | undefined>
+  private readonly sources = new Map<number, FromSource>()
   private failure: Error | undefined
 
-  constructor(size: number) {
-    this.arrived = new Array(size).fill(undefined)
-    this.resolvers = new Array(size).fill(undefined)
-    this.rejecters = new Array(size).fill(undefined)
-    this.gone = new Array(size).fill(undefined)
+  constructor(readonly size: number) {}
+
+  private from(src: number): FromSource {
+    let f = this.sources.get(src)
+    if (f === undefined) this.sources.set(src, (f = new FromSource()))
+    return f
   }
 
   deliver(src: number, tag: number, m: Message): void {
-    const resolve = this.resolvers[src]?.take(tag)
+    const f = this.from(src)
+    const resolve = f.resolvers.take(tag)
     if (resolve) {
-      this.rejecters[src]!.take(tag)
+      f.rejecters.take(tag)
       resolve(m)
       return
     }
-    ;(this.arrived[src] ??= new TagQueue()).push(tag, m)
+    f.arrived.push(tag, m)
   }
 
   /** The message if it has arrived, without allocating. */
   takeNow(src: number, tag: number): Message | undefined {
     if (this.failure) return undefined
-    const q = this.arrived[src]
-    return q === undefined ? undefined : q.take(tag)
+    const f = this.sources.get(src)
+    return f === undefined ? undefined : f.arrived.take(tag)
   }
 
   take(src: number, tag: number): Promise<Message> {
     if (this.failure) return Promise.reject(this.failure)
-    const m = this.arrived[src]?.take(tag)
+    const f = this.from(src)
+    const m = f.arrived.take(tag)
     if (m) return Promise.resolve(m)
-    const gone = this.gone[src]
-    if (gone) return Promise.reject(gone(tag))
+    if (f.gone) return Promise.reject(f.gone(tag))
     const p = new Promise<Message>(capture)
-    ;(this.resolvers[src] ??= new TagQueue()).push(tag, capturedResolve!)
-    ;(this.rejecters[src] ??= new TagQueue()).push(tag, capturedReject!)
+    f.resolvers.push(tag, capturedResolve!)
+    f.rejecters.push(tag, capturedReject!)
     capturedResolve = capturedReject = undefined
     return p
   }
 
   /** True when a receive from `src` is waiting for its message. */
   hasWaiters(src: number): boolean {
-    const w = this.resolvers[src]
-    return w !== undefined && w.count > 0
+    const f = this.sources.get(src)
+    return f !== undefined && f.resolvers.count > 0
   }
 
   /** Nothing more will come from `src`: fail what waits for it, now and later. */
   failPeer(src: number, error: (tag: number) => Error): void {
-    this.gone[src] = error
-    this.resolvers[src]?.drain(() => {})
-    this.rejecters[src]?.drain((tag, reject) => reject(error(tag)))
+    const f = this.from(src)
+    f.gone = error
+    f.resolvers.drain(() => {})
+    f.rejecters.drain((tag, reject) => reject(error(tag)))
   }
 
   /** Fail every pending and future receive (the communicator is closed). */
   fail(err: Error): void {
     this.failure = err
-    for (let q = 0; q < this.arrived.length; q++) {
-      this.resolvers[q]?.drain(() => {})
-      this.rejecters[q]?.drain((_tag, reject) => reject(err))
+    for (const f of this.sources.values()) {
+      f.resolvers.drain(() => {})
+      f.rejecters.drain((_tag, reject) => reject(err))
     }
   }
 }

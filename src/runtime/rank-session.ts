@@ -9,6 +9,8 @@ import { settingsOf, type OptionSpecs, type OptionValues } from '../skeletons/op
 import type { Program } from '../skeletons/program.js'
 import { noHooks, type RankRuntime } from '../skeletons/runtime.js'
 import type { Communicator } from '../routing/communicator.js'
+import type { PartitionShare } from '../routing/partition.js'
+import type { SparseClock } from '../skeletons/sparse-clock.js'
 import type { RankStatus } from './status.js'
 
 /** Everything one rank needs to run a program, whatever the transport. */
@@ -27,6 +29,10 @@ export interface RankSession {
   onResumed?: (r: ResumedFigures) => void
   onStep?: (skeleton: number, step: number, total: number | undefined) => void
   onSkeletonStart?: (skeleton: number, total: number | undefined) => void
+  /** Partitions shared by the ranks of this heap (`runLocal`). */
+  partitions?: PartitionShare
+  /** The yield clock of the ranks of this thread (`runLocal`). */
+  yieldClock?: SparseClock
 }
 
 /** The fingerprint checkpoints carry: a directory of another program is refused. */
@@ -53,7 +59,7 @@ export async function runSession(s: RankSession): Promise<unknown> {
 }
 
 async function runOnce(s: RankSession, rejected: readonly RejectedLine[]): Promise<unknown> {
-  const rt: RankRuntime = { comm: s.comm, status: s.status, hooks: noHooks, onStep: s.onStep, onSkeletonStart: s.onSkeletonStart }
+  const rt: RankRuntime = { comm: s.comm, status: s.status, hooks: noHooks, onStep: s.onStep, onSkeletonStart: s.onSkeletonStart, partitions: s.partitions, yieldClock: s.yieldClock }
   s.status.set(-1, -1, 'light')
   let recovering = false
   let coordinator: CheckpointCoordinator | undefined

@@ -27,7 +27,7 @@ export interface SkeletonOptions {
 }
 
 /** The longest a skeleton keeps the event loop waiting (give or take the SparseClock's 20 ms). */
-const YIELD_EVERY_MS = 50
+export const YIELD_EVERY_MS = 50
 
 type Mutable<T> = { -readonly [K in keyof T]: T[K] }
 
@@ -57,7 +57,7 @@ export class Skeleton<It, D extends Domain> {
   private readonly total: number | undefined
   private finished = false
   private parts: PartitionTracker | undefined
-  private readonly yieldClock = new SparseClock(YIELD_EVERY_MS)
+  private readonly yieldClock: SparseClock
   private current: Mutable<SkeletonState<It, D>> | undefined
   private wb: { part: Partition; next: Partition | undefined; box: DomainDesc } | undefined
 
@@ -81,6 +81,7 @@ export class Skeleton<It, D extends Domain> {
       throw new ConfigError(`unknown routing mode "${String(this.mode)}" (border or circulation)`)
     }
     this.router = new Router(rt.comm, this.mode, validateSchedule(options.schedule ?? { kind: 'all' }), this.name)
+    this.yieldClock = rt.yieldClock ?? new SparseClock(YIELD_EVERY_MS)
     this.customRoute = kernel.shouldRoute !== CalcKernel.prototype.shouldRoute
     this.checkpoint = new CheckpointRegistry(this.name)
     this.total = kernel.totalSteps()
@@ -93,9 +94,14 @@ export class Skeleton<It, D extends Domain> {
     return this.router.plansBuilt
   }
 
-  /** Number of partitions evaluated so far (one per partition epoch met, see `Domain.partitionEpoch`). */
+  /** Number of partitions taken in so far (one per partition epoch met, see `Domain.partitionEpoch`). */
   get partitionsBuilt(): number {
     return this.parts?.built ?? 0
+  }
+
+  /** Of `partitionsBuilt`, those this rank evaluated itself; the others came from a rank of the same thread (`runLocal` shares them). */
+  get partitionsEvaluated(): number {
+    return this.parts?.evaluated ?? 0
   }
 
   /** Run the loop to the end; resolves with the domain that holds the final values. */
@@ -108,7 +114,7 @@ export class Skeleton<It, D extends Domain> {
     const owner = this.domains[0]
     let [read, write] = this.domains
     read.allocator = write.allocator = rt.comm.allocator
-    const parts = (this.parts = new PartitionTracker(owner, rank, size, this.name))
+    const parts = (this.parts = new PartitionTracker(owner, rank, size, this.name, rt.partitions?.slot(this.index, this.name)))
 
     rt.onSkeletonStart?.(this.index, this.total)
     const recovery = rt.hooks.recoveryFor(this.index)

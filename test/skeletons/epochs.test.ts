@@ -58,6 +58,8 @@ class Smooth extends CalcKernel<number, Shifting> {
 
 interface Counts {
   partitions: number
+  /** Partitions this rank evaluated itself (runLocal ranks share the others). */
+  evaluated: number
   plans: number
   rows: number[]
 }
@@ -78,7 +80,7 @@ const program = defineProgram({
     const all = await ctx.allgather(Array.from(b.cells(), ([i, j]) => [i, j, grid.at(i, j)]))
     const rows = new Array<number>(o.n * 3)
     for (const part of all) for (const [i, j, v] of part) rows[i * 3 + j] = v
-    return { partitions: sk.partitionsBuilt, plans: sk.plansBuilt, rows }
+    return { partitions: sk.partitionsBuilt, evaluated: sk.partitionsEvaluated, plans: sk.plansBuilt, rows }
   },
 })
 
@@ -117,6 +119,17 @@ describe('partition epochs', () => {
     const out = await runLocal(program, { ranks: 3, argv: ['--steps', '12', '--period', '1'] })
     for (const r of out) expect(r.partitions).toBe(12)
     expect(out[0].rows).toEqual(serial(10, 12))
+  })
+
+  it('the 64 ranks of a runLocal group evaluate each epoch once between them (O(P) boxes in the heap, not O(P²))', async () => {
+    const still = await runLocal(program, { ranks: 64, argv: ['--n', '128', '--steps', '10', '--period', '1000000'] })
+    expect(still.reduce((n, r) => n + r.evaluated, 0)).toBe(1)
+    for (const r of still) expect(r.partitions).toBe(1)
+    expect(still[0].rows).toEqual(serial(128, 10))
+    const moving = await runLocal(program, { ranks: 64, argv: ['--n', '128', '--steps', '20', '--period', '5'] })
+    expect(moving.reduce((n, r) => n + r.evaluated, 0)).toBe(4)
+    for (const r of moving) expect(r.partitions).toBe(4)
+    expect(moving[0].rows).toEqual(serial(128, 20))
   })
 
   it('boxes that move inside one epoch are caught (spot check) with a PartitionError naming partitionEpoch', async () => {
