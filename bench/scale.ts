@@ -14,7 +14,7 @@
  * so that every P does about the same work; timings are differences of the
  * fastest of `repeats` runs, allocations of the medians.
  *
- *   npm run bench:scale -- [--ranks 1,4,16,64,256,1024] [--processes 2,4,8] [--rows 8] [--cols 64] [--steps 200] [--work 100000] [--repeats 5]
+ *   npm run bench:scale -- [--ranks 1,4,16,64,256,1024] [--processes 2,4,8] [--rows 8] [--cols 64] [--steps 1000] [--work 100000] [--repeats 5]
  */
 import { parseArgs } from 'node:util'
 import { launch, runLocal } from '../src/index.js'
@@ -29,7 +29,7 @@ const { values } = parseArgs({
     processes: { type: 'string', default: '2,4,8' },
     rows: { type: 'string', default: '8' },
     cols: { type: 'string', default: '64' },
-    steps: { type: 'string', default: '200' },
+    steps: { type: 'string', default: '1000' },
     repeats: { type: 'string', default: '5' },
     work: { type: 'string', default: '100000' },
     'collective-repeats': { type: 'string', default: '100' },

@@ -99,6 +99,7 @@ export class DomainDesc<N extends number = number> {
 
   /** Same set of cells (all empty boxes are equal). */
   equals(o: DomainDesc<N>): boolean {
+    if (o === this) return true // the per-superstep case: a resize to the box the domain already has
     if (o.dims !== this.dims) return false
     if (this.isEmpty || o.isEmpty) return this.isEmpty && o.isEmpty
     for (let d = 0; d < this.lower.length; d++) {
