@@ -297,10 +297,13 @@ export class ThreadCommunicator extends PointToPointCommunicator {
   private takeEarly(src: number, seq: number): boolean {
     const list = this.early[src]
     if (!list || list.length === 0) return false
-    const i = list.findIndex((w) => w.seq === seq)
-    if (i < 0) return false
-    this.deliverPortMessage(src, list.splice(i, 1)[0])
-    return true
+    // An indexed loop, not findIndex: a closure over `seq` would make every call (every pull) allocate its context.
+    for (let i = 0; i < list.length; i++) {
+      if (list[i].seq !== seq) continue
+      this.deliverPortMessage(src, list.splice(i, 1)[0])
+      return true
+    }
+    return false
   }
 
   /** Apart from takeEarly (called on every pull): its closure would make every call allocate a context. */
