@@ -24,9 +24,18 @@ export interface AttemptCallbacks {
 }
 
 /**
+ * How long a rank process may stay silent while it starts (node, tsx, loading
+ * and compiling the program: phase `start`) before it is declared hung. Many
+ * processes starting together on a loaded node can starve their heartbeat
+ * threads for seconds; that is not a hang, and a restart would not help.
+ */
+export const START_TIMEOUT_MS = 10_000
+
+/**
  * Run every rank once and report how it ended. Never hangs: a rank that
  * throws, exits, is killed, or (processes) stops sending heartbeats for
- * `hangTimeoutMs` ends the attempt, and every other rank is stopped.
+ * `hangTimeoutMs` (at least START_TIMEOUT_MS while it starts) ends the
+ * attempt, and every other rank is stopped.
  */
 export function runAttempt(
   start: StartRankGroup,
@@ -111,8 +120,9 @@ export function runAttempt(
         for (let r = 0; r < spec.size; r++) {
           if (finished.has(r)) continue
           const last = group.lastHeartbeat(r)
-          if (last !== undefined && now - last > cb.hangTimeoutMs) {
-            fail(locate(r), 'hang', `no heartbeat for ${((now - last) / 1000).toFixed(1)} s (timeout ${(cb.hangTimeoutMs / 1000).toFixed(1)} s): the rank is hung`, last)
+          const limit = group.where(r).phase === 'start' ? Math.max(cb.hangTimeoutMs, START_TIMEOUT_MS) : cb.hangTimeoutMs
+          if (last !== undefined && now - last > limit) {
+            fail(locate(r), 'hang', `no heartbeat for ${((now - last) / 1000).toFixed(1)} s (timeout ${(limit / 1000).toFixed(1)} s): the rank is hung`, last)
             return
           }
         }

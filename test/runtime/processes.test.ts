@@ -4,7 +4,7 @@ import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import type { JacobiResult } from '../../examples/jacobi/jacobi.js'
 import { ProgramLoadError, RankFailedError } from '../../src/errors.js'
-import { runAttempt, type AttemptOutcome } from '../../src/runtime/attempt.js'
+import { runAttempt, START_TIMEOUT_MS, type AttemptOutcome } from '../../src/runtime/attempt.js'
 import type { RankGroup } from '../../src/runtime/group.js'
 import { groupSpec, launch, type LaunchOptions } from '../../src/runtime/launcher.js'
 import { startProcessGroup } from '../../src/runtime/process-group.js'
@@ -114,6 +114,21 @@ describe('processes transport', () => {
     expect(ms).toBeLessThan(hangTimeoutMs + 2 * heartbeatMs + 100)
     // Measured from the last heartbeat received, the watchdog (which ticks every heartbeat period) needs one period at most.
     expect(outcome.detectedAt - outcome.failedAt).toBeLessThan(hangTimeoutMs + heartbeatMs + 50)
+  })
+
+  it('a rank process silent while it starts (a loaded node) is given START_TIMEOUT_MS, not the hang timeout', async () => {
+    // Stopped from its spawn for 1.5 s, three times the hang timeout: it has sent no heartbeat, it is still starting.
+    const spec = groupSpec(JACOBI, { ranks: 2, argv: ['--n', '16', '--iterations', '20'], heartbeatMs: 50, transport: 'processes' })
+    const outcome = await runAttempt(startProcessGroup, spec, {
+      ...quiet,
+      hangTimeoutMs: 500,
+      onStarted: (group) => {
+        group.kill(1, 'SIGSTOP')
+        setTimeout(() => group.kill(1, 'SIGCONT'), 1500)
+      },
+    })
+    expect(outcome.kind, outcome.kind === 'failed' ? outcome.error.message : '').toBe('done')
+    expect(START_TIMEOUT_MS).toBeGreaterThan(1500)
   })
 
   it('a rank computing for a long time without communicating is not hung', async () => {
