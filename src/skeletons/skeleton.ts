@@ -177,7 +177,7 @@ export class Skeleton<It, D extends Domain> {
       const was = read
       read = write
       write = was
-      if (last) return this.finish(read)
+      if (last) return this.finish(read, part, step)
       it = nextIt
       step++
       part = partNext!
@@ -222,7 +222,7 @@ export class Skeleton<It, D extends Domain> {
       last = k.end(nextIt)
       partNext = last ? undefined : parts.at(step + 1)
     }
-    return this.finish(read)
+    return this.finish(read, part, step)
   }
 
   /**
@@ -250,8 +250,20 @@ export class Skeleton<It, D extends Domain> {
     this.yieldClock.reset()
   }
 
-  private async finish(read: D): Promise<D> {
+  /**
+   * The end of the loop. In border mode the returned domain's needed cells get
+   * the neighbours' final values (one more halo exchange): code after `run()`
+   * that reads them (a residual, a stencil diagnostic) sees the final grid,
+   * the same whether the last superstep was computed or restored from a
+   * checkpoint (which saves possessed cells only).
+   */
+  private async finish(read: D, part: Partition, step: number): Promise<D> {
     await this.router.settleAll()
+    if (this.mode === 'border') {
+      this.rt.status.phase('route')
+      const routed = this.router.route(this.router.plan(part, part), read, read, this.tag(step + 1))
+      if (routed) await routed
+    }
     this.rt.status.phase('light')
     return read
   }

@@ -1,3 +1,6 @@
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { launch, runLocal } from '../../src/index.js'
 import jacobi, { type JacobiResult } from '../../examples/jacobi/jacobi.js'
@@ -27,7 +30,38 @@ function expectBitIdentical(a: Float64Array, b: Float64Array): void {
   expect(firstDiff).toBe(-1)
 }
 
+/** Max-norm of the discrete Laplace residual on the serial final grid (boundary included), from its definition. */
+function serialResidual(n: number, iterations: number): number {
+  const g = jacobiSerial(n, iterations)
+  const w = n + 2
+  let max = 0
+  for (let i = 1; i <= n; i++) {
+    for (let j = 1; j <= n; j++) max = Math.max(max, Math.abs(0.25 * (g[i * w + j - 1] + g[i * w + j + 1] + g[(i - 1) * w + j] + g[(i + 1) * w + j]) - g[i * w + j]))
+  }
+  return max
+}
+
 describe('examples/jacobi', () => {
+  // The residual reads the neighbours' rows of the final grid: the skeleton's last halo exchange must have brought them.
+  it.each([1, 2, 3, 4, 5])('reports the residual of the serial final grid on %i rank(s), also when resumed at the last step', async (ranks) => {
+    const n = 8
+    const iterations = 6
+    const argv = ['--n', String(n), '--iterations', String(iterations)]
+    const expected = serialResidual(n, iterations)
+    expect(expected).toBeGreaterThan(0)
+    const straight = await runLocal(jacobi, { ranks, argv })
+    expect(straight.map((r) => r.residual)).toEqual(straight.map(() => expected))
+    const dir = mkdtempSync(join(tmpdir(), 'molotof-jacobi-last-'))
+    try {
+      const ft = { dir, policy: { every: 1 }, keep: 2, resume: false }
+      await expect(runLocal(jacobi, { ranks, argv, checkpoint: { ...ft, interrupt: { skeleton: 0, step: iterations - 1 } } })).rejects.toThrow(/interrupted/)
+      const resumed = await runLocal(jacobi, { ranks, argv, checkpoint: { ...ft, resume: true }, onLog: () => {} })
+      expect(resumed.map((r) => r.residual)).toEqual(resumed.map(() => expected))
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+    }
+  })
+
   it.each([1, 2, 3, 4])('is bit-identical to a plain serial loop on %i rank(s), several n (in-process ranks)', async (ranks) => {
     for (const n of [1, 3, 7, 13, 30]) {
       const iterations = 37
