@@ -38,6 +38,14 @@ export interface FaultToleranceConfig {
    * copy in the background and committed once durable on every rank.
    */
   memory?: MemoryLevelConfig
+  /**
+   * Partner copies (a run of several nodes): each rank's file of every disk
+   * checkpoint is also kept by the same local rank on the next node, sent
+   * over the communicator in the background (see store/partner.ts).
+   */
+  partner?: { ranksPerNode: number }
+  /** The shared level: complete disk checkpoints copied to a directory every node sees, in the background. */
+  shared?: SharedLevelConfig
   /** Stop every rank right after this checkpoint point (tests and demonstrations). */
   interrupt?: { skeleton: number; step: number }
   /**
@@ -73,6 +81,16 @@ export interface MemoryLevelConfig {
   policy: CheckpointPolicy
   /** A directory in RAM (default: `/dev/shm/molotof-<hash of dir>`). */
   dir?: string
+}
+
+/** The shared level of a run (see FaultToleranceConfig.shared): one of `every` and `seconds`. */
+export interface SharedLevelConfig {
+  /** The directory every node sees (created on first use). */
+  dir: string
+  /** Copy every k-th disk checkpoint (the 1st, the k+1-th, …). */
+  every?: number
+  /** Copy the first disk checkpoint committed at least this long after the previous copy (rank 0's clock decides). */
+  seconds?: number
 }
 
 /** Who is checkpointing: the program and the settings its checkpoints must match. */

@@ -12,7 +12,7 @@ import { checkSpareCount, SparePool, type RanksOrigin } from './spares.js'
 /** Every event of a supervised run, as written to `--events` (JSON lines). */
 export type SupervisorEvent =
   | { event: 'start'; attempt: number; ranks: number; transport: string; resume: boolean }
-  | { event: 'checkpoint'; attempt: number; seq: number; skeleton: number; step: number; bytes: number; totalBytes: number; ms: number; level: 'memory' | 'disk'; stallMs: number }
+  | { event: 'checkpoint'; attempt: number; seq: number; skeleton: number; step: number; bytes: number; totalBytes: number; ms: number; level: 'memory' | 'disk' | 'partner' | 'shared'; stallMs: number }
   | ({ event: 'failure'; attempt: number } & Omit<FailureRecord, 'attempt'>)
   | { event: 'recovery-line'; attempt: number; seq: number; skeleton: number; step: number; negotiateMs: number; level: string }
   | { event: 'replay-done'; attempt: number; replayMs: number }

@@ -1,0 +1,156 @@
+import { performance } from 'node:perf_hooks'
+import { CheckpointError, InternalError } from '../../errors.js'
+import type { Communicator } from '../../routing/communicator.js'
+import type { SharedLevelConfig } from '../config.js'
+import type { CheckpointEvent } from '../events.js'
+import type { CheckpointStore } from '../store/checkpoint-store.js'
+import type { CommitMarker } from '../store/marker.js'
+import { PARTNER_COPY_TAG, receiveRankFile, sendRankFile, type PartnerRing } from '../store/partner.js'
+
+/** Where the copies of committed disk checkpoints go. */
+export interface CopyTargets {
+  /** Partner copies: this rank keeps its source's files in `store` (on its own node) and sends its own to its holder. */
+  partner?: { store: CheckpointStore; ring: PartnerRing; writesMarker: boolean }
+  /** The shared level: every rank copies its own file there; rank 0 commits. */
+  shared?: { store: CheckpointStore; policy: SharedLevelConfig }
+}
+
+interface PendingCopies {
+  marker: CommitMarker
+  started: number
+  shared: boolean
+  /** This rank's part: resolves to a failure message, or undefined. Never rejects. */
+  work: Promise<string | undefined>
+  done: boolean
+}
+
+/**
+ * The partner and shared copies of committed disk checkpoints, made in the
+ * background and committed like a level of their own. Once every rank's
+ * disk file of a checkpoint is durable (the committer's collective commit),
+ * `start` has each rank send its file to its partner holder over the
+ * communicator while receiving its source's file into its partner store,
+ * and, when the shared policy says so, copy its file to the shared
+ * directory. `finish` (collective) commits them when every rank's part is
+ * written: the lowest rank of each directory writes the partner store's
+ * `COMMIT` (the disk checkpoint's marker: the bytes are the same), rank 0
+ * the shared one; older copies are pruned only then (double buffering).
+ *
+ * ```ts
+ * const copies = new CheckpointCopies(comm, disk, { partner: { store, ring, writesMarker } }, keep, runId, onCheckpoint)
+ * copies.start(marker, started, copies.sharedDue())   // every rank, after the disk commit
+ * await copies.finish()                                // every rank, at the same point
+ * ```
+ */
+export class CheckpointCopies {
+  private pending: PendingCopies | undefined
+  /** Disk checkpoints offered so far (for `every`). */
+  private offered = 0
+  private lastSharedAt = -Infinity
+
+  constructor(
+    private readonly comm: Communicator,
+    /** The disk level: this rank's files are copied from there. */
+    private readonly disk: CheckpointStore,
+    private readonly targets: CopyTargets,
+    private readonly keep: number,
+    private readonly runId: string | undefined,
+    private readonly onCheckpoint?: (e: CheckpointEvent) => void,
+  ) {}
+
+  /** Copies are being made or wait for their commit. */
+  get inFlight(): boolean {
+    return this.pending !== undefined
+  }
+
+  /** This rank's part of the copies in flight is finished (or nothing is in flight). */
+  get done(): boolean {
+    return this.pending === undefined || this.pending.done
+  }
+
+  /**
+   * Whether the next committed disk checkpoint goes to the shared level, as
+   * this rank sees it (the committer uses rank 0's answer, so a time policy
+   * decides alike everywhere).
+   */
+  sharedDue(): boolean {
+    const s = this.targets.shared?.policy
+    if (!s) return false
+    if (s.every !== undefined) return this.offered % s.every === 0
+    return performance.now() - this.lastSharedAt >= (s.seconds ?? 0) * 1000
+  }
+
+  /**
+   * Start the copies of the disk checkpoint `marker` records (collective
+   * point: every rank calls it after the disk commit; the previous copies
+   * must be finished). `shared`: rank 0's `sharedDue()`.
+   */
+  start(marker: CommitMarker, started: number, shared: boolean): void {
+    if (this.pending) throw new InternalError('partner or shared copies started before the previous ones were committed')
+    this.offered++
+    const { partner } = this.targets
+    const sharedTo = shared ? this.targets.shared : undefined
+    if (!partner && !sharedTo) return
+    if (sharedTo) this.lastSharedAt = performance.now()
+    const { rank } = this.comm
+    const { seq } = marker
+    const jobs: Promise<unknown>[] = []
+    if (partner) {
+      const source = partner.ring.sourceOf(rank)
+      jobs.push(sendRankFile(this.comm, partner.ring.holderOf(rank), PARTNER_COPY_TAG, this.disk.fileOf(seq, rank)))
+      jobs.push(
+        (async () => {
+          const parts = await receiveRankFile(this.comm, source, PARTNER_COPY_TAG, marker.ranks[source], `the partner copy of rank ${source}'s file of checkpoint ${seq}`)
+          await partner.store.writeRankFile(seq, source, parts)
+        })(),
+      )
+    }
+    if (sharedTo) jobs.push(sharedTo.store.flushRankFile(seq, rank, this.disk, marker.ranks[rank].headerChecksum))
+    const pending: PendingCopies = { marker, started, shared: sharedTo !== undefined, done: false, work: settleAll(jobs) }
+    void pending.work.then(() => (pending.done = true))
+    this.pending = pending
+  }
+
+  /**
+   * Commit the copies in flight (collective; waits for this rank's part).
+   * A failure on any rank fails every rank alike; the previous copies stay.
+   */
+  async finish(): Promise<void> {
+    const p = this.pending
+    if (!p) return
+    this.pending = undefined
+    const { seq } = p.marker
+    const failures = await this.comm.allgather(await p.work)
+    const failed = failures.map((f, r) => (f === undefined ? '' : `rank ${r}: ${f}`)).filter(Boolean)
+    if (failed.length > 0) throw new CheckpointError(`the copies of checkpoint ${seq} could not be made (the previous copies are intact):\n  ${failed.join('\n  ')}`)
+    let failure: string | undefined
+    try {
+      const { partner, shared } = this.targets
+      if (partner?.writesMarker) await this.commitIn(partner.store, p.marker)
+      if (p.shared && shared && this.comm.rank === 0) await this.commitIn(shared.store, p.marker)
+    } catch (e) {
+      failure = (e as Error).message
+    }
+    const why = (await this.comm.allgather(failure)).find((f) => f !== undefined)
+    if (why !== undefined) throw new CheckpointError(`the copies of checkpoint ${seq} could not be committed (the previous copies are intact): ${why}`)
+    const ms = performance.now() - p.started
+    const { marker } = p
+    const bytes = marker.ranks[this.comm.rank].bytes
+    const totalBytes = marker.ranks.reduce((n, r) => n + r.bytes, 0)
+    const event = { seq, skeleton: marker.skeleton, step: marker.step, bytes, totalBytes, ms, stallMs: 0 }
+    if (this.targets.partner) this.onCheckpoint?.({ ...event, level: 'partner' })
+    if (p.shared) this.onCheckpoint?.({ ...event, level: 'shared' })
+  }
+
+  private async commitIn(store: CheckpointStore, marker: CommitMarker): Promise<void> {
+    await store.commit(marker.seq, marker)
+    await store.prune(this.keep, { runId: this.runId })
+  }
+}
+
+/** Wait for every job; the first failure's message, or undefined. Never rejects (no job's rejection goes unhandled). */
+async function settleAll(jobs: readonly Promise<unknown>[]): Promise<string | undefined> {
+  const outcomes = await Promise.allSettled(jobs)
+  const failed = outcomes.find((o): o is PromiseRejectedResult => o.status === 'rejected')
+  return failed === undefined ? undefined : ((failed.reason as Error)?.message ?? String(failed.reason))
+}
