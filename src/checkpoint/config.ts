@@ -55,6 +55,12 @@ export interface FaultToleranceConfig {
    * start draws a new one.
    */
   runId?: string
+  /**
+   * A supervised resume whose node-0 directory held no checkpoint (lost with
+   * its node): the ranks continue the lineage of the newest complete
+   * checkpoint any of them holds on any level, instead of `runId`'s.
+   */
+  adoptLineage?: boolean
   /** Resume even when the program's code differs from the checkpoint's (a warning instead of a refusal). */
   allowCodeChange?: boolean
   /** Supervised runs: discard the checkpoints found in the directory before starting (see identity/run-directory.ts). */

@@ -107,7 +107,9 @@ export class CheckpointCoordinator implements SkeletonHooks {
     // Every level's checkpoints, oldest first: the lineage and the code check look at all of them.
     const everyLevel = [...memoryListed, ...listed, ...partnerListed, ...sharedListed].sort((a, b) => a.seq - b.seq)
     // Rank 0 decides the run lineage and hashes the program's code (once per run start); one allgather shares both.
-    const { runId, code } = (await comm.allgather(comm.rank === 0 ? lineageOf(cfg, id, everyLevel) : undefined))[0]!
+    const decided = (await comm.allgather(comm.rank === 0 ? lineageOf(cfg, id, everyLevel) : undefined))[0]!
+    const { code } = decided
+    const runId = cfg.adoptLineage ? ((await newestLineage(comm, everyLevel)) ?? decided.runId) : decided.runId
     const vote = new CheckpointVote(comm, cfg.policy, hooks.control, memoryPolicy)
     const stores = { disk: store, memory, memorySeqs: memoryListed.map((s) => s.seq) }
     // Ranks may have directories of their own (`{node}`, `{rank}`): the lowest rank of each commits there.
@@ -304,6 +306,17 @@ async function discardCopies(comm: Communicator, partner: CheckpointStore | unde
   })
   const refused = (await comm.allgather(failure)).find((f) => f !== undefined)
   if (refused) throw reviveError(refused)
+}
+
+/**
+ * The lineage of the newest complete checkpoint any rank holds on any of its
+ * levels (collective), or undefined when there is none: what a resume
+ * continues when node 0's own directory was lost with its node.
+ */
+async function newestLineage(comm: Communicator, everyLevel: Parameters<typeof newestComplete>[0]): Promise<string | undefined> {
+  const m = newestComplete(everyLevel)
+  const all = await comm.allgather(m?.marker ? { seq: m.seq, runId: m.marker.runId ?? '' } : undefined)
+  return all.reduce<{ seq: number; runId: string } | undefined>((best, x) => (x !== undefined && (best === undefined || x.seq > best.seq) ? x : best), undefined)?.runId
 }
 
 /** Run `f`; its error as plain data (for an allgather), or undefined. */
