@@ -163,7 +163,7 @@ export class CheckpointCommitter {
     this.pending = undefined
     if (p) await this.commit(p)
     // The end of a skeleton, a preemption or an interruption also waits for the copies of the last disk checkpoint.
-    if (final) await this.copies?.finish()
+    if (final) await this.copies?.finish(true)
     if (final && this.memory) {
       // Every rank leaves a final point only once rank 0's background marker is written: a run stopped
       // right after it (interruption, preemption, the end) has that checkpoint committed, and a failure
@@ -374,12 +374,7 @@ export class CheckpointCommitter {
     }
     const marker = this.markerOf(p, all)
     const totalBytes = all.reduce((s, a) => s + (a.written?.bytes ?? 0), 0)
-    if (this.copies) {
-      // Every rank's file is durable: copy it to the partner (and the shared level) in the background,
-      // once the previous copies are committed.
-      await this.copies.finish()
-      this.copies.start(marker, started, all[0].shared)
-    }
+    const shared = all[0].shared
     if (p.background) {
       // Every rank's file is durable: rank 0 writes the marker in the background (the others need not
       // wait for its fsyncs), after the previous one; a failure surfaces at the next commit or at the end.
@@ -400,6 +395,7 @@ export class CheckpointCommitter {
           return undefined
         })()
       }
+      await this.startCopies(marker, started, shared)
       return
     }
     let commitFailure: string | undefined
@@ -418,7 +414,22 @@ export class CheckpointCommitter {
     }
     clock.costs.push(ms)
     clock.lastAt = performance.now()
-    this.hooks.onCheckpoint?.({ seq, skeleton: p.skeleton, step: p.step, bytes: written!.bytes, totalBytes, ms, level: 'disk', stallMs: ms })
+    // After the commit: the copies' I/O must not slow this checkpoint point's own writes. Starting them
+    // (and committing the previous ones) is part of the stall.
+    await this.startCopies(marker, started, shared)
+    const stallMs = this.copies ? performance.now() - started : ms
+    this.hooks.onCheckpoint?.({ seq, skeleton: p.skeleton, step: p.step, bytes: written!.bytes, totalBytes, ms, level: 'disk', stallMs })
+  }
+
+  /**
+   * Every rank's file of a disk checkpoint is durable: copy it to the
+   * partner (and the shared level) in the background, once the previous
+   * copies are committed (collective).
+   */
+  private async startCopies(marker: CommitMarker, started: number, shared: boolean): Promise<void> {
+    if (!this.copies) return
+    await this.copies.finish()
+    this.copies.start(marker, started, shared)
   }
 
   /** The payloads of a checkpoint, as views of the program's memory (written before the next superstep). */

@@ -44,6 +44,8 @@ interface PendingCopies {
  */
 export class CheckpointCopies {
   private pending: PendingCopies | undefined
+  /** The commit markers of the last copies, written in the background; resolves to a failure message. */
+  private markers: Promise<string | undefined> | undefined
   /** Disk checkpoints offered so far (for `every`). */
   private offered = 0
   private lastSharedAt = -Infinity
@@ -58,7 +60,7 @@ export class CheckpointCopies {
     private readonly onCheckpoint?: (e: CheckpointEvent) => void,
   ) {}
 
-  /** Copies are being made or wait for their commit. */
+  /** Copies are being made and wait for their commit. */
   get inFlight(): boolean {
     return this.pending !== undefined
   }
@@ -114,32 +116,47 @@ export class CheckpointCopies {
   /**
    * Commit the copies in flight (collective; waits for this rank's part).
    * A failure on any rank fails every rank alike; the previous copies stay.
+   * The markers are written in the background (as a flushed disk
+   * checkpoint's): a failure to write them surfaces at the next `finish`, or
+   * here when `final` (the end of a skeleton, a preemption, an
+   * interruption), which waits for them.
    */
-  async finish(): Promise<void> {
+  async finish(final = false): Promise<void> {
     const p = this.pending
-    if (!p) return
+    if (!p && !(final && this.markers)) return
     this.pending = undefined
+    // Collective even when only some ranks write markers: every rank learns of a failure alike.
+    const previous = this.markers ? await this.markers : undefined
+    this.markers = undefined
+    const work = p ? await p.work : undefined
+    const outcomes = await this.comm.allgather({ work, previous })
+    const why = outcomes.find((o) => o.previous !== undefined)?.previous
+    if (why !== undefined) throw new CheckpointError(why)
+    if (!p) return
     const { seq } = p.marker
-    const failures = await this.comm.allgather(await p.work)
-    const failed = failures.map((f, r) => (f === undefined ? '' : `rank ${r}: ${f}`)).filter(Boolean)
+    const failed = outcomes.map((o, r) => (o.work === undefined ? '' : `rank ${r}: ${o.work}`)).filter(Boolean)
     if (failed.length > 0) throw new CheckpointError(`the copies of checkpoint ${seq} could not be made (the previous copies are intact):\n  ${failed.join('\n  ')}`)
-    let failure: string | undefined
-    try {
-      const { partner, shared } = this.targets
-      if (partner?.writesMarker) await this.commitIn(partner.store, p.marker)
-      if (p.shared && shared && this.comm.rank === 0) await this.commitIn(shared.store, p.marker)
-    } catch (e) {
-      failure = (e as Error).message
-    }
-    const why = (await this.comm.allgather(failure)).find((f) => f !== undefined)
-    if (why !== undefined) throw new CheckpointError(`the copies of checkpoint ${seq} could not be committed (the previous copies are intact): ${why}`)
-    const ms = performance.now() - p.started
+    this.markers = this.commitAll(p)
+    if (final) await this.finish(true)
+  }
+
+  /** This rank's markers of copies every rank has written (the lowest rank of each partner directory, rank 0 in the shared one); then the events. */
+  private async commitAll(p: PendingCopies): Promise<string | undefined> {
     const { marker } = p
+    const { partner, shared } = this.targets
+    try {
+      if (partner?.writesMarker) await this.commitIn(partner.store, marker)
+      if (p.shared && shared && this.comm.rank === 0) await this.commitIn(shared.store, marker)
+    } catch (e) {
+      return `the copies of checkpoint ${marker.seq} could not be committed (the previous copies are intact): ${(e as Error).message}`
+    }
+    const ms = performance.now() - p.started
     const bytes = marker.ranks[this.comm.rank].bytes
     const totalBytes = marker.ranks.reduce((n, r) => n + r.bytes, 0)
-    const event = { seq, skeleton: marker.skeleton, step: marker.step, bytes, totalBytes, ms, stallMs: 0 }
-    if (this.targets.partner) this.onCheckpoint?.({ ...event, level: 'partner' })
+    const event = { seq: marker.seq, skeleton: marker.skeleton, step: marker.step, bytes, totalBytes, ms, stallMs: 0 }
+    if (partner) this.onCheckpoint?.({ ...event, level: 'partner' })
     if (p.shared) this.onCheckpoint?.({ ...event, level: 'shared' })
+    return undefined
   }
 
   private async commitIn(store: CheckpointStore, marker: CommitMarker): Promise<void> {
