@@ -155,7 +155,7 @@ describe('cluster runs: a lost node', () => {
     expect(a3.output()).toMatch(/cannot resume: rank 0 holds checkpoint \d+, but rank 1 finds no checkpoint at all .*missing: .*lost-1\/ckpt-\d+\/rank-1\.mlf \(and no partner or shared copy of them was found\)/)
   })
 
-  it('a node and the partner holding its copies lost: the relaunch resumes from --shared-dir, bit-identical', async () => {
+  it('node 0 and the partner holding its copies lost: the relaunch resumes from --shared-dir, bit-identical', async () => {
     const port = await freePort()
     const dir = join(root, 'both-{node}')
     const shared = join(root, 'shared')
@@ -164,11 +164,12 @@ describe('cluster runs: a lost node', () => {
     const a = startNode(0, 2, args)
     const b = startNode(1, 2, args)
     await seen(a, /checkpoint 2 committed to shared/)
-    process.kill(-b.pid, 'SIGKILL')
-    // Two nodes: node 0 holds node 1's copies, so both directories go.
+    // Node 0 lost (the supervisor of the run, and the directory the lineage is read from); with two nodes
+    // node 1 holds node 0's copies, so both directories go.
+    process.kill(-a.pid, 'SIGKILL')
     for (const n of [0, 1]) rmSync(join(root, `both-${n}`), { recursive: true, force: true })
-    // Node 0's supervisor notices the loss, or fails on its deleted directory: either way the attempt ends.
-    expect(await a.code).not.toBe(0)
+    expect(await b.code).toBe(76)
+    expect(b.output()).toMatch(/lost node 0/)
 
     const port2 = await freePort()
     const again = [...common(port2, dir), ...copies, '--n', '40', '--iterations', '2000', '--checkpoint', 'every:50', '--json', '--quiet', '--resume']

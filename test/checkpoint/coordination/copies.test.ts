@@ -90,6 +90,24 @@ describe('partner copies', () => {
   })
 })
 
+describe('a resume whose supervisor found no lineage (node 0 lost with its directory)', () => {
+  it('adopts the lineage of the newest checkpoint the ranks hold, where a new run id alone would start afresh', async () => {
+    const reference = grid(await runLocal(jacobi, { ranks, argv }))
+    const cfg = config({ runId: 'lost-run' })
+    await stoppedAt(9, cfg)
+    loseNode0(cfg.dir)
+    // The supervisor drew a new id: those checkpoints are another run's, and nothing is resumed.
+    const plain = await resumed({ ...cfg, runId: 'new-run' })
+    expect(plain.log).not.toMatch(/resuming from checkpoint/)
+    const cfg2 = config({ runId: 'lost-run' })
+    await stoppedAt(9, cfg2)
+    loseNode0(cfg2.dir)
+    const adopted = await resumed({ ...cfg2, runId: 'new-run', adoptLineage: true })
+    expect(adopted.log).toMatch(/resuming from checkpoint 1 \(skeleton 0, step 7\) from the disk\+partner level/)
+    expect(adopted.grid).toEqual(reference)
+  })
+})
+
 describe('the shared level', () => {
   it('holds every k-th disk checkpoint; with a node and its partner lost, recovery reads it, bit-identical', async () => {
     const reference = grid(await runLocal(jacobi, { ranks, argv }))
