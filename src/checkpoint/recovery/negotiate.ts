@@ -181,8 +181,10 @@ export async function negotiateRecoveryLine(
   }
   // The marker from a rank that read its file from a store of its own (one whose node was lost has none to read).
   const reader = usedReaders.findIndex((own) => own)
-  const marker = (await comm.allgather(rank === reader ? await from.store.readMarker(line.seq) : undefined))[reader]
-  if (marker === undefined) throw new CheckpointError(`checkpoint ${line.seq}: no rank could read its commit marker`)
+  const mineMarker = rank === reader ? await from.store.readMarker(line.seq).catch((e: Error) => e.message) : undefined
+  // Every rank gets the marker, or the same refusal (no rank may wait alone in a later collective).
+  const marker = (await comm.allgather(mineMarker))[reader]
+  if (marker === undefined || typeof marker === 'string') throw new CheckpointError(`checkpoint ${line.seq}: its commit marker cannot be read${marker ? ` (${marker})` : ''}`)
   assertSameSettings({ settings: marker.settings, size }, { settings, size })
   if (elastic) assertResliceable(elastic, size)
   warnings.forEach((w) => rank === 0 && log(`warning: ${w}`))

@@ -122,4 +122,11 @@ describe('the shared level', () => {
     expect(r.log).toMatch(/resuming from checkpoint 0 \(skeleton 0, step 3\) from the shared level/)
     expect(r.grid).toEqual(reference)
   })
+
+  it('a time policy copies the first disk checkpoint, then none before that much time', async () => {
+    const shared = freshDir('molotof-shared-')
+    await stoppedAt(9, config({ shared: { dir: shared, seconds: 3600 } }))
+    expect(checkpoints(shared)).toEqual(['ckpt-00000000'])
+    expect(existsSync(join(shared, 'ckpt-00000000', 'COMMIT'))).toBe(true)
+  })
 })
