@@ -4,7 +4,9 @@ import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
 import { runLocal, type FaultToleranceConfig } from '../../../src/index.js'
 import { PartnerRing } from '../../../src/checkpoint/store/partner.js'
+import { Supervisor, type SupervisorEvent } from '../../../src/runtime/supervisor.js'
 import jacobi, { type JacobiResult } from '../../../examples/jacobi/jacobi.js'
+import { interiorSum, jacobiSerial } from '../../../examples/jacobi/serial.js'
 
 // Partner and shared copies in one process (threads): the ranks share one
 // checkpoint directory here, so "losing a node" deletes its ranks' own files
@@ -87,6 +89,30 @@ describe('partner copies', () => {
     expect(r.log).toMatch(/checkpoint 1 skipped: rank 3's partner copy .*rank-1\.mlf of rank 1: checksum mismatch/)
     expect(r.log).toMatch(/resuming from checkpoint 0 \(skeleton 0, step 3\) from the disk\+partner level/)
     expect(r.grid).toEqual(reference)
+  })
+})
+
+describe('failures while copies are in flight', () => {
+  it('a rank killed right after a checkpoint (its copies in flight): the failure-free result', async () => {
+    const n = 24
+    const iterations = 40
+    const events: SupervisorEvent[] = []
+    const s = new Supervisor<JacobiResult>('examples/jacobi/jacobi.ts', {
+      ranks,
+      argv: ['--n', String(n), '--iterations', String(iterations)],
+      checkpoint: config({ policy: { every: 6 }, shared: { dir: freshDir('molotof-shared-'), every: 2 } }),
+      // Step 6 follows the checkpoint of step 5: its copies are being sent and written, or just committed.
+      inject: [{ rank: 2, skeleton: 0, step: 6, phase: 'calculate' }],
+      onLog: () => {},
+      onEvent: (e) => events.push(e),
+    })
+    const r = await s.run()
+    expect(r.kind).toBe('done')
+    if (r.kind !== 'done') return
+    expect(Object.is(r.value.checksum, interiorSum(jacobiSerial(n, iterations), n))).toBe(true)
+    expect(events.filter((e) => e.event === 'failure').length).toBe(1)
+    const levelsSeen = new Set(events.filter((e) => e.event === 'checkpoint').map((e) => (e as { level: string }).level))
+    expect(levelsSeen).toEqual(new Set(['disk', 'partner', 'shared']))
   })
 })
 
