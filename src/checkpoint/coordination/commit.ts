@@ -387,7 +387,7 @@ export class CheckpointCommitter {
         this.markerWrite = (async () => {
           try {
             await this.store.commit(seq, marker)
-            await this.store.prune(this.cfg.keep, { runId: this.stamp.runId })
+            await this.store.prune(this.cfg.keep, { runId: this.stamp.runId, pinned: this.copies?.pinned })
           } catch (e) {
             return `checkpoint ${seq} could not be committed (the previous checkpoint is intact): ${(e as Error).message}`
           }
@@ -402,7 +402,7 @@ export class CheckpointCommitter {
     if (this.writesMarker.disk) {
       try {
         await this.store.commit(seq, marker)
-        await this.store.prune(this.cfg.keep, { runId: this.stamp.runId })
+        await this.store.prune(this.cfg.keep, { runId: this.stamp.runId, pinned: this.copies?.pinned })
       } catch (e) {
         commitFailure = (e as Error).message
       }

@@ -119,7 +119,9 @@ export class CheckpointCoordinator implements SkeletonHooks {
       ...(ring && partner ? { partner: { store: partner, ring, writesMarker: writesMarker.disk } } : {}),
       ...(shared && cfg.shared ? { shared: { store: shared, policy: cfg.shared } } : {}),
     }
-    const copies = ring || shared ? new CheckpointCopies(comm, store, targets, cfg.keep, runId, hooks.onCheckpoint) : undefined
+    // The copies an earlier attempt committed on every partner: the disk level keeps that checkpoint until newer ones are copied.
+    const copied = ring ? await comm.allreduce(partnerListed.filter((c) => c.complete && c.marker?.runId === runId).pop()?.seq ?? -1, 'min') : -1
+    const copies = ring || shared ? new CheckpointCopies(comm, store, targets, cfg.keep, runId, hooks.onCheckpoint, copied >= 0 ? copied : undefined) : undefined
     const commits = new CheckpointCommitter(comm, cfg, id, stores, seq, hooks, { runId, code }, writesMarker, copies)
     if (!cfg.resume) return new CheckpointCoordinator(comm, cfg, store, memory, vote, commits, undefined, log, hooks)
 

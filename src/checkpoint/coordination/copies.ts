@@ -44,8 +44,10 @@ interface PendingCopies {
  */
 export class CheckpointCopies {
   private pending: PendingCopies | undefined
-  /** The commit markers of the last copies, written in the background; resolves to a failure message. */
-  private markers: Promise<string | undefined> | undefined
+  /** The commit markers of the last copies, written in the background; `done` resolves to a failure message. */
+  private markers: { seq: number; done: Promise<string | undefined> } | undefined
+  /** The newest checkpoint whose copies every rank knows to be committed (see `pinned`). */
+  private committed: number | undefined
   /** Disk checkpoints offered so far (for `every`). */
   private offered = 0
   private lastSharedAt = -Infinity
@@ -58,11 +60,28 @@ export class CheckpointCopies {
     private readonly keep: number,
     private readonly runId: string | undefined,
     private readonly onCheckpoint?: (e: CheckpointEvent) => void,
-  ) {}
+    /** The newest checkpoint whose copies an earlier attempt committed on every rank, if any (see `pinned`). */
+    committed?: number,
+  ) {
+    this.committed = committed
+  }
 
   /** Copies are being made and wait for their commit. */
   get inFlight(): boolean {
     return this.pending !== undefined
+  }
+
+  /**
+   * Disk checkpoints the disk level must keep whatever `keep` says: the
+   * newest one whose copies are known committed everywhere, and the one whose
+   * markers are being written — the newest committed copy in any partner
+   * directory is one of the two. The copies lag the disk level by a
+   * checkpoint or two; without this, a disk prune could leave a surviving
+   * rank's own checkpoints and a lost rank's copies with no checkpoint in
+   * common. The disk level then holds up to two checkpoints more than `keep`.
+   */
+  get pinned(): number[] {
+    return [this.committed, this.markers?.seq].filter((s): s is number => s !== undefined)
   }
 
   /** This rank's part of the copies in flight is finished (or nothing is in flight). */
@@ -126,17 +145,19 @@ export class CheckpointCopies {
     if (!p && !(final && this.markers)) return
     this.pending = undefined
     // Collective even when only some ranks write markers: every rank learns of a failure alike.
-    const previous = this.markers ? await this.markers : undefined
+    const last = this.markers
     this.markers = undefined
+    const previous = last ? await last.done : undefined
     const work = p ? await p.work : undefined
     const outcomes = await this.comm.allgather({ work, previous })
     const why = outcomes.find((o) => o.previous !== undefined)?.previous
     if (why !== undefined) throw new CheckpointError(why)
+    if (last) this.committed = last.seq
     if (!p) return
     const { seq } = p.marker
     const failed = outcomes.map((o, r) => (o.work === undefined ? '' : `rank ${r}: ${o.work}`)).filter(Boolean)
     if (failed.length > 0) throw new CheckpointError(`the copies of checkpoint ${seq} could not be made (the previous copies are intact):\n  ${failed.join('\n  ')}`)
-    this.markers = this.commitAll(p)
+    this.markers = { seq, done: this.commitAll(p) }
     if (final) await this.finish(true)
   }
 
