@@ -33,9 +33,9 @@ export type { RanksOrigin } from './runtime/spares.js'
 export { runLocal, type LocalRunOptions } from './runtime/local.js'
 export type { Transport, RunningRanks } from './runtime/group.js'
 export type { Injection, RandomInjection } from './runtime/inject.js'
-export type { FaultToleranceConfig, MemoryLevelConfig } from './checkpoint/config.js'
+export type { FaultToleranceConfig, MemoryLevelConfig, SharedLevelConfig } from './checkpoint/config.js'
 export type { CheckpointPolicy } from './checkpoint/policy/policy.js'
-export type { CheckpointEvent, CheckpointLevel, ResumedFigures } from './checkpoint/events.js'
+export type { CheckpointEvent, CheckpointLevel, CopyLevel, ResumedFigures } from './checkpoint/events.js'
 
 // --- Errors: one catalogue; branch on `instanceof`, `code`, `exit` or `restartable`
 export {

@@ -38,6 +38,14 @@ export interface FaultToleranceConfig {
    * copy in the background and committed once durable on every rank.
    */
   memory?: MemoryLevelConfig
+  /**
+   * Partner copies (a run of several nodes): each rank's file of every disk
+   * checkpoint is also kept by the same local rank on the next node, sent
+   * over the communicator in the background (see store/partner.ts).
+   */
+  partner?: { ranksPerNode: number }
+  /** The shared level: complete disk checkpoints copied to a directory every node sees, in the background. */
+  shared?: SharedLevelConfig
   /** Stop every rank right after this checkpoint point (tests and demonstrations). */
   interrupt?: { skeleton: number; step: number }
   /**
@@ -47,6 +55,12 @@ export interface FaultToleranceConfig {
    * start draws a new one.
    */
   runId?: string
+  /**
+   * A supervised resume whose node-0 directory held no checkpoint (lost with
+   * its node): the ranks continue the lineage of the newest complete
+   * checkpoint any of them holds on any level, instead of `runId`'s.
+   */
+  adoptLineage?: boolean
   /** Resume even when the program's code differs from the checkpoint's (a warning instead of a refusal). */
   allowCodeChange?: boolean
   /** Supervised runs: discard the checkpoints found in the directory before starting (see identity/run-directory.ts). */
@@ -73,6 +87,16 @@ export interface MemoryLevelConfig {
   policy: CheckpointPolicy
   /** A directory in RAM (default: `/dev/shm/molotof-<hash of dir>`). */
   dir?: string
+}
+
+/** The shared level of a run (see FaultToleranceConfig.shared): one of `every` and `seconds`. */
+export interface SharedLevelConfig {
+  /** The directory every node sees (created on first use). */
+  dir: string
+  /** Copy every k-th disk checkpoint (the 1st, the k+1-th, …). */
+  every?: number
+  /** Copy the first disk checkpoint committed at least this long after the previous copy (rank 0's clock decides). */
+  seconds?: number
 }
 
 /** Who is checkpointing: the program and the settings its checkpoints must match. */

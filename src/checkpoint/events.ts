@@ -8,6 +8,13 @@
  */
 export type CheckpointLevel = 'memory' | 'disk'
 
+/**
+ * The levels that copy committed disk checkpoints elsewhere, in the
+ * background: `partner` (each rank's file also kept by a rank of another
+ * node, see store/partner.ts) and `shared` (a directory every node sees).
+ */
+export type CopyLevel = 'partner' | 'shared'
+
 /** Figures of one committed checkpoint, for progress lines, events and benchmarks. */
 export interface CheckpointEvent {
   seq: number
@@ -19,8 +26,8 @@ export interface CheckpointEvent {
   totalBytes: number
   /** Wall time from the checkpoint point to the commit, slowest rank. */
   ms: number
-  /** The level this checkpoint was committed to (a disk checkpoint flushed from memory is reported twice: memory, then disk). */
-  level: CheckpointLevel
+  /** The level this checkpoint was committed to (a disk checkpoint flushed from memory is reported twice: memory, then disk; its copies once each). */
+  level: CheckpointLevel | CopyLevel
   /**
    * How long the compute waited at the checkpoint point for this level, this
    * rank (ms). Equal to `ms` for a foreground disk write; for a disk

@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto'
 import { readFileSync } from 'node:fs'
-import { resolve } from 'node:path'
+import { basename, join, resolve } from 'node:path'
+import type { FaultToleranceConfig } from '../checkpoint/config.js'
 import { parseDuration } from '../checkpoint/policy/duration.js'
 import { ConfigError } from '../errors.js'
 import { detectLauncher, parseHostPort, RENDEZVOUS_ENV, type ClusterPlace } from '../runtime/cluster-env.js'
@@ -12,7 +13,9 @@ import { option } from '../skeletons/options.js'
 export const CLUSTER_OPTIONS = {
   ranksPerNode: option.int(1, 'under a cluster launcher (mpirun, srun, flux): ranks each node supervisor starts; ranks = nodes × this', { min: 1 }),
   rendezvous: option.string(undefined, `under a cluster launcher: host:port where node 0 listens and the other nodes join (else $${RENDEZVOUS_ENV}, else a file in --shared-dir)`),
-  sharedDir: option.string(undefined, 'under a cluster launcher: a directory every node sees (node 0 writes its address there when --rendezvous is not given)'),
+  sharedDir: option.string(undefined, 'a directory every node sees: node 0 writes its address there when --rendezvous is not given, and --shared-checkpoint copies checkpoints there'),
+  sharedCheckpoint: option.string(undefined, 'copy complete disk checkpoints to --shared-dir in the background: every:<k> (every k-th one) or a duration such as 10m (the first one after that long)'),
+  partnerCopies: option.choice(['auto', 'on', 'off'] as const, 'auto', "keep each rank's disk checkpoint also on the next node (sent in the background): auto = on with two nodes or more"),
   nodeTimeout: option.string('30s', 'under a cluster launcher: a node supervisor silent this long is lost (also the limit for the rendezvous)'),
 }
 
@@ -21,8 +24,46 @@ export interface ClusterFlags {
   ranksPerNode: number
   rendezvous: string | undefined
   sharedDir: string | undefined
+  sharedCheckpoint: string | undefined
+  partnerCopies: 'auto' | 'on' | 'off'
   nodeTimeout: string
   heartbeat: number
+}
+
+/**
+ * The copy levels of a run from its flags: partner copies (on by default
+ * with two nodes or more; asked for on one node, refused: there is no
+ * partner) and the shared level (`--shared-checkpoint` needs
+ * `--shared-dir`; its checkpoints go to `<shared-dir>/<program name>`).
+ *
+ * ```ts
+ * Object.assign(ft, copyLevels(flags, { nodes: 2, ranksPerNode: 1 }, 'examples/jacobi/jacobi.ts'))
+ * ```
+ */
+export function copyLevels(
+  flags: Pick<ClusterFlags, 'sharedDir' | 'sharedCheckpoint' | 'partnerCopies' | 'ranksPerNode'>,
+  nodes: number,
+  program: string,
+): Pick<FaultToleranceConfig, 'partner' | 'shared'> {
+  const out: Pick<FaultToleranceConfig, 'partner' | 'shared'> = {}
+  if (flags.partnerCopies === 'on' && nodes < 2) {
+    throw new ConfigError(
+      '--partner-copies on: this run has one node, so there is no partner on another node to keep the copies ' +
+        '(partner copies need a cluster launcher starting two node supervisors or more)',
+    )
+  }
+  if (flags.partnerCopies !== 'off' && nodes >= 2) out.partner = { ranksPerNode: flags.ranksPerNode }
+  if (flags.sharedCheckpoint !== undefined) {
+    if (flags.sharedDir === undefined) throw new ConfigError('--shared-checkpoint copies checkpoints to the shared directory: give --shared-dir DIR too (a directory every node sees)')
+    if (flags.sharedDir.trim() === '') throw new ConfigError('--shared-dir needs a directory path (got an empty value)')
+    const dir = join(resolve(flags.sharedDir), basename(program).replace(/\.[^.]+$/, ''))
+    const every = /^every:(\d+)$/.exec(flags.sharedCheckpoint)
+    const seconds = every ? undefined : parseDuration(flags.sharedCheckpoint)
+    if (every && Number(every[1]) >= 1) out.shared = { dir, every: Number(every[1]) }
+    else if (seconds !== undefined) out.shared = { dir, seconds }
+    else throw new ConfigError(`--shared-checkpoint needs every:<k> (k ≥ 1) or a duration such as 10m (got "${flags.sharedCheckpoint}")`)
+  }
+  return out
 }
 
 /** This process's part in a cluster run: none, node 0 (runs the supervisor), or another node (runs its ranks as node 0 says). */

@@ -7,13 +7,13 @@ import type { FaultToleranceConfig } from '../checkpoint/config.js'
 import { memoryDirFor } from '../checkpoint/store/memory-level.js'
 import { ConfigError } from '../errors.js'
 import { TRANSPORTS } from '../runtime/group.js'
-import { checkDirTemplate } from '../runtime/cluster-env.js'
+import { checkDirTemplate, detectLauncher } from '../runtime/cluster-env.js'
 import { parseInjection, type Injection, type RandomInjection } from '../runtime/inject.js'
 import { describe } from '../runtime/launcher.js'
 import { Supervisor, type GroupStarterOption } from '../runtime/supervisor.js'
 import { option, type OptionSpecs, type OptionValues } from '../skeletons/options.js'
 import { HELP_OPTION, parseProgramCommand } from './args.js'
-import { CLUSTER_OPTIONS, joinCluster } from './cluster-run.js'
+import { CLUSTER_OPTIONS, copyLevels, joinCluster } from './cluster-run.js'
 import { EXIT, exitCodeOf } from './exit-codes.js'
 import { formatHelp, RUN_EXIT_CODES } from './help.js'
 import { ProgressView } from './progress.js'
@@ -102,6 +102,8 @@ export async function runCommand(argv: readonly string[], out: (s: string) => vo
     }
   }
 
+  // Partner copies need the node count (the launcher's, one node without one): refused before the nodes meet.
+  Object.assign(checkpoint, copyLevels(f, detectLauncher(process.env)?.nodes ?? 1, program))
   const view = new ProgressView((s) => process.stderr.write(s), process.stderr.isTTY === true)
   // Under a cluster launcher (mpirun, srun, flux) this process is one node's supervisor.
   const cluster = await joinCluster(f, program, clusterSettings(f, programArgv), checkpoint.dir, (text) => view.line(text))
@@ -132,7 +134,8 @@ export async function runCommand(argv: readonly string[], out: (s: string) => vo
     },
     onCheckpoint: (e) => {
       if (quiet) return
-      const how = e.level === 'memory' ? `in ${e.ms.toFixed(1)} ms` : e.stallMs === 0 ? `flushed in the background in ${e.ms.toFixed(0)} ms` : `in ${e.ms.toFixed(0)} ms`
+      const background = e.level === 'partner' || e.level === 'shared' ? 'copied' : 'flushed'
+      const how = e.level === 'memory' ? `in ${e.ms.toFixed(1)} ms` : e.stallMs === 0 ? `${background} in the background in ${e.ms.toFixed(0)} ms` : `in ${e.ms.toFixed(0)} ms`
       view.line(`checkpoint ${e.seq} committed to ${e.level}: skeleton ${e.skeleton}, step ${e.step}, ${formatBytes(e.totalBytes)} on ${ranks} rank(s) ${how}`)
     },
     onEvent: (e) => {
@@ -195,6 +198,8 @@ function clusterSettings(f: RunValues, programArgv: readonly string[]): Record<s
     inject: f.inject,
     'time limit': f.timeLimit,
     'node timeout': f.nodeTimeout,
+    'partner copies': f.partnerCopies,
+    'shared checkpoint': f.sharedCheckpoint,
   }
 }
 

@@ -3,6 +3,7 @@ import { openRunDirectory } from '../checkpoint/identity/run-directory.js'
 import { ConfigError, RestartBudgetExhaustedError, RunStoppedError, type FailureRecord } from '../errors.js'
 import { runAttempt, type AttemptOutcome } from './attempt.js'
 import { expandDir } from './cluster-env.js'
+import { partnerDirOf } from '../checkpoint/store/partner.js'
 import type { RankGroup, StartRankGroup } from './group.js'
 import { GROUP_STARTERS, groupSpec, hangTimeoutOf, type LaunchOptions, type RunResult } from './launcher.js'
 import type { ResumedFigures } from '../checkpoint/events.js'
@@ -12,7 +13,7 @@ import { checkSpareCount, SparePool, type RanksOrigin } from './spares.js'
 /** Every event of a supervised run, as written to `--events` (JSON lines). */
 export type SupervisorEvent =
   | { event: 'start'; attempt: number; ranks: number; transport: string; resume: boolean }
-  | { event: 'checkpoint'; attempt: number; seq: number; skeleton: number; step: number; bytes: number; totalBytes: number; ms: number; level: 'memory' | 'disk'; stallMs: number }
+  | { event: 'checkpoint'; attempt: number; seq: number; skeleton: number; step: number; bytes: number; totalBytes: number; ms: number; level: 'memory' | 'disk' | 'partner' | 'shared'; stallMs: number }
   | ({ event: 'failure'; attempt: number } & Omit<FailureRecord, 'attempt'>)
   | { event: 'recovery-line'; attempt: number; seq: number; skeleton: number; step: number; negotiateMs: number; level: string }
   | { event: 'replay-done'; attempt: number; replayMs: number }
@@ -182,7 +183,9 @@ export class Supervisor<R = unknown> {
     // The directory's lock, the run's lineage and the refusals that need no rank (see run-directory.ts).
     // With `{node}` or `{rank}` in its name the lock, the run record and the lineage live in node 0's (rank 0's)
     // directory; the other directories follow the run id the ranks write into every file.
-    const dir = await openRunDirectory({ ...this.ft, dir: expandDir(this.ft.dir, 0, 0) }, this.programFile)
+    const home = expandDir(this.ft.dir, 0, 0)
+    const copies = [...(this.ft.partner ? [partnerDirOf(home)] : []), ...(this.ft.shared ? [this.ft.shared.dir] : [])]
+    const dir = await openRunDirectory({ ...this.ft, dir: home, copies }, this.programFile)
     for (const note of dir.notes) this.opts.onLog?.(0, `note: ${note}`)
     const timer = this.startTimeLimit()
     const spares = this.opts.spares ?? 0
@@ -205,7 +208,8 @@ export class Supervisor<R = unknown> {
         const spec = groupSpec(this.programFile, {
           ...this.opts,
           // Restarts resume from this run's own checkpoints only: its run id is in every one it writes.
-          checkpoint: { ...this.ft, resume, runId: dir.runId },
+          // A resume whose lineage was not in node 0's directory (lost with its node): the ranks find it in theirs.
+          checkpoint: { ...this.ft, resume, runId: dir.runId, ...(dir.lineageUnknown ? { adoptLineage: true } : {}) },
           // Each injected failure fires once per run, so a restarted run completes.
           injectFired: this.fired,
         })

@@ -99,17 +99,30 @@ describe('cluster runs: bad input is refused, never a hang', () => {
   })
 })
 
+/** Wait until `pattern` appears in a node's output (at most a minute). */
+async function seen(node: NodeRun, pattern: RegExp): Promise<void> {
+  for (const until = Date.now() + 60_000; !pattern.test(node.output()) && Date.now() < until; ) await new Promise((r) => setTimeout(r, 20))
+}
+
+/** The result (residual and checksum) a node printed with --json. */
+function resultOf(node: NodeRun): { residual: number; checksum: number } {
+  const text = node.output()
+  const r = JSON.parse(text.slice(text.indexOf('{'))) as JacobiResult
+  return { residual: r.residual, checksum: r.checksum }
+}
+
 describe('cluster runs: a lost node', () => {
-  it('ends the run with 76 "node lost", and a relaunch with --resume gives the bits of an uninterrupted run', async () => {
+  it('ends the run with 76 "node lost", and a relaunch with --resume gives the bits of an uninterrupted run, its directory gone too', async () => {
     const port = await freePort()
     const dir = join(root, 'lost-{node}')
     const args = [...common(port, dir), '--node-timeout', '3s', '--n', '40', '--iterations', '2000', '--checkpoint', 'every:50', '--json']
     const a = startNode(0, 2, args)
     const b = startNode(1, 2, args)
-    // Kill node 1 whole (its supervisor and its rank) once a checkpoint exists.
-    for (const until = Date.now() + 60_000; !/checkpoint 2 committed/.test(a.output()) && Date.now() < until; ) await new Promise((r) => setTimeout(r, 20))
+    // Kill node 1 whole (its supervisor and its rank) once a checkpoint and its partner copies exist, and lose its disk.
+    await seen(a, /checkpoint 2 committed to partner/)
     expect(a.output()).not.toMatch(/"checksum"/) // still running
     process.kill(-b.pid, 'SIGKILL')
+    rmSync(join(root, 'lost-1'), { recursive: true, force: true })
     expect(await a.code).toBe(76)
     expect(a.output()).toMatch(/node 1 was lost/)
 
@@ -123,19 +136,63 @@ describe('cluster runs: a lost node', () => {
     const straight = (await launch<JacobiResult>(JACOBI, { ranks: 2, argv: ['--n', '40', '--iterations', '2000'], onLog: () => {} })).value
     const pick = (r: { residual: number; checksum: number }) => ({ residual: r.residual, checksum: r.checksum })
     // It did resume, from a checkpoint written before the loss.
-    const resumed = readFileSync(events, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as { event: string; seq?: number })
-    expect(resumed.find((e) => e.event === 'resume')?.seq).toBeGreaterThanOrEqual(2)
-    const text = a2.output()
-    expect(pick(JSON.parse(text.slice(text.indexOf('{'))) as JacobiResult)).toEqual(pick(straight))
+    const resumed = readFileSync(events, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as { event: string; seq?: number; level?: string })
+    const resume = resumed.find((e) => e.event === 'resume')
+    expect(resume?.seq, a2.output()).toBeGreaterThanOrEqual(2)
+    // Node 1's rank read its file from the copy node 0 kept.
+    expect(resume?.level).toBe('disk+partner')
+    expect(resultOf(a2)).toEqual(pick(straight))
 
-    // Node 1's directory lost too (its disk with it): --resume refuses, naming what is missing, instead of starting afresh.
+    // Node 1's directory and the partner copies node 0 kept lost: --resume refuses, naming what is missing, instead of starting afresh.
     rmSync(join(root, 'lost-1'), { recursive: true })
+    rmSync(join(root, 'lost-0', 'partner'), { recursive: true })
     const port3 = await freePort()
     const third = [...common(port3, dir), '--n', '40', '--iterations', '2000', '--checkpoint', 'every:50', '--quiet', '--resume']
     const a3 = startNode(0, 2, third)
     const b3 = startNode(1, 2, third)
     expect(await a3.code).toBe(1)
     await b3.code
-    expect(a3.output()).toMatch(/cannot resume: rank 0 holds checkpoint \d+, but rank 1 finds no checkpoint at all .*missing: .*lost-1\/ckpt-\d+\/rank-1\.mlf/)
+    expect(a3.output()).toMatch(/cannot resume: rank 0 holds checkpoint \d+, but rank 1 finds no checkpoint at all .*missing: .*lost-1\/ckpt-\d+\/rank-1\.mlf \(and no partner or shared copy of them was found\)/)
+  })
+
+  it('node 0 and the partner holding its copies lost: the relaunch resumes from --shared-dir, bit-identical', async () => {
+    const port = await freePort()
+    const dir = join(root, 'both-{node}')
+    const shared = join(root, 'shared')
+    const copies = ['--shared-dir', shared, '--shared-checkpoint', 'every:2']
+    const args = [...common(port, dir), ...copies, '--node-timeout', '3s', '--n', '40', '--iterations', '2000', '--checkpoint', 'every:50', '--json']
+    const a = startNode(0, 2, args)
+    const b = startNode(1, 2, args)
+    await seen(a, /checkpoint 2 committed to shared/)
+    // Node 0 lost (the supervisor of the run, and the directory the lineage is read from); with two nodes
+    // node 1 holds node 0's copies, so both directories go.
+    process.kill(-a.pid, 'SIGKILL')
+    for (const n of [0, 1]) rmSync(join(root, `both-${n}`), { recursive: true, force: true })
+    expect(await b.code).toBe(76)
+    expect(b.output()).toMatch(/lost node 0/)
+
+    const port2 = await freePort()
+    const again = [...common(port2, dir), ...copies, '--n', '40', '--iterations', '2000', '--checkpoint', 'every:50', '--json', '--quiet', '--resume']
+    const events = join(root, 'both-events.jsonl')
+    const a2 = startNode(0, 2, [...again, '--events', events])
+    const b2 = startNode(1, 2, again)
+    expect(await a2.code).toBe(0)
+    expect(await b2.code).toBe(0)
+    const resume = readFileSync(events, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as { event: string; seq?: number; level?: string }).find((e) => e.event === 'resume')
+    expect(resume?.level).toBe('shared')
+    expect(resume?.seq).toBeGreaterThanOrEqual(2)
+    const straight = (await launch<JacobiResult>(JACOBI, { ranks: 2, argv: ['--n', '40', '--iterations', '2000'], onLog: () => {} })).value
+    expect(resultOf(a2)).toEqual({ residual: straight.residual, checksum: straight.checksum })
+  })
+})
+
+describe('cluster runs: copy levels refuse bad input', () => {
+  it('--shared-checkpoint without --shared-dir, and partner copies on one node, are refused', async () => {
+    const noDir = startNode(0, 1, [JACOBI, '--shared-checkpoint', 'every:2', '--checkpoint-dir', join(root, 'nodir')])
+    expect(await noDir.code).toBe(2)
+    expect(noDir.output()).toMatch(/--shared-checkpoint copies checkpoints to the shared directory: give --shared-dir DIR too/)
+    const one = startNode(0, 1, [JACOBI, '--partner-copies', 'on', '--checkpoint-dir', join(root, 'one')])
+    expect(await one.code).toBe(2)
+    expect(one.output()).toMatch(/--partner-copies on: this run has one node, so there is no partner on another node/)
   })
 })

@@ -68,6 +68,14 @@ describe.skipIf(!haveMpirun)('under mpirun', () => {
       const newest = readdirSync(d).filter((n) => n.startsWith('ckpt-')).sort().pop()!
       expect(readdirSync(join(d, newest)).sort()).toEqual(['COMMIT', ...ranks])
     }
+    // Partner copies: each node keeps the other node's rank files of the newest checkpoint, the same bytes, committed.
+    for (const [node, other, ranks] of [[0, 1, ['rank-2.mlf', 'rank-3.mlf']], [1, 0, ['rank-0.mlf', 'rank-1.mlf']]] as const) {
+      const own = join(root, `jac-${other}`)
+      const newest = readdirSync(own).filter((n) => n.startsWith('ckpt-')).sort().pop()!
+      const copy = join(root, `jac-${node}`, 'partner', newest)
+      expect(readdirSync(copy).sort()).toEqual(['COMMIT', ...ranks])
+      for (const f of ranks) expect(readFileSync(join(copy, f)).equals(readFileSync(join(own, newest, f)))).toBe(true)
+    }
     // inspect reads the {node} directories as one run; a rank file lost from them is named.
     const said: string[] = []
     expect(await main(['inspect', dir], (t) => said.push(t))).toBe(0)

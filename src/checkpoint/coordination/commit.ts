@@ -17,6 +17,7 @@ import { CheckpointIoThread } from '../store/io-thread.js'
 import type { CommitMarker, RankFileRecord } from '../store/marker.js'
 import { availableMemoryBytes } from '../store/memory-level.js'
 import { domainPayload, StagingBuffers } from '../store/staging.js'
+import type { CheckpointCopies } from './copies.js'
 import type { ClockState } from './vote.js'
 
 /** What one rank's write (or flush) of a checkpoint came to. */
@@ -113,6 +114,8 @@ export class CheckpointCommitter {
      * all share one; every node's first rank with `{node}` directories).
      */
     private readonly writesMarker: { disk: boolean; memory: boolean } = { disk: comm.rank === 0, memory: comm.rank === 0 },
+    /** The partner and shared copies of committed disk checkpoints, when the run makes any. */
+    private readonly copies?: CheckpointCopies,
   ) {
     this.store = stores.disk
     this.memory = stores.memory
@@ -126,23 +129,26 @@ export class CheckpointCommitter {
 
   /** A checkpoint is being written or flushed in the background and not committed yet. */
   get inFlight(): boolean {
-    return this.pending !== undefined || this.pendingMemory !== undefined
+    return this.pending !== undefined || this.pendingMemory !== undefined || this.copies?.inFlight === true
   }
 
   /**
    * Commit what was written in the background if every rank's write is done
    * (collective: one allreduce while anything is in flight). One sum answers
-   * both levels: memory writes not done count size+1 each, flushes 1.
+   * every level, one digit in base size+1 each: flushes not done count 1,
+   * memory writes size+1, partner and shared copies (size+1)².
    */
   async commitIfAllDurable(): Promise<void> {
     const memory = this.pendingMemory
     const flush = this.pending
-    if (!memory && !flush) return
-    const { size } = this.comm
-    const notDone = (memory && !memory.done ? size + 1 : 0) + (flush && !flush.done ? 1 : 0)
+    const copies = this.copies?.inFlight === true ? this.copies : undefined
+    if (!memory && !flush && !copies) return
+    const base = this.comm.size + 1
+    const notDone = (flush && !flush.done ? 1 : 0) + (memory && !memory.done ? base : 0) + (copies && !copies.done ? base * base : 0)
     const sum = await this.comm.allreduce(notDone, 'sum')
-    if (memory && Math.floor(sum / (size + 1)) === 0) await this.finishMemory()
-    if (flush && sum % (size + 1) === 0 && this.pending === flush) await this.finishPending()
+    if (copies && Math.floor(sum / (base * base)) === 0) await copies.finish()
+    if (memory && Math.floor(sum / base) % base === 0) await this.finishMemory()
+    if (flush && sum % base === 0 && this.pending === flush) await this.finishPending()
   }
 
   /**
@@ -156,6 +162,8 @@ export class CheckpointCommitter {
     const p = this.pending
     this.pending = undefined
     if (p) await this.commit(p)
+    // The end of a skeleton, a preemption or an interruption also waits for the copies of the last disk checkpoint.
+    if (final) await this.copies?.finish(true)
     if (final && this.memory) {
       // Every rank leaves a final point only once rank 0's background marker is written: a run stopped
       // right after it (interruption, preemption, the end) has that checkpoint committed, and a failure
@@ -354,7 +362,8 @@ export class CheckpointCommitter {
     const { seq, clock, started } = p
     const { written, failure, ms: durableMs } = await p.durable
     // Commit only when every rank's file is durable; any failure fails every rank alike.
-    const all = await this.comm.allgather({ written, failure, ms: durableMs })
+    // Rank 0's clock decides whether this checkpoint also goes to the shared level.
+    const all = await this.comm.allgather({ written, failure, ms: durableMs, shared: this.copies?.sharedDue() === true })
     const failed = all.map((a, r) => (a.failure ? `rank ${r}: ${a.failure}` : '')).filter(Boolean)
     if (failed.length > 0) {
       // Every rank's write has ended (the allgather above): the partial checkpoint is removed rather than left
@@ -365,6 +374,7 @@ export class CheckpointCommitter {
     }
     const marker = this.markerOf(p, all)
     const totalBytes = all.reduce((s, a) => s + (a.written?.bytes ?? 0), 0)
+    const shared = all[0].shared
     if (p.background) {
       // Every rank's file is durable: rank 0 writes the marker in the background (the others need not
       // wait for its fsyncs), after the previous one; a failure surfaces at the next commit or at the end.
@@ -377,7 +387,7 @@ export class CheckpointCommitter {
         this.markerWrite = (async () => {
           try {
             await this.store.commit(seq, marker)
-            await this.store.prune(this.cfg.keep, { runId: this.stamp.runId })
+            await this.store.prune(this.cfg.keep, { runId: this.stamp.runId, pinned: this.copies?.pinned })
           } catch (e) {
             return `checkpoint ${seq} could not be committed (the previous checkpoint is intact): ${(e as Error).message}`
           }
@@ -385,13 +395,14 @@ export class CheckpointCommitter {
           return undefined
         })()
       }
+      await this.startCopies(marker, started, shared)
       return
     }
     let commitFailure: string | undefined
     if (this.writesMarker.disk) {
       try {
         await this.store.commit(seq, marker)
-        await this.store.prune(this.cfg.keep, { runId: this.stamp.runId })
+        await this.store.prune(this.cfg.keep, { runId: this.stamp.runId, pinned: this.copies?.pinned })
       } catch (e) {
         commitFailure = (e as Error).message
       }
@@ -403,7 +414,22 @@ export class CheckpointCommitter {
     }
     clock.costs.push(ms)
     clock.lastAt = performance.now()
-    this.hooks.onCheckpoint?.({ seq, skeleton: p.skeleton, step: p.step, bytes: written!.bytes, totalBytes, ms, level: 'disk', stallMs: ms })
+    // After the commit: the copies' I/O must not slow this checkpoint point's own writes. Starting them
+    // (and committing the previous ones) is part of the stall.
+    await this.startCopies(marker, started, shared)
+    const stallMs = this.copies ? performance.now() - started : ms
+    this.hooks.onCheckpoint?.({ seq, skeleton: p.skeleton, step: p.step, bytes: written!.bytes, totalBytes, ms, level: 'disk', stallMs })
+  }
+
+  /**
+   * Every rank's file of a disk checkpoint is durable: copy it to the
+   * partner (and the shared level) in the background, once the previous
+   * copies are committed (collective).
+   */
+  private async startCopies(marker: CommitMarker, started: number, shared: boolean): Promise<void> {
+    if (!this.copies) return
+    await this.copies.finish()
+    this.copies.start(marker, started, shared)
   }
 
   /** The payloads of a checkpoint, as views of the program's memory (written before the next superstep). */

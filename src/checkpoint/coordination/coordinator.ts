@@ -16,7 +16,9 @@ import { restoreFromFile } from '../recovery/restore.js'
 import type { RecoveryDecision, RestoreOutcome, ResumeFigures, SkeletonHooks, SkeletonState } from '../skeleton-hooks.js'
 import { CheckpointStore } from '../store/checkpoint-store.js'
 import { memoryDirFor } from '../store/memory-level.js'
+import { PartnerRing, partnerDirOf } from '../store/partner.js'
 import { CheckpointCommitter } from './commit.js'
+import { CheckpointCopies, type CopyTargets } from './copies.js'
 import { CheckpointVote, type ClockState } from './vote.js'
 
 /** A memory checkpoint whose stall exceeds this share of the compute between two of them draws a warning. */
@@ -80,7 +82,11 @@ export class CheckpointCoordinator implements SkeletonHooks {
     const memoryPolicy = cfg.memory ? parsePolicy(cfg.memory.policy) : cfg.async ? ({ kind: 'off' } as const) : undefined
     const store = new CheckpointStore(cfg.dir)
     const memory = memoryPolicy === undefined ? undefined : new CheckpointStore(cfg.memory?.dir ?? memoryDirFor(cfg.dir), { volatile: true })
-    const levels = memory ? [memory, store] : [store]
+    // Copies of the disk checkpoints: the partner's (kept beside this rank's own, on this node) and the shared level's.
+    const ring = cfg.partner ? new PartnerRing(comm.size, cfg.partner.ranksPerNode) : undefined
+    const partner = ring ? new CheckpointStore(partnerDirOf(cfg.dir)) : undefined
+    const shared = cfg.shared ? new CheckpointStore(cfg.shared.dir) : undefined
+    const levels = [...(memory ? [memory] : []), store, ...(partner ? [partner] : []), ...(shared ? [shared] : [])]
     // Every rank checks; any refusal is reported by all of them alike.
     const check = await settle(async () => {
       for (const s of levels) await s.assertFingerprint(id.fingerprint)
@@ -89,31 +95,47 @@ export class CheckpointCoordinator implements SkeletonHooks {
     const refused = checks.find((c) => c !== undefined)
     if (refused) throw reviveError(refused)
 
+    // A fresh start discards the copies as the supervisor discarded the directory's own checkpoints (they derive from them).
+    if (!cfg.resume) await discardCopies(comm, partner, shared)
     const listed = await store.list()
     const memoryListed = memory ? await memory.list() : []
-    // One numbering over every level: a checkpoint keeps its number when it is flushed from memory to disk.
-    const nextSeq = [...listed, ...memoryListed].reduce((m, s) => Math.max(m, s.seq + 1), 0)
+    const partnerListed = partner ? await partner.list() : []
+    const sharedListed = shared ? await shared.list() : []
+    // One numbering over every level: a checkpoint keeps its number when it is flushed from memory to disk, or copied.
+    const nextSeq = [...listed, ...memoryListed, ...partnerListed, ...sharedListed].reduce((m, s) => Math.max(m, s.seq + 1), 0)
     const seq = await comm.allreduce(nextSeq, 'max')
     // Every level's checkpoints, oldest first: the lineage and the code check look at all of them.
-    const everyLevel = [...memoryListed, ...listed].sort((a, b) => a.seq - b.seq)
+    const everyLevel = [...memoryListed, ...listed, ...partnerListed, ...sharedListed].sort((a, b) => a.seq - b.seq)
     // Rank 0 decides the run lineage and hashes the program's code (once per run start); one allgather shares both.
-    const { runId, code } = (await comm.allgather(comm.rank === 0 ? lineageOf(cfg, id, everyLevel) : undefined))[0]!
+    const decided = (await comm.allgather(comm.rank === 0 ? lineageOf(cfg, id, everyLevel) : undefined))[0]!
+    const { code } = decided
+    const runId = cfg.adoptLineage ? ((await newestLineage(comm, everyLevel)) ?? decided.runId) : decided.runId
     const vote = new CheckpointVote(comm, cfg.policy, hooks.control, memoryPolicy)
     const stores = { disk: store, memory, memorySeqs: memoryListed.map((s) => s.seq) }
     // Ranks may have directories of their own (`{node}`, `{rank}`): the lowest rank of each commits there.
     const dirs = await comm.allgather([store.dir, memory?.dir ?? ''])
     const writesMarker = { disk: dirs.findIndex((d) => d[0] === store.dir) === comm.rank, memory: dirs.findIndex((d) => d[1] === (memory?.dir ?? '')) === comm.rank }
-    const commits = new CheckpointCommitter(comm, cfg, id, stores, seq, hooks, { runId, code }, writesMarker)
+    const targets: CopyTargets = {
+      ...(ring && partner ? { partner: { store: partner, ring, writesMarker: writesMarker.disk } } : {}),
+      ...(shared && cfg.shared ? { shared: { store: shared, policy: cfg.shared } } : {}),
+    }
+    // The copies an earlier attempt committed on every partner: the disk level keeps that checkpoint until newer ones are copied.
+    const copied = ring ? await comm.allreduce(partnerListed.filter((c) => c.complete && c.marker?.runId === runId).pop()?.seq ?? -1, 'min') : -1
+    const copies = ring || shared ? new CheckpointCopies(comm, store, targets, cfg.keep, runId, hooks.onCheckpoint, copied >= 0 ? copied : undefined) : undefined
+    const commits = new CheckpointCommitter(comm, cfg, id, stores, seq, hooks, { runId, code }, writesMarker, copies)
     if (!cfg.resume) return new CheckpointCoordinator(comm, cfg, store, memory, vote, commits, undefined, log, hooks)
 
+    // Fastest first: this rank's own copies, then the one its partner holds (sent over at restore), then the shared one.
     const sources: LevelSource[] = [
       ...(memory ? [{ level: 'memory' as const, store: memory, listed: memoryListed }] : []),
       { level: 'disk', store, listed },
+      ...(ring && partner ? [{ level: 'partner' as const, store: partner, listed: partnerListed, holds: ring.sourceOf(comm.rank) }] : []),
+      ...(shared ? [{ level: 'shared' as const, store: shared, listed: sharedListed }] : []),
     ]
     // Only this run's lineage: another run's checkpoints are never a recovery line.
-    const { info, file, elastic } = await negotiateRecoveryLine(comm, sources, id.settings, log, hooks.rejected, otherRuns(everyLevel, runId))
+    const { info, file, elastic, marker: lineMarker } = await negotiateRecoveryLine(comm, sources, id.settings, log, hooks.rejected, otherRuns(everyLevel, runId))
     if (info.seq !== undefined) {
-      const marker = everyLevel.find((c) => c.seq === info.seq && c.marker)?.marker ?? (await store.readMarker(info.seq))
+      const marker = lineMarker ?? (await store.readMarker(info.seq))
       // The same inputs on every rank (the code identity comes from rank 0): all refuse alike, or all go on.
       const warning = checkResumeCode(marker.code, code, { seq: info.seq, allow: cfg.allowCodeChange === true, programFile: id.code?.programFile })
       if (warning !== undefined) {
@@ -271,6 +293,32 @@ function lineageOf(cfg: FaultToleranceConfig, id: ProgramIdentity, listed: Param
   const newest = cfg.resume ? newestComplete(listed)?.marker : undefined
   const runId = cfg.runId ?? (newest !== undefined ? (newest.runId ?? '') : newRunId())
   return { runId, code: id.code ? codeIdentityOf(id.code.programFile, id.code.modules) : undefined }
+}
+
+/**
+ * A fresh start: the lowest rank of each partner directory, and rank 0 in
+ * the shared one, remove the copies left by an earlier run (collective).
+ */
+async function discardCopies(comm: Communicator, partner: CheckpointStore | undefined, shared: CheckpointStore | undefined): Promise<void> {
+  if (!partner && !shared) return
+  const dirs = await comm.allgather(partner?.dir ?? '')
+  const failure = await settle(async () => {
+    if (partner && dirs.indexOf(partner.dir) === comm.rank) for (const c of await partner.list()) await partner.remove(c.seq)
+    if (shared && comm.rank === 0) for (const c of await shared.list()) await shared.remove(c.seq)
+  })
+  const refused = (await comm.allgather(failure)).find((f) => f !== undefined)
+  if (refused) throw reviveError(refused)
+}
+
+/**
+ * The lineage of the newest complete checkpoint any rank holds on any of its
+ * levels (collective), or undefined when there is none: what a resume
+ * continues when node 0's own directory was lost with its node.
+ */
+async function newestLineage(comm: Communicator, everyLevel: Parameters<typeof newestComplete>[0]): Promise<string | undefined> {
+  const m = newestComplete(everyLevel)
+  const all = await comm.allgather(m?.marker ? { seq: m.seq, runId: m.marker.runId ?? '' } : undefined)
+  return all.reduce<{ seq: number; runId: string } | undefined>((best, x) => (x !== undefined && (best === undefined || x.seq > best.seq) ? x : best), undefined)?.runId
 }
 
 /** Run `f`; its error as plain data (for an allgather), or undefined. */

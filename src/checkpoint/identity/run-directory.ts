@@ -17,12 +17,20 @@ export interface RunDirectoryOptions {
   fresh?: boolean
   /** Resume even if the program's code differs from the checkpoint's (a warning instead of a refusal). */
   allowCodeChange?: boolean
+  /**
+   * Directories holding copies of this directory's checkpoints (its partner
+   * store, the shared level): a resume also considers their newest complete
+   * checkpoint, so a lost directory's lineage is found in its copies.
+   */
+  copies?: readonly string[]
 }
 
 /** A checkpoint directory opened for one run: its lock is held until `release`. */
 export interface RunDirectory {
   /** The run lineage this run writes (and, after a failure, resumes from). */
   readonly runId: string
+  /** A resume found no complete checkpoint here (nor in `copies`): `runId` is new, the ranks may know the lineage. */
+  readonly lineageUnknown: boolean
   /** What to tell the user before the ranks start (a stale lock taken over, checkpoints discarded). */
   readonly notes: readonly string[]
   /** Record that the run finished: a later fresh run may discard its checkpoints without asking. */
@@ -84,6 +92,7 @@ export async function openRunDirectory(o: RunDirectoryOptions, programFile: stri
     const committed = listed.filter((c) => c.marker !== undefined)
     const record = await readRunRecord(dir)
     let runId: string
+    let lineageUnknown = false
     if (o.fresh) {
       await discard(store, listed)
       if (listed.length > 0) notes.push(`--fresh: discarded ${listed.length} checkpoint(s) of an earlier run in ${dir}`)
@@ -97,7 +106,9 @@ export async function openRunDirectory(o: RunDirectoryOptions, programFile: stri
       }
       runId = newRunId()
     } else {
-      const newest = newestComplete(listed)
+      const copies: CheckpointSummary[] = []
+      for (const d of o.copies ?? []) copies.push(...(await new CheckpointStore(d).list()))
+      const newest = newestComplete([...listed, ...copies].sort((a, b) => a.seq - b.seq))
       const m = newest?.marker
       if (newest !== undefined && m !== undefined) {
         const changes = m.code ? codeChangesOnDisk(m.code, programFile) : []
@@ -105,10 +116,12 @@ export async function openRunDirectory(o: RunDirectoryOptions, programFile: stri
         if (changes.length > 0 && !o.allowCodeChange) codeChangeVerdict(changes, { seq: newest.seq, allow: false, programFile })
       }
       runId = m === undefined ? newRunId() : (m.runId ?? '')
+      lineageUnknown = m === undefined
     }
     await writeRunRecord(dir, { runId, finished: false, startedAt: lock.holder.startedAt })
     return {
       runId,
+      lineageUnknown,
       notes,
       finish: () => writeRunRecord(dir, { runId, finished: true, startedAt: lock.holder.startedAt }),
       release: () => lock.release(),

@@ -3,8 +3,11 @@ import { CheckpointCorruptError, CheckpointError } from '../../errors.js'
 import type { Communicator } from '../../routing/communicator.js'
 import type { JsonObject } from '../format/json.js'
 import type { DecodedRankFile } from '../format/rank-file.js'
-import type { CheckpointLevel, RecoveryInfo } from '../events.js'
+import type { CheckpointLevel, CopyLevel, RecoveryInfo } from '../events.js'
+import { decodeRankFile } from '../format/rank-file.js'
 import { CheckpointStore, type CheckpointSummary } from '../store/checkpoint-store.js'
+import type { CommitMarker } from '../store/marker.js'
+import { PARTNER_RESTORE_TAG, receiveRankFile, sendRankFile } from '../store/partner.js'
 import { assertSameSettings, chooseRecoveryLine, localView, mergeLevelViews, type RankView, type SkipReason } from './line.js'
 import { assertResliceable, openElasticLine, type ElasticLine } from './elastic/line.js'
 import { DirectorySource } from './elastic/source.js'
@@ -14,6 +17,8 @@ export interface NegotiatedLine {
   /** `seq` undefined: no valid checkpoint, the run starts from the beginning. */
   info: RecoveryInfo
   file: DecodedRankFile | undefined
+  /** The line's commit marker (the same on every rank, also on one whose own directory is gone). */
+  marker?: CommitMarker
   /** A line written by another rank count: its headers, for an elastic restore (`file` is then undefined). */
   elastic?: ElasticLine
 }
@@ -26,9 +31,16 @@ export interface RejectedLine {
 
 /** One level's store and what it held when the run opened it. */
 export interface LevelSource {
-  level: CheckpointLevel
+  level: CheckpointLevel | CopyLevel
   store: CheckpointStore
   listed: readonly CheckpointSummary[]
+  /**
+   * The store holds another rank's files (this rank is that rank's partner):
+   * its copies count for rank `holds`, and are sent to it over the
+   * communicator when it has no copy of its own. Every rank gives the same
+   * levels in the same order.
+   */
+  holds?: number
 }
 
 /**
@@ -76,10 +88,13 @@ export async function negotiateRecoveryLine(
   // Checkpoints of other runs (`foreign`) are neither candidates nor worth a warning.
   const late: string[] = []
   const mine: RankView[] = []
-  for (const l of levels) mine.push(withoutForeign([await localView(l.store, rank, size, { checksums: false })], foreign)[0])
-  let views = await comm.allgather(mergeLevelViews(mine))
-  // The slowest level is the durable one: a rank that finds nothing there (a lost node's directory) is refused by name.
-  await refuseLostDirectories(comm, levels[levels.length - 1].store, views)
+  for (const l of levels) mine.push(withoutForeign([await localView(l.store, l.holds ?? rank, size, { checksums: false })], foreign)[0])
+  // Every rank's view of every level: a partner's view of its store counts for the rank whose files it holds.
+  const everyView = await comm.allgather(mine)
+  let views = Array.from({ length: size }, (_, r) => mergeLevelViews(everyView.flatMap((vs) => vs.filter((v) => v.rank === r))))
+  // A rank that finds nothing on any level (a lost node's directory, and no copy elsewhere) is refused by name.
+  const disk = levels.find((l) => l.level === 'disk') ?? levels[levels.length - 1]
+  await refuseLostDirectories(comm, disk.store, views, levels.some((l) => l.holds !== undefined || l.level === 'shared'))
   for (const r of rejected) {
     views = withoutSeq(views, r.seq)
     for (const v of mine) v.valid = v.valid.filter((q) => q !== r.seq)
@@ -92,15 +107,25 @@ export async function negotiateRecoveryLine(
   let elastic: ElasticLine | undefined
   let from: LevelSource | undefined
   let usedLevels: string[] = []
+  let usedReaders: boolean[] = []
   while (line.seq !== undefined) {
     const seqNow: number = line.seq
     const oldSize = levels.flatMap((l) => l.listed).find((c) => c.seq === seqNow && c.marker)?.marker?.size ?? size
     const tried: SkipReason[] = []
     from = undefined
     if (oldSize === size) {
-      for (let i = 0; i < levels.length && from === undefined; i++) {
-        if (!mine[i].valid.includes(seqNow)) continue
+      for (let i = 0; i < levels.length; i++) {
         const l = levels[i]
+        if (l.holds !== undefined) {
+          // Collective: every rank takes part, whether it sends, receives or neither.
+          const got = await fetchFromPartner(comm, l, i, seqNow, everyView, file === undefined)
+          if (got.file) {
+            file = got.file
+            from = l
+          } else if (got.problem) tried.push(got.problem)
+          continue
+        }
+        if (from !== undefined || !mine[i].valid.includes(seqNow)) continue
         try {
           file = await l.store.loadRankFile(seqNow, rank)
           from = l
@@ -113,6 +138,8 @@ export async function negotiateRecoveryLine(
       // Another rank count: every old header now (each read by one rank, then exchanged), the payload ranges at
       // restore. Collective, so the level is one the ranks agree on: the fastest that holds the line for all of them.
       for (let i = 0; i < levels.length && from === undefined; i++) {
+        // A partner's copies are not read in parts by other ranks: an elastic line comes from this rank's own levels.
+        if (levels[i].holds !== undefined) continue
         if ((await comm.allreduce(mine[i].valid.includes(seqNow) ? 1 : 0, 'min')) === 0) continue
         const opened = await openElasticLine(new DirectorySource(levels[i].store), seqNow, oldSize, comm)
         // The same on every rank: a line for all, or none (the rank that found the damage has the problem).
@@ -125,11 +152,12 @@ export async function negotiateRecoveryLine(
     const problem = from === undefined ? (tried[0] ?? { seq: seqNow, rank, file: '', reason: 'no level holds this rank file' }) : undefined
     // A damaged copy on a fast level that a slower level replaced is worth a warning too.
     const fallbacks = from === undefined ? [] : tried.map((t) => `checkpoint ${seqNow}: ${t.file}: ${t.reason}; read from the ${from!.level} level instead`)
-    const outcomes = await comm.allgather({ problem, level: from?.level, fallbacks })
+    const outcomes = await comm.allgather({ problem, level: from?.level, own: from !== undefined && from.holds === undefined, fallbacks })
     for (const o of outcomes) late.push(...o.fallbacks)
     const problems = outcomes.map((o) => o.problem).filter((p): p is SkipReason => p !== undefined)
     if (problems.length === 0) {
       usedLevels = [...new Set(outcomes.map((o) => o.level!))]
+      usedReaders = outcomes.map((o) => o.own)
       break
     }
     late.push(`checkpoint ${seqNow} skipped: ${problems.map((p) => `${p.file}: ${p.reason}`).join('; ')}`)
@@ -151,7 +179,12 @@ export async function negotiateRecoveryLine(
     warnings.forEach((w) => rank === 0 && log(`warning: ${w}`))
     return { info: { seq: undefined, skeleton: -1, step: -1, negotiateMs, loadMs, warnings }, file: undefined }
   }
-  const marker = await from.store.readMarker(line.seq)
+  // The marker from a rank that read its file from a store of its own (one whose node was lost has none to read).
+  const reader = usedReaders.findIndex((own) => own)
+  const mineMarker = rank === reader ? await from.store.readMarker(line.seq).catch((e: Error) => e.message) : undefined
+  // Every rank gets the marker, or the same refusal (no rank may wait alone in a later collective).
+  const marker = (await comm.allgather(mineMarker))[reader]
+  if (marker === undefined || typeof marker === 'string') throw new CheckpointError(`checkpoint ${line.seq}: its commit marker cannot be read${marker ? ` (${marker})` : ''}`)
   assertSameSettings({ settings: marker.settings, size }, { settings, size })
   if (elastic) assertResliceable(elastic, size)
   warnings.forEach((w) => rank === 0 && log(`warning: ${w}`))
@@ -160,8 +193,63 @@ export async function negotiateRecoveryLine(
   return {
     info: { seq: line.seq, skeleton: marker.skeleton, step: marker.step, negotiateMs, loadMs, level, warnings, ...(elastic ? { fromRanks: marker.size } : {}) },
     file,
+    marker,
     ...(elastic ? { elastic } : {}),
   }
+}
+
+/**
+ * The partner level at restore (collective): a rank still without its file
+ * (`need`) gets it from the rank holding its copy, when that rank's view
+ * says the copy is valid; the bytes are checked against the commit marker's
+ * record and fully decoded (every checksum). Each side knows from
+ * `everyView` whether the transfer happens, so no rank waits in vain.
+ */
+async function fetchFromPartner(
+  comm: Communicator,
+  level: LevelSource,
+  index: number,
+  seq: number,
+  everyView: readonly RankView[][],
+  need: boolean,
+): Promise<{ file?: DecodedRankFile; problem?: SkipReason }> {
+  const { rank } = comm
+  const needs = await comm.allgather(need)
+  const source = level.holds!
+  const transfers: Promise<unknown>[] = []
+  // Holder side: send the copy this rank keeps for `source` when it needs it.
+  if (needs[source] && everyView[rank][index].valid.includes(seq)) transfers.push(sendRankFile(comm, source, PARTNER_RESTORE_TAG, level.store.fileOf(seq, source)))
+  let result: { file?: DecodedRankFile; problem?: SkipReason } = {}
+  const holder = everyView.findIndex((vs) => vs[index].rank === rank)
+  if (need && holder >= 0 && everyView[holder][index].valid.includes(seq)) {
+    const record = level.listed.find((c) => c.seq === seq)?.marker?.ranks[rank]
+    const name = `rank ${holder}'s partner copy ${level.store.fileOf(seq, rank).replace(level.store.dir, '…')} of rank ${rank}`
+    transfers.push(
+      (async () => {
+        try {
+          // The holder checked size and header against its marker; every payload checksum is checked here.
+          const parts = await receiveRankFile(comm, holder, PARTNER_RESTORE_TAG, record, name)
+          const file = decodeRankFile(parts.length === 1 ? parts[0] : concat(parts), name)
+          if (file.header.rank !== rank) throw new CheckpointCorruptError(name, `the file holds rank ${file.header.rank}'s data`)
+          result = { file }
+        } catch (e) {
+          result = { problem: { seq, rank, file: name, reason: e instanceof CheckpointCorruptError ? e.reason : (e as Error).message } }
+        }
+      })(),
+    )
+  }
+  await Promise.all(transfers)
+  return result
+}
+
+function concat(parts: readonly Uint8Array[]): Uint8Array {
+  const out = new Uint8Array(parts.reduce((n, p) => n + p.byteLength, 0))
+  let at = 0
+  for (const p of parts) {
+    out.set(p, at)
+    at += p.byteLength
+  }
+  return out
 }
 
 /** The views with checkpoint `seq` no longer valid anywhere. */
@@ -181,7 +269,7 @@ function withoutForeign(views: readonly RankView[], foreign: ReadonlySet<number>
  * empty or gone, as a lost node's disk), refuse, naming the missing files,
  * instead of quietly starting afresh. Collective; every rank sees the same views.
  */
-async function refuseLostDirectories(comm: Communicator, store: CheckpointStore, views: readonly RankView[]): Promise<void> {
+async function refuseLostDirectories(comm: Communicator, store: CheckpointStore, views: readonly RankView[], copies: boolean): Promise<void> {
   const holders = views.filter((v) => v.valid.length > 0)
   const blind = views.filter((v) => v.valid.length === 0 && v.problems.length === 0)
   if (holders.length === 0 || blind.length === 0) return
@@ -192,7 +280,7 @@ async function refuseLostDirectories(comm: Communicator, store: CheckpointStore,
     vs.length > 1 ? `ranks ${vs.map((v) => v.rank).join(', ')} ${many}` : `rank ${vs[0].rank} ${one}`
   throw new CheckpointError(
     `cannot resume: ${who(holders)} checkpoint ${seq}, but ${who(blind, 'find', 'finds')} no checkpoint at all (a lost node's directory?); ` +
-      `missing: ${missing.join(', ')}. ` +
+      `missing: ${missing.join(', ')}${copies ? ' (and no partner or shared copy of them was found)' : ''}. ` +
       'Put those files back (from a copy), or start afresh without --resume.',
   )
 }

@@ -1,0 +1,109 @@
+/**
+ * Partner copies: what a checkpoint costs at the checkpoint point with and
+ * without a partner copy (each rank's file also sent to the other rank, as
+ * between two nodes, and written there in the background), for foreground
+ * disk checkpoints and for disk checkpoints flushed from the memory level
+ * (--async-checkpoints). Also the whole run's time, so the background work
+ * (which competes for the same cores) shows too. Configurations interleaved.
+ *
+ *   npm run bench:partner -- [--n 2048] [--iterations 400] [--every 50] [--repeats 3] [--transport tcp]
+ */
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { parseArgs } from 'node:util'
+import { performance } from 'node:perf_hooks'
+import type { CheckpointEvent } from '../src/checkpoint/events.js'
+import type { FaultToleranceConfig } from '../src/checkpoint/config.js'
+import { launch } from '../src/index.js'
+import type { Transport } from '../src/runtime/group.js'
+
+const { values } = parseArgs({
+  options: {
+    n: { type: 'string', default: '2048' },
+    iterations: { type: 'string', default: '400' },
+    every: { type: 'string', default: '50' },
+    repeats: { type: 'string', default: '3' },
+    transport: { type: 'string', default: 'tcp' },
+  },
+})
+const n = Number(values.n)
+const iterations = Number(values.iterations)
+const every = Number(values.every)
+const repeats = Number(values.repeats)
+const transport = values.transport as Transport
+const ranks = 2
+const root = mkdtempSync(join(tmpdir(), 'molotof-bench-partner-'))
+let dirs = 0
+
+const median = (xs: number[]) => {
+  const s = [...xs].sort((a, b) => a - b)
+  return s.length === 0 ? NaN : s[s.length >> 1]
+}
+const f1 = (x: number) => x.toFixed(1)
+
+/** One Jacobi run: wall time (first to last superstep) and every checkpoint event. */
+async function run(checkpoint: FaultToleranceConfig | undefined): Promise<{ ms: number; events: CheckpointEvent[] }> {
+  const events: CheckpointEvent[] = []
+  let first: number | undefined
+  await launch('examples/jacobi/jacobi.ts', {
+    ranks,
+    transport,
+    argv: ['--n', String(n), '--iterations', String(iterations)],
+    checkpoint,
+    hangTimeoutMs: 60_000,
+    onLog: () => {},
+    onCheckpoint: (e) => events.push(e),
+    onProgress: () => (first ??= performance.now()),
+  })
+  return { ms: performance.now() - (first ?? performance.now()), events }
+}
+
+const configs: { name: string; cfg: () => FaultToleranceConfig | undefined; stallLevel: 'disk' | 'memory' }[] = [
+  { name: 'no checkpoints', cfg: () => undefined, stallLevel: 'disk' },
+  { name: 'disk', cfg: () => ({ dir: join(root, `d${dirs++}`), policy: { every }, keep: 2, resume: false }), stallLevel: 'disk' },
+  { name: 'disk + partner', cfg: () => ({ dir: join(root, `d${dirs++}`), policy: { every }, keep: 2, resume: false, partner: { ranksPerNode: 1 } }), stallLevel: 'disk' },
+  { name: 'async disk', cfg: () => ({ dir: join(root, `d${dirs++}`), policy: { every }, keep: 2, resume: false, async: true }), stallLevel: 'memory' },
+  {
+    name: 'async disk + partner',
+    cfg: () => ({ dir: join(root, `d${dirs++}`), policy: { every }, keep: 2, resume: false, async: true, partner: { ranksPerNode: 1 } }),
+    stallLevel: 'memory',
+  },
+]
+
+try {
+  const walls = new Map<string, number[]>(configs.map((c) => [c.name, []]))
+  const stalls = new Map<string, number[]>(configs.map((c) => [c.name, []]))
+  const partnerMs: number[] = []
+  let count = 0
+  let bytes = 0
+  for (let rep = 0; rep < repeats; rep++) {
+    for (const c of configs) {
+      const r = await run(c.cfg())
+      walls.get(c.name)!.push(r.ms)
+      stalls.get(c.name)!.push(...r.events.filter((e) => e.level === c.stallLevel).map((e) => e.stallMs))
+      partnerMs.push(...r.events.filter((e) => e.level === 'partner').map((e) => e.ms))
+      if (c.name === 'disk') {
+        count = r.events.length
+        bytes = r.events[0]?.bytes ?? 0
+      }
+    }
+  }
+  console.log(`Jacobi ${n}², ${ranks} ranks (${transport}), ${iterations} supersteps, a disk checkpoint every ${every} (${count} per run), ${(bytes / 2 ** 20).toFixed(1)} MiB per rank file, ${repeats} repeats, interleaved`)
+  const none = median(walls.get('no checkpoints')!)
+  console.log(`\n  configuration            stall at the point (median)   run time (median)   run time over no checkpoints, per checkpoint`)
+  for (const c of configs) {
+    const wall = median(walls.get(c.name)!)
+    const stall = c.name === 'no checkpoints' ? '' : `${f1(median(stalls.get(c.name)!))} ms`
+    const per = c.name === 'no checkpoints' ? '' : `${f1((wall - none) / Math.max(1, count))} ms`
+    console.log(`  ${c.name.padEnd(24)} ${stall.padStart(12)}                 ${(wall / 1000).toFixed(2).padStart(6)} s            ${per.padStart(9)}`)
+  }
+  const ratio = (a: string, b: string, of: (name: string) => number) => (of(a) / of(b)).toFixed(2)
+  const stallOf = (name: string) => median(stalls.get(name)!)
+  const perOf = (name: string) => (median(walls.get(name)!) - none) / Math.max(1, count)
+  console.log(`\n  partner / without, stall at the point:  foreground ${ratio('disk + partner', 'disk', stallOf)}×, async ${ratio('async disk + partner', 'async disk', stallOf)}×   (target ≤ 1.5×)`)
+  console.log(`  partner / without, whole-run cost:      foreground ${ratio('disk + partner', 'disk', perOf)}×, async ${ratio('async disk + partner', 'async disk', perOf)}×`)
+  console.log(`  partner copy, checkpoint point to partner commit: ${f1(median(partnerMs))} ms median (${partnerMs.length} copies)`)
+} finally {
+  rmSync(root, { recursive: true, force: true })
+}

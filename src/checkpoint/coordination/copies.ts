@@ -1,0 +1,194 @@
+import { performance } from 'node:perf_hooks'
+import { CheckpointError, InternalError } from '../../errors.js'
+import type { Communicator } from '../../routing/communicator.js'
+import type { SharedLevelConfig } from '../config.js'
+import type { CheckpointEvent } from '../events.js'
+import type { CheckpointStore } from '../store/checkpoint-store.js'
+import type { CommitMarker } from '../store/marker.js'
+import { PARTNER_COPY_TAG, receiveRankFile, sendRankFile, type PartnerRing } from '../store/partner.js'
+
+/** Where the copies of committed disk checkpoints go. */
+export interface CopyTargets {
+  /** Partner copies: this rank keeps its source's files in `store` (on its own node) and sends its own to its holder. */
+  partner?: { store: CheckpointStore; ring: PartnerRing; writesMarker: boolean }
+  /** The shared level: every rank copies its own file there; rank 0 commits. */
+  shared?: { store: CheckpointStore; policy: SharedLevelConfig }
+}
+
+interface PendingCopies {
+  marker: CommitMarker
+  started: number
+  shared: boolean
+  /** This rank's part: resolves to a failure message, or undefined. Never rejects. */
+  work: Promise<string | undefined>
+  done: boolean
+}
+
+/**
+ * The partner and shared copies of committed disk checkpoints, made in the
+ * background and committed like a level of their own. Once every rank's
+ * disk file of a checkpoint is durable (the committer's collective commit),
+ * `start` has each rank send its file to its partner holder over the
+ * communicator while receiving its source's file into its partner store,
+ * and, when the shared policy says so, copy its file to the shared
+ * directory. `finish` (collective) commits them when every rank's part is
+ * written: the lowest rank of each directory writes the partner store's
+ * `COMMIT` (the disk checkpoint's marker: the bytes are the same), rank 0
+ * the shared one; older copies are pruned only then (double buffering).
+ *
+ * ```ts
+ * const copies = new CheckpointCopies(comm, disk, { partner: { store, ring, writesMarker } }, keep, runId, onCheckpoint)
+ * copies.start(marker, started, copies.sharedDue())   // every rank, after the disk commit
+ * await copies.finish()                                // every rank, at the same point
+ * ```
+ */
+export class CheckpointCopies {
+  private pending: PendingCopies | undefined
+  /** The commit markers of the last copies, written in the background; `done` resolves to a failure message. */
+  private markers: { seq: number; done: Promise<string | undefined> } | undefined
+  /** The newest checkpoint whose copies every rank knows to be committed (see `pinned`). */
+  private committed: number | undefined
+  /** Disk checkpoints offered so far (for `every`). */
+  private offered = 0
+  private lastSharedAt = -Infinity
+
+  constructor(
+    private readonly comm: Communicator,
+    /** The disk level: this rank's files are copied from there. */
+    private readonly disk: CheckpointStore,
+    private readonly targets: CopyTargets,
+    private readonly keep: number,
+    private readonly runId: string | undefined,
+    private readonly onCheckpoint?: (e: CheckpointEvent) => void,
+    /** The newest checkpoint whose copies an earlier attempt committed on every rank, if any (see `pinned`). */
+    committed?: number,
+  ) {
+    this.committed = committed
+  }
+
+  /** Copies are being made and wait for their commit. */
+  get inFlight(): boolean {
+    return this.pending !== undefined
+  }
+
+  /**
+   * Disk checkpoints the disk level must keep whatever `keep` says: the
+   * newest one whose copies are known committed everywhere, and the one whose
+   * markers are being written — the newest committed copy in any partner
+   * directory is one of the two. The copies lag the disk level by a
+   * checkpoint or two; without this, a disk prune could leave a surviving
+   * rank's own checkpoints and a lost rank's copies with no checkpoint in
+   * common. The disk level then holds up to two checkpoints more than `keep`.
+   */
+  get pinned(): number[] {
+    return [this.committed, this.markers?.seq].filter((s): s is number => s !== undefined)
+  }
+
+  /** This rank's part of the copies in flight is finished (or nothing is in flight). */
+  get done(): boolean {
+    return this.pending === undefined || this.pending.done
+  }
+
+  /**
+   * Whether the next committed disk checkpoint goes to the shared level, as
+   * this rank sees it (the committer uses rank 0's answer, so a time policy
+   * decides alike everywhere).
+   */
+  sharedDue(): boolean {
+    const s = this.targets.shared?.policy
+    if (!s) return false
+    if (s.every !== undefined) return this.offered % s.every === 0
+    return performance.now() - this.lastSharedAt >= (s.seconds ?? 0) * 1000
+  }
+
+  /**
+   * Start the copies of the disk checkpoint `marker` records (collective
+   * point: every rank calls it after the disk commit; the previous copies
+   * must be finished). `shared`: rank 0's `sharedDue()`.
+   */
+  start(marker: CommitMarker, started: number, shared: boolean): void {
+    if (this.pending) throw new InternalError('partner or shared copies started before the previous ones were committed')
+    this.offered++
+    const { partner } = this.targets
+    const sharedTo = shared ? this.targets.shared : undefined
+    if (!partner && !sharedTo) return
+    if (sharedTo) this.lastSharedAt = performance.now()
+    const { rank } = this.comm
+    const { seq } = marker
+    const jobs: Promise<unknown>[] = []
+    if (partner) {
+      const source = partner.ring.sourceOf(rank)
+      jobs.push(sendRankFile(this.comm, partner.ring.holderOf(rank), PARTNER_COPY_TAG, this.disk.fileOf(seq, rank)))
+      jobs.push(
+        (async () => {
+          const parts = await receiveRankFile(this.comm, source, PARTNER_COPY_TAG, marker.ranks[source], `the partner copy of rank ${source}'s file of checkpoint ${seq}`)
+          await partner.store.writeRankFile(seq, source, parts)
+        })(),
+      )
+    }
+    if (sharedTo) jobs.push(sharedTo.store.flushRankFile(seq, rank, this.disk, marker.ranks[rank].headerChecksum))
+    const pending: PendingCopies = { marker, started, shared: sharedTo !== undefined, done: false, work: settleAll(jobs) }
+    void pending.work.then(() => (pending.done = true))
+    this.pending = pending
+  }
+
+  /**
+   * Commit the copies in flight (collective; waits for this rank's part).
+   * A failure on any rank fails every rank alike; the previous copies stay.
+   * The markers are written in the background (as a flushed disk
+   * checkpoint's): a failure to write them surfaces at the next `finish`, or
+   * here when `final` (the end of a skeleton, a preemption, an
+   * interruption), which waits for them.
+   */
+  async finish(final = false): Promise<void> {
+    const p = this.pending
+    if (!p && !(final && this.markers)) return
+    this.pending = undefined
+    // Collective even when only some ranks write markers: every rank learns of a failure alike.
+    const last = this.markers
+    this.markers = undefined
+    const previous = last ? await last.done : undefined
+    const work = p ? await p.work : undefined
+    const outcomes = await this.comm.allgather({ work, previous })
+    const why = outcomes.find((o) => o.previous !== undefined)?.previous
+    if (why !== undefined) throw new CheckpointError(why)
+    if (last) this.committed = last.seq
+    if (!p) return
+    const { seq } = p.marker
+    const failed = outcomes.map((o, r) => (o.work === undefined ? '' : `rank ${r}: ${o.work}`)).filter(Boolean)
+    if (failed.length > 0) throw new CheckpointError(`the copies of checkpoint ${seq} could not be made (the previous copies are intact):\n  ${failed.join('\n  ')}`)
+    this.markers = { seq, done: this.commitAll(p) }
+    if (final) await this.finish(true)
+  }
+
+  /** This rank's markers of copies every rank has written (the lowest rank of each partner directory, rank 0 in the shared one); then the events. */
+  private async commitAll(p: PendingCopies): Promise<string | undefined> {
+    const { marker } = p
+    const { partner, shared } = this.targets
+    try {
+      if (partner?.writesMarker) await this.commitIn(partner.store, marker)
+      if (p.shared && shared && this.comm.rank === 0) await this.commitIn(shared.store, marker)
+    } catch (e) {
+      return `the copies of checkpoint ${marker.seq} could not be committed (the previous copies are intact): ${(e as Error).message}`
+    }
+    const ms = performance.now() - p.started
+    const bytes = marker.ranks[this.comm.rank].bytes
+    const totalBytes = marker.ranks.reduce((n, r) => n + r.bytes, 0)
+    const event = { seq: marker.seq, skeleton: marker.skeleton, step: marker.step, bytes, totalBytes, ms, stallMs: 0 }
+    if (partner) this.onCheckpoint?.({ ...event, level: 'partner' })
+    if (p.shared) this.onCheckpoint?.({ ...event, level: 'shared' })
+    return undefined
+  }
+
+  private async commitIn(store: CheckpointStore, marker: CommitMarker): Promise<void> {
+    await store.commit(marker.seq, marker)
+    await store.prune(this.keep, { runId: this.runId })
+  }
+}
+
+/** Wait for every job; the first failure's message, or undefined. Never rejects (no job's rejection goes unhandled). */
+async function settleAll(jobs: readonly Promise<unknown>[]): Promise<string | undefined> {
+  const outcomes = await Promise.allSettled(jobs)
+  const failed = outcomes.find((o): o is PromiseRejectedResult => o.status === 'rejected')
+  return failed === undefined ? undefined : ((failed.reason as Error)?.message ?? String(failed.reason))
+}

@@ -1,0 +1,136 @@
+import { readFile } from 'node:fs/promises'
+import { join } from 'node:path'
+import { CheckpointError, ConfigError } from '../../errors.js'
+import { SENT, type Communicator } from '../../routing/communicator.js'
+import { headerChecksumOf, PREAMBLE_BYTES } from '../format/rank-file.js'
+
+/** The sub-directory of a rank's checkpoint directory that holds its partner's copies. */
+export const PARTNER_DIR = 'partner'
+
+/** Tag of partner copies sent after a checkpoint (beside the collectives' negative tags, below the router's). */
+export const PARTNER_COPY_TAG = -0x7ffe0000
+
+/** Tag of rank files sent back to their owner at recovery. */
+export const PARTNER_RESTORE_TAG = -0x7ffe0001
+
+/** Bytes per message of a rank file in transit: small enough not to hold a halo exchange long behind it on one connection. */
+const CHUNK_BYTES = 1 << 20
+
+/**
+ * Who keeps whose copies: rank r's file is also kept by `holderOf(r)`, the
+ * same local rank on the next node (`(r + ranksPerNode) mod size`), and rank
+ * r keeps the copies of `sourceOf(r)`, the same local rank on the previous
+ * node. Any one node lost, every rank's file survives on another node.
+ *
+ * ```ts
+ * const p = new PartnerRing(4, 2)   // 2 nodes × 2 ranks
+ * p.holderOf(1)   // 3
+ * p.sourceOf(1)   // 3
+ * ```
+ */
+export class PartnerRing {
+  constructor(
+    readonly size: number,
+    readonly ranksPerNode: number,
+  ) {
+    if (!Number.isSafeInteger(ranksPerNode) || ranksPerNode < 1 || size % ranksPerNode !== 0) {
+      throw new ConfigError(`partner copies need whole nodes: ${size} ranks is not a multiple of ${ranksPerNode} ranks per node`)
+    }
+    if (size / ranksPerNode < 2) {
+      throw new ConfigError('partner copies need at least two nodes (a partner lives on another node); this run has one')
+    }
+  }
+
+  holderOf(rank: number): number {
+    return (rank + this.ranksPerNode) % this.size
+  }
+
+  sourceOf(rank: number): number {
+    return (rank - this.ranksPerNode + this.size) % this.size
+  }
+}
+
+/** Where a rank keeps the copies it holds for its partner: a store beside its own checkpoints, on the same node. */
+export function partnerDirOf(checkpointDir: string): string {
+  return join(checkpointDir, PARTNER_DIR)
+}
+
+/**
+ * Send the rank file at `path` to `dest` over the communicator: a length,
+ * then the bytes in chunks of 1 MiB. A file that cannot be read is sent as a
+ * failure (length -1 and the reason), so the receiver never waits in vain.
+ * Background work: each chunk waits for the transport to release the
+ * previous one, and the compute runs between them.
+ *
+ * ```ts
+ * await sendRankFile(comm, holder, PARTNER_COPY_TAG, store.fileOf(seq, comm.rank))
+ * ```
+ */
+export async function sendRankFile(comm: Communicator, dest: number, tag: number, path: string): Promise<void> {
+  let bytes: Uint8Array
+  try {
+    bytes = await readFile(path)
+  } catch (e) {
+    await post(comm, dest, tag, Float64Array.of(-1))
+    await post(comm, dest, tag, new TextEncoder().encode(`cannot read ${path}: ${(e as Error).message}`))
+    return
+  }
+  await post(comm, dest, tag, Float64Array.of(bytes.byteLength))
+  for (let at = 0; at < bytes.byteLength; at += CHUNK_BYTES) await post(comm, dest, tag, bytes.subarray(at, at + CHUNK_BYTES))
+}
+
+/**
+ * Receive a rank file sent by `sendRankFile`, as the parts it arrived in.
+ * `expect` (the commit marker's record, when the receiver has it) is
+ * checked: the size and the header checksum, which pins every payload's
+ * CRC. Throws CheckpointError when the sender could not read its file or
+ * the bytes are not the recorded ones.
+ *
+ * ```ts
+ * const parts = await receiveRankFile(comm, source, PARTNER_COPY_TAG, { bytes, headerChecksum }, 'rank 1 file of checkpoint 4')
+ * ```
+ */
+export async function receiveRankFile(
+  comm: Communicator,
+  src: number,
+  tag: number,
+  expect: { bytes: number; headerChecksum: number } | undefined,
+  what: string,
+): Promise<Uint8Array[]> {
+  const first = await comm.recv(src, tag)
+  const length = new Float64Array(first.bytes.slice(0, 8).buffer)[0]
+  first.release()
+  if (length < 0) {
+    const why = await comm.recv(src, tag)
+    const text = new TextDecoder().decode(why.bytes)
+    why.release()
+    throw new CheckpointError(`${what}: rank ${src} could not send it (${text})`)
+  }
+  const parts: Uint8Array[] = []
+  for (let got = 0; got < length; ) {
+    const m = await comm.recv(src, tag)
+    parts.push(m.bytes.slice())
+    got += m.bytes.byteLength
+    m.release()
+  }
+  if (expect === undefined) return parts
+  if (length !== expect.bytes) throw new CheckpointError(`${what}: received ${length} bytes, the commit marker records ${expect.bytes}`)
+  if (headerChecksumIn(parts[0]) !== expect.headerChecksum) throw new CheckpointError(`${what}: the received header differs from the one the commit marker records`)
+  return parts
+}
+
+/** The header checksum in a file's first bytes, or undefined when they are no rank file's. */
+function headerChecksumIn(head: Uint8Array | undefined): number | undefined {
+  if (head === undefined || head.byteLength < PREAMBLE_BYTES) return undefined
+  try {
+    return headerChecksumOf(head)
+  } catch {
+    return undefined
+  }
+}
+
+async function post(comm: Communicator, dest: number, tag: number, data: Uint8Array | Float64Array): Promise<void> {
+  const bytes = data instanceof Uint8Array ? data : new Uint8Array(data.buffer, data.byteOffset, data.byteLength)
+  const p = comm.send(dest, tag, bytes)
+  if (p !== SENT) await p
+}
