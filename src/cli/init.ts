@@ -79,7 +79,7 @@ export default defineProgram({
     const { n, sweeps } = ctx.options
     const sk = ctx.skeleton(new Relax(sweeps), [new Plate(n), new Plate(n)])
     sk.checkpoint.unregister('write') // minimal checkpoints: the next sweep overwrites that grid
-    const plate = await sk.run() // the grid of the last sweep
+    const plate = await sk.run() // the grid of the last sweep; its halo cells hold the neighbours' final values
     const heat = await ctx.sumInStorageOrder(plate) // the bits of a serial loop, on any number of ranks
     return { n, sweeps, heat }
   },

@@ -125,6 +125,7 @@ function headerChecksumIn(head: Uint8Array | undefined): number | undefined {
   try {
     return headerChecksumOf(head)
   } catch {
+    // Not a rank file's header: undefined, which the caller reports as a mismatch with the marker.
     return undefined
   }
 }
