@@ -488,5 +488,11 @@ function whereIs(loc: RankLocation): string {
 }
 
 function fmt(v: unknown): string {
-  return typeof v === 'string' ? JSON.stringify(v) : String(v)
+  if (typeof v === 'string') return JSON.stringify(v)
+  try {
+    return String(v)
+  } catch {
+    // Plain data whose `toString` is not a function (a key named so): its JSON says what it is.
+    return JSON.stringify(v)
+  }
 }

@@ -122,6 +122,12 @@ describe('the error catalogue', () => {
     })
   }
 
+  it('describes a settings difference whose value is an object with a key named toString', () => {
+    // Found by the property below: String(v) throws for such plain data.
+    const e = new SettingsMismatchError([{ name: 'shape', old: null, new: { toString: {} } }])
+    expect(e.message).toContain('{"toString":{}}')
+  })
+
   it('keeps any settings difference that is plain data (property)', () => {
     const json = fc.jsonValue()
     fc.assert(
