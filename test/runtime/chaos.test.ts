@@ -32,7 +32,7 @@ const scenarioOf = (seed: number): Scenario => ({
   async: seed % 2 === 1,
 })
 
-const seeds = Array.from({ length: 20 }, (_, i) => 1000 + i * 7919)
+const seeds = Array.from({ length: 12 }, (_, i) => 1000 + i * 7919)
 
 /**
  * The failures a scenario must see, from the injection rules: every drawn point
