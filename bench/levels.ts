@@ -15,6 +15,7 @@ import { parseArgs } from 'node:util'
 import { performance } from 'node:perf_hooks'
 import type { CheckpointEvent } from '../src/checkpoint/events.js'
 import type { FaultToleranceConfig } from '../src/checkpoint/config.js'
+import { summary } from '../src/bench/stats.js'
 import { launch } from '../src/index.js'
 import type { Transport } from '../src/runtime/group.js'
 
@@ -34,10 +35,8 @@ const ranks = 2
 const root = mkdtempSync(join(tmpdir(), 'molotof-bench-levels-'))
 let dirs = 0
 
-const median = (xs: number[]) => {
-  const s = [...xs].sort((a, b) => a - b)
-  return s.length === 0 ? NaN : s[s.length >> 1]
-}
+// The project's median (src/bench/stats.ts), as every bench reports it.
+const median = (xs: number[]) => summary(xs).median
 const pct = (xs: number[], p: number) => {
   const s = [...xs].sort((a, b) => a - b)
   return s.length === 0 ? NaN : s[Math.min(s.length - 1, Math.floor(p * s.length))]

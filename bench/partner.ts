@@ -15,6 +15,7 @@ import { parseArgs } from 'node:util'
 import { performance } from 'node:perf_hooks'
 import type { CheckpointEvent } from '../src/checkpoint/events.js'
 import type { FaultToleranceConfig } from '../src/checkpoint/config.js'
+import { summary } from '../src/bench/stats.js'
 import { launch } from '../src/index.js'
 import type { Transport } from '../src/runtime/group.js'
 
@@ -36,10 +37,8 @@ const ranks = 2
 const root = mkdtempSync(join(tmpdir(), 'molotof-bench-partner-'))
 let dirs = 0
 
-const median = (xs: number[]) => {
-  const s = [...xs].sort((a, b) => a - b)
-  return s.length === 0 ? NaN : s[s.length >> 1]
-}
+// The project's median (src/bench/stats.ts), as every bench reports it.
+const median = (xs: number[]) => summary(xs).median
 const f1 = (x: number) => x.toFixed(1)
 
 /** One Jacobi run: wall time (first to last superstep) and every checkpoint event. */
