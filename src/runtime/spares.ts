@@ -302,17 +302,7 @@ export class SparePool {
     })
     liveChildren.add(child)
     hookExit()
-    let markExited = () => {}
-    const h: Host = {
-      id,
-      ready: false,
-      running: false,
-      alive: true,
-      tainted: false,
-      assigned: undefined,
-      lastRank: -1,
-      exited: new Promise<void>((resolve) => (markExited = resolve)),
-      idle: [],
+    const { h, markExited } = newHost(id, (h) => ({
       heartbeat: new HeartbeatMonitor(performance.now()),
       pid: child.pid,
       assign: (init) => send({ type: 'assign', init }),
@@ -320,7 +310,7 @@ export class SparePool {
       kill: (signal = 'SIGKILL') => {
         if (h.alive) child.kill(signal)
       },
-    }
+    }))
     function send(m: unknown) {
       // A dying child may refuse: its exit is reported on its own.
       if (child.connected) child.send(m as Parameters<ChildProcess['send']>[0], () => {})
@@ -355,17 +345,7 @@ export class SparePool {
 
   private spawnThread(id: number): Host {
     const w = new Worker(THREAD_BOOT, { workerData: { programFile: this.o.programFile, tsconfig: this.o.tsconfig, id } })
-    let markExited = () => {}
-    const h: Host = {
-      id,
-      ready: false,
-      running: false,
-      alive: true,
-      tainted: false,
-      assigned: undefined,
-      lastRank: -1,
-      exited: new Promise<void>((resolve) => (markExited = resolve)),
-      idle: [],
+    const { h, markExited } = newHost(id, (h) => ({
       heartbeat: undefined,
       pid: undefined,
       assign: (init, transfer) => w.postMessage({ type: 'assign', init }, transfer),
@@ -376,7 +356,7 @@ export class SparePool {
         // Stopping is all that is asked: a terminate() that reports a problem leaves nothing more to do.
         if (h.alive) w.terminate().catch(() => undefined)
       },
-    }
+    }))
     w.on('message', (m: HostMessage) => this.onMessage(h, m))
     w.on('error', (e) => {
       const a = h.assigned
@@ -390,6 +370,18 @@ export class SparePool {
     })
     return h
   }
+}
+
+/** What reaches a host: its heartbeat and pid (processes), and how to assign, message and kill it. */
+type HostIo = Pick<Host, 'heartbeat' | 'pid' | 'assign' | 'send' | 'kill'>
+
+/** A host in its starting state (alive, loading, unassigned); `io` may read the record it belongs to (`alive`). */
+function newHost(id: number, io: (h: Host) => HostIo): { h: Host; markExited: () => void } {
+  let markExited = () => {}
+  const exited = new Promise<void>((resolve) => (markExited = resolve))
+  const h = { id, ready: false, running: false, alive: true, tainted: false, assigned: undefined, lastRank: -1, exited, idle: [] } as unknown as Host
+  Object.assign(h, io(h))
+  return { h, markExited }
 }
 
 /** More spares than ranks can never be used: one failure replaces at most every rank. */
