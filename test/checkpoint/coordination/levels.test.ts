@@ -204,9 +204,10 @@ describe('random kills with the memory level on (rank, step, phase; during memor
     expect(r.kind === 'done' && Object.is(r.value.checksum, expected)).toBe(true)
     const lines = events.filter((e) => e.event === 'recovery-line') as { step: number; level: string }[]
     // The flush of step 11 never finished, but its memory copy was committed first: the line is step 11 or
-    // the memory checkpoint after it (committed while the flush ran), from memory. The memory write of step
-    // 21 never finished: the line is the memory checkpoint before it.
-    expect(lines[0].step === 11 || lines[0].step === 13, `first line at step ${lines[0].step}`).toBe(true)
+    // a memory checkpoint after it (the ranks go on while the flush runs; how far depends on the load), from
+    // memory, never the disk checkpoint at step 5. The memory write of step 21 never finished: the line is
+    // the memory checkpoint before it.
+    expect(lines[0].step >= 11 && lines[0].step <= 19 && lines[0].step % 2 === 1, `first line at step ${lines[0].step}`).toBe(true)
     expect(lines.map((l) => l.level)).toEqual(['memory', 'memory'])
     expect(lines[1].step).toBe(19)
   })
