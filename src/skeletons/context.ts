@@ -1,5 +1,6 @@
 import type { Domain } from '../domains/domain.js'
 import type { Communicator, ReduceOp } from '../routing/communicator.js'
+import { FRAMEWORK_TAGS } from '../routing/tags.js'
 import type { CalcKernel } from './kernel.js'
 import type { RankRuntime } from './runtime.js'
 import { foldInStorageOrder } from './ordered-fold.js'
@@ -87,7 +88,7 @@ export class RankContext<O> {
    */
   async foldInRankOrder(initial: number, step: (acc: number) => number): Promise<number> {
     const { rank, size } = this
-    const tag = -0x7fff0000
+    const tag = FRAMEWORK_TAGS.foldInRankOrder
     let acc = initial
     if (rank > 0) {
       const m = await this.comm.recv(rank - 1, tag)

@@ -2,14 +2,14 @@ import { DomainDesc, type StorageOrder } from '../domains/desc.js'
 import { forEachRun, type Domain } from '../domains/domain.js'
 import { arrayOver, bytesOf, DTYPES, type NumericArray } from '../domains/dtype.js'
 import type { Communicator } from '../routing/communicator.js'
+import { FRAMEWORK_TAGS } from '../routing/tags.js'
 import { InternalError } from '../errors.js'
 
 /** Cells of the global array per band: rank 0 holds at most two bands of received cells. */
 const BAND_CELLS = 1 << 20
-// Tags below the collectives' range (see collectives.ts) and foldInRankOrder's.
-const TAG_DATA = -0x7ffe0000
-const TAG_ACK = -0x7ffe0001
-const TAG_RESULT = -0x7ffe0002
+const TAG_DATA = FRAMEWORK_TAGS.orderedFoldData
+const TAG_ACK = FRAMEWORK_TAGS.orderedFoldAck
+const TAG_RESULT = FRAMEWORK_TAGS.orderedFoldResult
 
 /** How rank 0 combines one value; `sum` runs a tight loop, `fold` calls the user's function. */
 export type Combine = { kind: 'sum' } | { kind: 'fold'; step: (acc: number, value: number) => number }

@@ -2,16 +2,17 @@ import { readFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { CheckpointError, ConfigError } from '../../errors.js'
 import { SENT, type Communicator } from '../../routing/communicator.js'
+import { FRAMEWORK_TAGS } from '../../routing/tags.js'
 import { headerChecksumOf, PREAMBLE_BYTES } from '../format/rank-file.js'
 
 /** The sub-directory of a rank's checkpoint directory that holds its partner's copies. */
 export const PARTNER_DIR = 'partner'
 
-/** Tag of partner copies sent after a checkpoint (beside the collectives' negative tags, below the router's). */
-export const PARTNER_COPY_TAG = -0x7ffe0000
+/** Tag of partner copies sent after a checkpoint. */
+export const PARTNER_COPY_TAG = FRAMEWORK_TAGS.partnerCopy
 
 /** Tag of rank files sent back to their owner at recovery. */
-export const PARTNER_RESTORE_TAG = -0x7ffe0001
+export const PARTNER_RESTORE_TAG = FRAMEWORK_TAGS.partnerRestore
 
 /** Bytes per message of a rank file in transit: small enough not to hold a halo exchange long behind it on one connection. */
 const CHUNK_BYTES = 1 << 20
