@@ -1,8 +1,9 @@
-import { mkdtempSync, readdirSync, rmSync } from 'node:fs'
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
 import type { JacobiResult } from '../../examples/jacobi/jacobi.js'
+import { interiorSum, jacobiSerial } from '../../examples/jacobi/serial.js'
 import { CheckpointError } from '../../src/errors.js'
 import { launch } from '../../src/runtime/launcher.js'
 
@@ -42,5 +43,47 @@ describe('checkpoint directories of their own ({rank})', () => {
     await expect(resumed).rejects.toThrow(CheckpointError)
     await expect(resumed).rejects.toThrow('rank 0 holds checkpoint 1, but rank 1 finds no checkpoint at all')
     await expect(resumed).rejects.toThrow(join(root, 'gone1', 'ckpt-00000001', 'rank-1.mlf'))
+  })
+})
+
+describe('a lost node resumed on the ranks left (elastic, from partner copies)', () => {
+  // 4 ranks, each with its own directory and each a "node": rank r's copy is kept by rank (r + 1) mod 4.
+  // Jacobi gives the same bits on any rank count: the serial loop's sum is the reference.
+  const serialChecksum = interiorSum(jacobiSerial(30, 40), 30)
+  const partnerRun = (name: string) => ({ dir: join(root, `${name}{rank}`), policy: { every: 10 } as const, keep: 2, resume: false, partner: { ranksPerNode: 1 } })
+  async function stopAndLoseRank3(name: string): Promise<void> {
+    const checkpoint = partnerRun(name)
+    await expect(launch(JACOBI, { ranks: 4, argv, onLog: () => {}, checkpoint: { ...checkpoint, interrupt: { skeleton: 0, step: 19 } } })).rejects.toThrow(/interrupted/)
+    rmSync(join(root, `${name}3`), { recursive: true })
+  }
+
+  it('4 → 3 ranks: old rank 3 is read from the copy rank 0 keeps, bit-identical; 4 → 2 is refused, naming the file out of reach', async () => {
+    await stopAndLoseRank3('lost')
+    const logs: string[] = []
+    let level: string | undefined
+    const checkpoint = { ...partnerRun('lost'), resume: true }
+    const resumed = await launch<JacobiResult>(JACOBI, { ranks: 3, argv, checkpoint, onLog: (_r, t) => logs.push(t), onResumed: (f) => (level = f.level) })
+    expect(logs.join('\n')).toMatch(/resuming a checkpoint of 4 ranks on 3 \(checkpoint 1\)/)
+    expect(level).toBe('disk+partner')
+    expect(Object.is(resumed.value.checksum, serialChecksum)).toBe(true)
+
+    // On 2 ranks, directories 0 and 1 hold old ranks 0, 1 and the copies of 3 and 0: old rank 2's file is out of reach.
+    await stopAndLoseRank3('far')
+    const two = launch(JACOBI, { ranks: 2, argv, onLog: () => {}, checkpoint: { ...partnerRun('far'), partner: undefined, resume: true } })
+    await expect(two).rejects.toThrow(CheckpointError)
+    await expect(two).rejects.toThrow(/cannot resume checkpoint 1, taken on 4 ranks, on 2: the file of old rank 2 is in no directory of this run's ranks/)
+  })
+
+  it('a damaged partner copy read by other ranks: the collective checksums find it, and the previous checkpoint is used', async () => {
+    await stopAndLoseRank3('bad')
+    const copy = join(root, 'bad0', 'partner', 'ckpt-00000001', 'rank-3.mlf')
+    const bytes = readFileSync(copy)
+    bytes[bytes.length - 40] ^= 0x10
+    writeFileSync(copy, bytes)
+    const logs: string[] = []
+    const resumed = await launch<JacobiResult>(JACOBI, { ranks: 3, argv, checkpoint: { ...partnerRun('bad'), resume: true }, onLog: (_r, t) => logs.push(t) })
+    expect(logs.join('\n')).toMatch(/checkpoint 1 skipped: .*bad0\/partner\/ckpt-00000001\/rank-3\.mlf: checksum mismatch/)
+    expect(logs.join('\n')).toMatch(/resuming from checkpoint 0 \(skeleton 0, step 9\)/)
+    expect(Object.is(resumed.value.checksum, serialChecksum)).toBe(true)
   })
 })

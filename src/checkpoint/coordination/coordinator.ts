@@ -1,3 +1,4 @@
+import { existsSync } from 'node:fs'
 import { rm } from 'node:fs/promises'
 import { performance } from 'node:perf_hooks'
 import { ConfigError, errorRecord, InternalError, PreemptedError, reviveError, RunInterruptedError, type ErrorRecord } from '../../errors.js'
@@ -84,7 +85,11 @@ export class CheckpointCoordinator implements SkeletonHooks {
     const memory = memoryPolicy === undefined ? undefined : new CheckpointStore(cfg.memory?.dir ?? memoryDirFor(cfg.dir), { volatile: true })
     // Copies of the disk checkpoints: the partner's (kept beside this rank's own, on this node) and the shared level's.
     const ring = cfg.partner ? new PartnerRing(comm.size, cfg.partner.ranksPerNode) : undefined
-    const partner = ring ? new CheckpointStore(partnerDirOf(cfg.dir)) : undefined
+    // A resume reads the partner copies in these directories also when this run keeps none (on fewer nodes than
+    // the run that wrote them, which is how a run that lost a node goes on): every rank opens the level when any has it.
+    const partnerDir = partnerDirOf(cfg.dir)
+    const readsPartner = ring !== undefined || (cfg.resume && (await comm.allreduce(existsSync(partnerDir) ? 1 : 0, 'max')) === 1)
+    const partner = readsPartner ? new CheckpointStore(partnerDir) : undefined
     const shared = cfg.shared ? new CheckpointStore(cfg.shared.dir) : undefined
     const levels = [...(memory ? [memory] : []), store, ...(partner ? [partner] : []), ...(shared ? [shared] : [])]
     // Every rank checks; any refusal is reported by all of them alike.
@@ -129,7 +134,7 @@ export class CheckpointCoordinator implements SkeletonHooks {
     const sources: LevelSource[] = [
       ...(memory ? [{ level: 'memory' as const, store: memory, listed: memoryListed }] : []),
       { level: 'disk', store, listed },
-      ...(ring && partner ? [{ level: 'partner' as const, store: partner, listed: partnerListed, holds: ring.sourceOf(comm.rank) }] : []),
+      ...(partner ? [{ level: 'partner' as const, store: partner, listed: partnerListed, ...(ring ? { holds: ring.sourceOf(comm.rank) } : {}) }] : []),
       ...(shared ? [{ level: 'shared' as const, store: shared, listed: sharedListed }] : []),
     ]
     // Only this run's lineage: another run's checkpoints are never a recovery line.

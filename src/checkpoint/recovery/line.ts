@@ -21,6 +21,23 @@ export interface RankView {
   valid: number[]
   /** Checkpoints this rank cannot use, and why. */
   problems: SkipReason[]
+  /**
+   * Checkpoints of another rank count (an elastic restore): the old rank
+   * files this rank checked in this store and found valid. Such a checkpoint
+   * is in neither `valid` nor `problems` (damaged files are): it is usable
+   * when the ranks together hold every old file (elastic/coverage.ts).
+   */
+  elastic?: ElasticHolding[]
+}
+
+/** Old rank files of checkpoint `seq` (taken on `oldSize` ranks) checked in one store. */
+export interface ElasticHolding {
+  seq: number
+  oldSize: number
+  /** Found valid. */
+  ranks: number[]
+  /** Present but not valid (the reasons are in the view's problems). */
+  damaged: number[]
 }
 
 /** The chosen recovery line and what was passed over to reach it. */
@@ -104,14 +121,21 @@ export interface LocalViewOptions {
    * after the ranks agreed on a line would cost another restart.
    */
   checksums?: boolean
+  /**
+   * For a checkpoint of another rank count: which of the old rank files
+   * present in this store this rank checks (default: old rank r by new rank
+   * r mod size, right when every rank sees one directory). Ranks sharing a
+   * directory split its files between them.
+   */
+  elasticShare?: (present: readonly number[]) => number[]
 }
 
 /**
  * This rank's view of the store: every checkpoint, newest first, sorted into
  * valid for this rank (marker intact, own file present, right size, header and,
- * by default, payload checksums correct) and not (with the reason). For a
- * checkpoint of another rank count, "own file" means the old ranks r with
- * r mod size = rank.
+ * by default, payload checksums correct) and not (with the reason). A
+ * checkpoint of another rank count goes to `elastic` instead: the old rank
+ * files of this rank's share (`elasticShare`) found valid here.
  *
  * ```ts
  * const view = await localView(store, rank, size)
@@ -125,11 +149,20 @@ export async function localView(store: CheckpointStore, rank: number, size: numb
       view.problems.push({ seq: s.seq, rank, file: store.markerOf(s.seq), reason: s.problem ?? 'no usable commit marker' })
       continue
     }
-    // A checkpoint of another rank count (an elastic restore) needs every old file: each
-    // new rank checks its share, old rank r by new rank r mod size.
     const oldSize = s.marker?.size ?? size
-    const ranks = oldSize === size ? [rank] : Array.from({ length: oldSize }, (_, r) => r).filter((r) => r % size === rank)
-    const report = await store.validate(s.seq, oldSize, { ranks, checksums: options.checksums ?? true })
+    if (oldSize !== size) {
+      // Another rank count (an elastic restore) needs every old file somewhere: this rank checks its share of
+      // the files present here and says which are valid; whether the ranks hold them all is decided together.
+      const present = s.files.map((f) => f.rank).filter((r) => r < oldSize)
+      const ranks = (options.elasticShare ?? ((p) => p.filter((r) => r % size === rank)))(present)
+      const report = await store.validate(s.seq, oldSize, { ranks, checksums: options.checksums ?? true })
+      const bad = new Set(report.problems.map((p) => p.file))
+      const ok = bad.has(store.markerOf(s.seq)) ? [] : ranks.filter((r) => !bad.has(store.fileOf(s.seq, r)))
+      ;(view.elastic ??= []).push({ seq: s.seq, oldSize, ranks: ok, damaged: ranks.filter((r) => !ok.includes(r)) })
+      for (const p of report.problems) view.problems.push({ seq: s.seq, rank, file: p.file, reason: p.reason })
+      continue
+    }
+    const report = await store.validate(s.seq, oldSize, { ranks: [rank], checksums: options.checksums ?? true })
     if (report.ok) view.valid.push(s.seq)
     else for (const p of report.problems) view.problems.push({ seq: s.seq, rank, file: p.file, reason: p.reason })
   }

@@ -9,8 +9,10 @@ import { CheckpointStore, type CheckpointSummary } from '../store/checkpoint-sto
 import type { CommitMarker } from '../store/marker.js'
 import { PARTNER_RESTORE_TAG, receiveRankFile, sendRankFile } from '../store/partner.js'
 import { assertSameSettings, chooseRecoveryLine, localView, mergeLevelViews, type RankView, type SkipReason } from './line.js'
+import { elasticCoverage, shareOf, type Coverage } from './elastic/coverage.js'
 import { assertResliceable, openElasticLine, type ElasticLine } from './elastic/line.js'
-import { DirectorySource } from './elastic/source.js'
+import { ServedSource } from './elastic/served.js'
+import { DirectorySource, type RankFileSource } from './elastic/source.js'
 
 /** The recovery line the ranks agreed on, and this rank's file of it, already read and verified. */
 export interface NegotiatedLine {
@@ -87,11 +89,19 @@ export async function negotiateRecoveryLine(
   // that fails there moves the line back and the ranks agree again.
   // Checkpoints of other runs (`foreign`) are neither candidates nor worth a warning.
   const late: string[] = []
+  // Each level's directory on every rank: ranks sharing one split the old files of another rank count between them.
+  const dirs = await comm.allgather(levels.map((l) => l.store.dir))
   const mine: RankView[] = []
-  for (const l of levels) mine.push(withoutForeign([await localView(l.store, l.holds ?? rank, size, { checksums: false })], foreign)[0])
+  for (const [i, l] of levels.entries()) {
+    const peers = dirs.flatMap((d, q) => (d[i] === l.store.dir ? [q] : []))
+    mine.push(withoutForeign([await localView(l.store, l.holds ?? rank, size, { checksums: false, elasticShare: shareOf(peers, rank) })], foreign)[0])
+  }
   // Every rank's view of every level: a partner's view of its store counts for the rank whose files it holds.
   const everyView = await comm.allgather(mine)
   let views = Array.from({ length: size }, (_, r) => mergeLevelViews(everyView.flatMap((vs) => vs.filter((v) => v.rank === r))))
+  // A checkpoint of another rank count is valid for every rank when the ranks together hold every old file.
+  const coverage = elasticCoverage(everyView)
+  views = withCoverage(views, coverage, dirs)
   // A rank that finds nothing on any level (a lost node's directory, and no copy elsewhere) is refused by name.
   const disk = levels.find((l) => l.level === 'disk') ?? levels[levels.length - 1]
   await refuseLostDirectories(comm, disk.store, views, levels.some((l) => l.holds !== undefined || l.level === 'shared'))
@@ -108,6 +118,7 @@ export async function negotiateRecoveryLine(
   let from: LevelSource | undefined
   let usedLevels: string[] = []
   let usedReaders: boolean[] = []
+  let elasticLevels: string[] | undefined
   while (line.seq !== undefined) {
     const seqNow: number = line.seq
     const oldSize = levels.flatMap((l) => l.listed).find((c) => c.seq === seqNow && c.marker)?.marker?.size ?? size
@@ -135,28 +146,28 @@ export async function negotiateRecoveryLine(
         }
       }
     } else {
-      // Another rank count: every old header now (each read by one rank, then exchanged), the payload ranges at
-      // restore. Collective, so the level is one the ranks agree on: the fastest that holds the line for all of them.
-      for (let i = 0; i < levels.length && from === undefined; i++) {
-        // A partner's copies are not read in parts by other ranks: an elastic line comes from this rank's own levels.
-        if (levels[i].holds !== undefined) continue
-        if ((await comm.allreduce(mine[i].valid.includes(seqNow) ? 1 : 0, 'min')) === 0) continue
-        const opened = await openElasticLine(new DirectorySource(levels[i].store), seqNow, oldSize, comm)
-        // The same on every rank: a line for all, or none (the rank that found the damage has the problem).
-        if (opened.line) {
-          elastic = opened.line
-          from = levels[i]
-        } else if (opened.problem) tried.push(opened.problem)
-      }
+      // Another rank count: every old header now (each read by the rank serving its file, then exchanged), the
+      // payload ranges at restore, each old file from the fastest level some rank holds it on (collective).
+      const cover = coverage.find((c) => c.seq === seqNow)!
+      const opened = await openElasticLine(servedSource(cover, levels, dirs, comm), seqNow, oldSize, comm)
+      // The same on every rank: a line for all, or none (the rank that found the damage has the problem).
+      if (opened.line) {
+        elastic = opened.line
+        elasticLevels = [...new Set(cover.servers.map((s) => s!.level))].sort((a, b) => a - b).map((i) => levels[i].level)
+        const served = cover.servers.find((s) => s!.rank === rank)
+        if (served) from = levels[served.level]
+      } else if (opened.problem) tried.push(opened.problem)
     }
-    const problem = from === undefined ? (tried[0] ?? { seq: seqNow, rank, file: '', reason: 'no level holds this rank file' }) : undefined
+    const ok = elastic !== undefined || from !== undefined
+    const problem = ok ? undefined : (tried[0] ?? { seq: seqNow, rank, file: '', reason: 'no level holds this rank file' })
     // A damaged copy on a fast level that a slower level replaced is worth a warning too.
     const fallbacks = from === undefined ? [] : tried.map((t) => `checkpoint ${seqNow}: ${t.file}: ${t.reason}; read from the ${from!.level} level instead`)
-    const outcomes = await comm.allgather({ problem, level: from?.level, own: from !== undefined && from.holds === undefined, fallbacks })
+    // `own`: the rank reads the line's marker from a store of its own (an elastic line's: the store of a file it serves).
+    const outcomes = await comm.allgather({ problem, level: from?.level, own: from !== undefined && (elastic !== undefined || from.holds === undefined), fallbacks })
     for (const o of outcomes) late.push(...o.fallbacks)
     const problems = outcomes.map((o) => o.problem).filter((p): p is SkipReason => p !== undefined)
     if (problems.length === 0) {
-      usedLevels = [...new Set(outcomes.map((o) => o.level!))]
+      usedLevels = elasticLevels ?? [...new Set(outcomes.map((o) => o.level!))]
       usedReaders = outcomes.map((o) => o.own)
       break
     }
@@ -166,6 +177,7 @@ export async function negotiateRecoveryLine(
     line = chooseRecoveryLine(views)
     file = undefined
     elastic = undefined
+    elasticLevels = undefined
   }
   const loadMs = performance.now() - tLoad
   const warnings = [
@@ -174,14 +186,15 @@ export async function negotiateRecoveryLine(
       .map((s) => `checkpoint ${s.seq} skipped: ${s.problems.map((p) => (p.file ? `${p.file}: ${p.reason}` : p.reason)).join('; ')}`),
     ...late,
   ]
-  if (line.seq === undefined || from === undefined) {
+  if (line.seq === undefined || (from === undefined && elastic === undefined)) {
+    refuseUnreachable(coverage, size, dirs)
     warnings.push(`no valid checkpoint in ${levels.map((l) => l.store.dir).join(' or ')}: starting from the beginning`)
     warnings.forEach((w) => rank === 0 && log(`warning: ${w}`))
     return { info: { seq: undefined, skeleton: -1, step: -1, negotiateMs, loadMs, warnings }, file: undefined }
   }
   // The marker from a rank that read its file from a store of its own (one whose node was lost has none to read).
   const reader = usedReaders.findIndex((own) => own)
-  const mineMarker = rank === reader ? await from.store.readMarker(line.seq).catch((e: Error) => e.message) : undefined
+  const mineMarker = rank === reader ? await from!.store.readMarker(line.seq).catch((e: Error) => e.message) : undefined
   // Every rank gets the marker, or the same refusal (no rank may wait alone in a later collective).
   const marker = (await comm.allgather(mineMarker))[reader]
   if (marker === undefined || typeof marker === 'string') throw new CheckpointError(`checkpoint ${line.seq}: its commit marker cannot be read${marker ? ` (${marker})` : ''}`)
@@ -260,7 +273,66 @@ function withoutSeq(views: RankView[], seq: number): RankView[] {
 /** Views without the checkpoints in `foreign`. */
 function withoutForeign(views: readonly RankView[], foreign: ReadonlySet<number>): RankView[] {
   if (foreign.size === 0) return [...views]
-  return views.map((v) => ({ ...v, valid: v.valid.filter((s) => !foreign.has(s)), problems: v.problems.filter((p) => !foreign.has(p.seq)) }))
+  return views.map((v) => ({
+    ...v,
+    valid: v.valid.filter((s) => !foreign.has(s)),
+    problems: v.problems.filter((p) => !foreign.has(p.seq)),
+    ...(v.elastic ? { elastic: v.elastic.filter((h) => !foreign.has(h.seq)) } : {}),
+  }))
+}
+
+/**
+ * The merged views with every checkpoint of another rank count settled: valid
+ * for every rank when the ranks together hold each old file valid somewhere
+ * (its damaged copies then need no mention); otherwise its damaged files are
+ * already among the problems, and each file found nowhere is named where the
+ * checkpoint's other files are (the same on every rank: said once).
+ */
+function withCoverage(views: readonly RankView[], coverage: readonly Coverage[], dirs: readonly string[][]): RankView[] {
+  if (coverage.length === 0) return [...views]
+  const covered = new Set(coverage.filter((c) => c.missing.length === 0).map((c) => c.seq))
+  const absent = coverage.flatMap((c) => {
+    const beside = c.servers.find((s) => s !== undefined)
+    const where = beside ? new CheckpointStore(dirs[beside.rank][beside.level]) : undefined
+    return c.absent.map((r) => ({ seq: c.seq, file: where?.fileOf(c.seq, r) ?? `rank-${r}.mlf`, reason: 'the file is missing, and no rank of this run holds a copy of it' }))
+  })
+  return views.map((v) => ({
+    ...v,
+    valid: [...v.valid, ...covered].sort((a, b) => b - a),
+    problems: [...v.problems.filter((p) => !covered.has(p.seq)), ...absent.map((a) => ({ ...a, rank: v.rank }))],
+  }))
+}
+
+/**
+ * The source of an elastic line: each old file read by its server (see
+ * elasticCoverage) and by every rank whose store at that level is the same
+ * directory; the others ask the server for their byte ranges.
+ */
+function servedSource(cover: Coverage, levels: readonly LevelSource[], dirs: readonly string[][], comm: Communicator): RankFileSource {
+  const { rank } = comm
+  const servers = cover.servers.map((s) => s!)
+  const byLevel = new Map<number, DirectorySource>()
+  const sourceAt = (i: number) => byLevel.get(i) ?? byLevel.set(i, new DirectorySource(levels[i].store)).get(i)!
+  const local = servers.map((s) => (dirs[s.rank][s.level] === dirs[rank][s.level] ? sourceAt(s.level) : undefined))
+  const names = servers.map((s, r) => new CheckpointStore(dirs[s.rank][s.level]).fileOf(cover.seq, r))
+  return new ServedSource(comm, servers, local, names, [...new Set(servers.map((s) => dirs[s.rank][s.level]))].join(', '))
+}
+
+/**
+ * No recovery line, while a checkpoint of another rank count has old files
+ * that no rank of this run finds at all (not even damaged): they are on
+ * directories this run does not reach, so refuse rather than start afresh.
+ * The same on every rank (collective data).
+ */
+function refuseUnreachable(coverage: readonly Coverage[], size: number, dirs: readonly string[][]): void {
+  const c = coverage.find((x) => x.absent.length > 0)
+  if (!c) return
+  const many = c.absent.length > 1
+  throw new CheckpointError(
+    `cannot resume checkpoint ${c.seq}, taken on ${c.oldSize} ranks, on ${size}: the file${many ? 's' : ''} of old rank${many ? 's' : ''} ${c.absent.join(', ')} ` +
+      `${many ? 'are' : 'is'} in no directory of this run's ranks (${[...new Set(dirs.flat())].join(', ')}), neither as ${many ? 'their' : 'its'} own nor as a partner copy. ` +
+      'Resume on ranks that reach them (the nodes that wrote them), put the files back, or start afresh without --resume.',
+  )
 }
 
 /**

@@ -65,9 +65,10 @@ export function describeBlocker(b: ElasticBlocker): string {
 }
 
 /**
- * Every old rank's header of checkpoint `seq`, read once over all ranks: new
- * rank q reads the headers of old ranks r with r mod size = q (header-only
- * reads) and the ranks exchange them (collective). A file that cannot be read
+ * Every old rank's header of checkpoint `seq`, read once over all ranks: each
+ * old rank's header is read by its file's home rank (`source.homeOf`; where
+ * every rank can read every file, old rank r by new rank r mod size), with
+ * header-only reads, and the ranks exchange them (collective). A file that cannot be read
  * is this rank's `problem` and leaves `line` undefined on every rank (the
  * caller moves the line back); arrays without a box are refused afterwards
  * (assertResliceable), once the line is final.
@@ -84,7 +85,8 @@ export async function openElasticLine(
 ): Promise<{ line?: ElasticLine; problem?: SkipReason }> {
   const mine: [number, SourceHeader][] = []
   let problem: SkipReason | undefined
-  for (let r = comm.rank; r < oldSize && problem === undefined; r += comm.size) {
+  for (let r = 0; r < oldSize && problem === undefined; r++) {
+    if ((source.homeOf?.(r) ?? r % comm.size) !== comm.rank) continue
     try {
       mine.push([r, await source.header(seq, r)])
     } catch (e) {

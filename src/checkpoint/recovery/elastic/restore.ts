@@ -97,10 +97,9 @@ export async function restoreElastic(state: SkeletonState, line: ElasticLine, co
   let damage: SkipReason | undefined
   let bytesRead = 0
   try {
-    for (let r = 0; r < oldSize; r++) {
-      buffers.push(await source.readRanges(seq, r, line.dataStarts[r], plans[r].ranges, direct[r]))
-      for (const g of plans[r].ranges) bytesRead += g.length
-    }
+    // Collective when the old files are spread over the ranks' directories: each rank serves the files it holds.
+    buffers.push(...(await source.readAll(seq, plans.map((p, r) => ({ dataStart: line.dataStarts[r], ranges: p.ranges, into: direct[r] })))))
+    for (const p of plans) for (const g of p.ranges) bytesRead += g.length
   } catch (e) {
     if (!(e instanceof CheckpointCorruptError)) failure = errorRecord(e)
     else damage = { seq, rank, file: e.file, reason: e.reason }

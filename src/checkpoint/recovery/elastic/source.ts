@@ -21,6 +21,15 @@ export interface SourceCounters {
   payloadBytes: number
 }
 
+/** The byte ranges one rank needs of one old rank's file (see `RankFileSource.readAll`). */
+export interface RangeRequest {
+  /** Where the file's data section starts (from its header). */
+  dataStart: number
+  ranges: readonly ByteRange[]
+  /** Where to put each range's bytes, when given (as in `readRanges`). */
+  into?: readonly (Uint8Array | undefined)[]
+}
+
 /** A rank file's validated header and where its data section starts in the file. */
 export interface SourceHeader {
   header: RankFileHeader
@@ -56,6 +65,20 @@ export interface RankFileSource {
    * boundary, so typed arrays can view it).
    */
   readRanges(seq: number, rank: number, dataStart: number, ranges: readonly ByteRange[], into?: readonly (Uint8Array | undefined)[]): Promise<Uint8Array[]>
+  /**
+   * The rank that reads old rank `oldRank`'s file itself, when not every rank
+   * can (a file on one node's disk, or in one rank's partner store); without
+   * it, any rank can read any file (`header` and `readRanges` work for every
+   * old rank).
+   */
+  homeOf?(oldRank: number): number
+  /**
+   * What this rank needs of every old rank's file (`requests[r]` for old rank
+   * r; empty ranges for none), one buffer per range as `readRanges` gives.
+   * Collective when the files are spread (`homeOf`): every rank calls it
+   * once, and each serves the others the ranges of the files it reads.
+   */
+  readAll(seq: number, requests: readonly RangeRequest[]): Promise<Uint8Array[][]>
 }
 
 /**
@@ -91,6 +114,12 @@ export class DirectorySource implements RankFileSource {
       if (e instanceof CheckpointCorruptError) throw e
       throw checkpointFsError('cannot read checkpoint file', path, e)
     }
+  }
+
+  async readAll(seq: number, requests: readonly RangeRequest[]): Promise<Uint8Array[][]> {
+    const out: Uint8Array[][] = []
+    for (const [r, q] of requests.entries()) out.push(await this.readRanges(seq, r, q.dataStart, q.ranges, q.into))
+    return out
   }
 
   async readRanges(seq: number, rank: number, dataStart: number, ranges: readonly ByteRange[], into?: readonly (Uint8Array | undefined)[]): Promise<Uint8Array[]> {

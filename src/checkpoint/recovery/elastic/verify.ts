@@ -74,8 +74,8 @@ export async function verifyCollectively(comm: Communicator, line: ElasticLine, 
           if (holder[s] < 0 || q < holder[s]) holder[s] = q
         }
       }
-      // What nobody read is read by one rank, spread over the ranks.
-      const assignee = (r + e) % comm.size
+      // What nobody read is read by one rank: the file's home when it has one, otherwise spread over the ranks.
+      const assignee = source.homeOf?.(r) ?? (r + e) % comm.size
       for (let s = 0; s < holder.length; s++) {
         if (holder[s] >= 0) continue
         holder[s] = assignee
