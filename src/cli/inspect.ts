@@ -43,7 +43,7 @@ directory name with {node} or {rank} (as given to molotof run) inspects every
 directory it matches as one: each rank's file is checked where it is; each
 matched directory's partner/ is listed on its own. Under a checkpoint with a
 missing or damaged rank file, the listing names the levels holding a valid
-copy of that file (what a resume reads instead); the exit code still follows
+copy of that file (which a resume can read instead); the exit code follows
 the memory and disk levels only: a damaged disk file is exit 1 even where a
 partner or shared copy can replace it.`,
   sections: [{ title: 'Options', specs: INSPECT_OPTIONS }],
@@ -253,11 +253,12 @@ export async function inspectCommand(argv: readonly string[], out: (s: string) =
   const listed: Level[] = []
   const memoryDir = f.memoryDir ?? defaultMemoryDir(dir)
   if (memoryDir !== undefined && existsSync(memoryDir)) listed.push(await levelOf('memory', new CheckpointStore(memoryDir, { volatile: true }), f.verify))
-  const disk = await levelOf('disk', new CheckpointStore(dir), f.verify)
+  const diskStore = new CheckpointStore(dir)
+  const disk = await levelOf('disk', diskStore, f.verify)
   listed.push(disk, ...(await partnerLevels([dir], f.verify)))
   if (shared !== undefined) listed.push(await levelOf('shared', new CheckpointStore(shared), f.verify))
   noteCopies(listed)
-  const holder = await lockHolder(disk.dir!)
+  const holder = await lockHolder(diskStore.dir)
   const lock = holder ? { ...holder, running: alive(holder) } : undefined
   if (f.json) {
     // The disk level's fields stay at the top, as before levels existed.
