@@ -6,6 +6,7 @@ import { DirectorySource } from '../checkpoint/recovery/elastic/source.js'
 import { CheckpointStore } from '../checkpoint/store/checkpoint-store.js'
 import { alive, lockHolder } from '../checkpoint/store/dir-lock.js'
 import { memoryDirFor } from '../checkpoint/store/memory-level.js'
+import { partnerDirOf } from '../checkpoint/store/partner.js'
 import { ConfigError } from '../errors.js'
 import { option } from '../skeletons/options.js'
 import { HELP_OPTION, parseCommand } from './args.js'
@@ -14,31 +15,44 @@ import { formatBytes } from './run.js'
 
 const INSPECT_OPTIONS = {
   memoryDir: option.string(undefined, "the memory level's directory (default: the one molotof run uses for this checkpoint directory, when present)"),
+  sharedDir: option.string(
+    undefined,
+    "the shared level: the --shared-dir given to molotof run (its one program directory is taken; name <dir>/<program name> when it holds several) or that checkpoint directory itself",
+  ),
   verify: option.boolean(false, 'read every payload and check its checksum'),
   json: option.boolean(false, 'print the listing as JSON'),
   ...HELP_OPTION,
 }
 
 const INSPECT_HELP = formatHelp({
-  usage: 'molotof inspect <checkpoint-dir> [--verify] [--json]',
+  usage: 'molotof inspect <checkpoint-dir> [--shared-dir DIR] [--verify] [--json]',
   about: `Lists the checkpoints in a directory: skeleton, step, ranks, entries, sizes,
 completeness (commit marker present) and validity (sizes and headers, and with
 --verify every checksum), whether each can be resumed on another rank count
 ("elastic"; otherwise what blocks it), the spare files pruning left for the
 next writes, and who holds the directory's lock. Every level is shown: the
-disk level (the directory named) and the memory level in RAM
-(/dev/shm/molotof-<hash of that directory>, or --memory-dir) when present.
-The same checkpoint number on both levels is the same checkpoint (the disk
-copy is flushed from the memory one). A directory name with {node} or {rank}
-(as given to molotof run) inspects every directory it matches as one: each
-rank's file is checked where it is.`,
+disk level (the directory named), the memory level in RAM
+(/dev/shm/molotof-<hash of that directory>, or --memory-dir) when present,
+the partner level (the copies of other ranks' files the directory keeps in
+partner/, with --partner-copies) when present, and the shared level with
+--shared-dir. The same checkpoint number on several levels is the same
+checkpoint (the disk copy is flushed from the memory one, the partner and
+shared copies are copied from the disk one). A partner directory holds some
+ranks' files only: the listing names them, and only those are checked. A
+directory name with {node} or {rank} (as given to molotof run) inspects every
+directory it matches as one: each rank's file is checked where it is; each
+matched directory's partner/ is listed on its own. Under a checkpoint with a
+missing or damaged rank file, the listing names the levels holding a valid
+copy of that file (which a resume can read instead); the exit code follows
+the memory and disk levels only: a damaged disk file is exit 1 even where a
+partner or shared copy can replace it.`,
   sections: [{ title: 'Options', specs: INSPECT_OPTIONS }],
   exitCodes: [
-    [0, 'the newest checkpoint is complete and valid'],
+    [0, 'the newest checkpoint (memory and disk levels) is complete and valid; partner and shared copies do not count'],
     [1, 'it is not, or there is no checkpoint'],
     [2, 'bad input (options, a directory that does not exist)'],
   ],
-  examples: ['molotof inspect .molotof/jacobi --verify', "molotof inspect '/scratch/ckpt-{node}'"],
+  examples: ['molotof inspect .molotof/jacobi --verify', "molotof inspect '/scratch/ckpt-{node}' --shared-dir /shared"],
 })
 
 interface Row {
@@ -59,18 +73,35 @@ interface Row {
   elastic?: { ok: boolean; blockers: string[] }
   /** Ranks whose file is present. */
   present: number[]
+  /** Ranks whose file is present and valid (none when the checkpoint is incomplete). */
+  validRanks: number[]
+  /** Rank files this level should hold but are missing or damaged, each with the other levels holding a valid copy of it. */
+  damaged?: { rank: number; validCopies: { level: LevelName; dir: string }[] }[]
 }
+
+type LevelName = 'memory' | 'disk' | 'partner' | 'shared'
+
+/** One level's listing; the disk level of several `{node}` directories names them all. */
+interface Level {
+  level: LevelName
+  dir?: string
+  dirs?: string[]
+  checkpoints: Row[]
+  spares?: { rank: number; bytes: number }[]
+}
+
+const RANK_FILE_PATH = /rank-(\d+)\.mlf$/
 
 /**
  * Every checkpoint of one level's store, with its validity; `presentOnly`:
- * check only the rank files this directory holds (one of several).
+ * check only the rank files this directory holds (one of several, or a partner directory).
  */
 async function rowsOf(store: CheckpointStore, verify: boolean, presentOnly = false): Promise<Row[]> {
   const rows: Row[] = []
   for (const c of await store.list()) {
     const size = c.marker?.size ?? c.files.length
-    const ranks = presentOnly ? c.files.map((x) => x.rank) : undefined
-    const report = c.complete ? await store.validate(c.seq, size, { checksums: verify, ranks }) : undefined
+    const present = c.files.map((x) => x.rank)
+    const report = c.complete ? await store.validate(c.seq, size, { checksums: verify, ranks: presentOnly ? present : undefined }) : undefined
     const first = c.files[0]
     // An unreadable header only leaves its columns at "?": validate (complete checkpoints) or the missing marker says what is wrong.
     const header = first ? await readHeaderOnly(`${c.path}/${first.file}`).catch(() => undefined) : undefined
@@ -89,24 +120,110 @@ async function rowsOf(store: CheckpointStore, verify: boolean, presentOnly = fal
       runId: c.marker?.runId ?? header?.header.runId,
       code: codeOf(c.marker?.code ?? header?.header.code),
       problems: [...(c.problem ? [c.problem] : []), ...(report?.problems ?? []).map((p) => `${p.file}: ${p.reason}`)],
-      present: c.files.map((x) => x.rank),
+      present,
+      validRanks: report ? validRanksOf(report.problems, presentOnly ? present : Array.from({ length: size }, (_, r) => r)) : [],
     })
   }
   return rows
 }
 
-function printRows(rows: readonly Row[], out: (s: string) => void): void {
+/** The checked ranks no problem names; a problem with no rank file (the marker) spoils them all. */
+function validRanksOf(problems: readonly { file: string }[], checked: readonly number[]): number[] {
+  const bad = problems.map((p) => RANK_FILE_PATH.exec(p.file)?.[1])
+  if (bad.includes(undefined)) return []
+  return checked.filter((r) => !bad.includes(String(r)))
+}
+
+/**
+ * For each complete checkpoint missing or holding a damaged rank file (the
+ * present ones only, on a level holding some ranks' files): the other levels
+ * with a valid copy of that file in the same checkpoint of the same run.
+ */
+function noteCopies(levels: readonly Level[]): void {
+  for (const l of levels) {
+    for (const r of l.checkpoints) {
+      if (!r.complete || r.valid || r.ranks === undefined) continue
+      const held = l.level === 'partner' ? r.present : Array.from({ length: r.ranks }, (_, k) => k)
+      r.damaged = held
+        .filter((rank) => !r.validRanks.includes(rank))
+        .map((rank) => ({
+          rank,
+          validCopies: levels
+            .filter((o) => o !== l && o.checkpoints.some((c) => c.seq === r.seq && c.runId === r.runId && c.validRanks.includes(rank)))
+            .map((o) => ({ level: o.level, dir: o.dir ?? (o.dirs ?? []).join(', ') })),
+        }))
+    }
+  }
+}
+
+function printRows(rows: readonly Row[], out: (s: string) => void, copies = false): void {
   for (const r of rows) {
     const state = !r.complete ? 'INCOMPLETE' : r.valid ? 'valid' : 'INVALID'
     // "elastic": resumable on another rank count; otherwise what blocks it, on the next line.
     const elastic = r.elastic ? (r.elastic.ok ? '  elastic' : '  not elastic') : ''
+    // A partner directory holds other ranks' files: which ones.
+    const held = copies ? `  copies of rank${r.present.length === 1 ? '' : 's'} ${r.present.join(', ') || '-'}` : ''
     out(
-      `  #${r.seq}  ${state.padEnd(10)} skeleton ${r.skeleton ?? '?'} step ${r.step ?? '?'}  ${r.ranks ?? '?'} ranks  ${formatBytes(r.bytes)}  entries: ${r.entries.join(', ') || '-'}${identityOf(r)}${elastic}`,
+      `  #${r.seq}  ${state.padEnd(10)} skeleton ${r.skeleton ?? '?'} step ${r.step ?? '?'}  ${r.ranks ?? '?'} ranks${held}  ${formatBytes(r.bytes)}  entries: ${r.entries.join(', ') || '-'}${identityOf(r)}${elastic}`,
     )
     for (const p of r.problems) out(`      ${p}`)
     if (r.elastic && !r.elastic.ok) out(`      on another rank count: ${r.elastic.blockers.join('; ')}`)
+    for (const d of r.damaged ?? []) {
+      const where = d.validCopies.map((c) => `the ${c.level} level (${c.dir})`).join(', ')
+      out(`      rank ${d.rank}'s file: ${where ? `a valid copy is on ${where}` : 'no valid copy on another level'}`)
+    }
   }
 }
+
+/** One level in text: its heading, its checkpoints and its spare files. */
+function printLevel(l: Level, verify: boolean, out: (s: string) => void): void {
+  const where = l.dir ?? (l.dirs ?? []).join(', ')
+  const what = l.level === 'partner' ? 'partner level: copies of other ranks\' files' : `${l.level} level`
+  if (l.checkpoints.length === 0) {
+    out(`no checkpoints in ${where} (${what})`)
+    return
+  }
+  out(`checkpoints in ${where} (${what})${verify ? ' (checksums verified)' : ''}:`)
+  printRows(l.checkpoints, out, l.level === 'partner')
+  if (l.spares && l.spares.length > 0) {
+    const bytes = l.spares.reduce((n, f) => n + f.bytes, 0)
+    out(`  spare: ${l.spares.length} rank file${l.spares.length === 1 ? '' : 's'} of pruned checkpoints, ${formatBytes(bytes)} (overwritten by the next checkpoints instead of new files)`)
+  }
+}
+
+/** A level read from one directory; `presentOnly` for a partner directory (some ranks' files). */
+async function levelOf(level: LevelName, store: CheckpointStore, verify: boolean): Promise<Level> {
+  return { level, dir: store.dir, checkpoints: await rowsOf(store, verify, level === 'partner'), spares: await store.spares() }
+}
+
+/** The partner levels of these checkpoint directories: each one's partner/, where present. */
+async function partnerLevels(dirs: readonly string[], verify: boolean): Promise<Level[]> {
+  const found = dirs.map(partnerDirOf).filter((d) => existsSync(d))
+  const levels: Level[] = []
+  for (const d of found) levels.push(await levelOf('partner', new CheckpointStore(d), verify))
+  return levels
+}
+
+/**
+ * The shared level's checkpoint directory from --shared-dir: the directory
+ * itself when it holds checkpoints, else its one sub-directory that does
+ * (molotof run writes them to `<shared-dir>/<program name>`).
+ */
+function sharedLevelDir(dir: string): string {
+  if (!existsSync(dir)) throw new ConfigError(`molotof inspect: --shared-dir ${dir} does not exist`)
+  const holdsCheckpoints = (d: string): boolean => readdirSync(d).some((n) => CHECKPOINT_DIR.test(n))
+  if (holdsCheckpoints(dir)) return dir
+  const programs = readdirSync(dir, { withFileTypes: true })
+    .filter((e) => e.isDirectory() && holdsCheckpoints(join(dir, e.name)))
+    .map((e) => e.name)
+    .sort()
+  if (programs.length > 1) {
+    throw new ConfigError(`molotof inspect: --shared-dir ${dir} holds the checkpoints of several programs (${programs.join(', ')}): name one, as in --shared-dir ${join(dir, programs[0])}`)
+  }
+  return programs.length === 1 ? join(dir, programs[0]) : dir
+}
+
+const CHECKPOINT_DIR = /^ckpt-\d{8,}$/
 
 /** The memory level molotof run uses for `dir`, or undefined where there is no RAM directory. */
 function defaultMemoryDir(dir: string): string | undefined {
@@ -117,6 +234,8 @@ function defaultMemoryDir(dir: string): string | undefined {
     return undefined
   }
 }
+
+type InspectFlags = { verify: boolean; json: boolean; memoryDir: string | undefined; sharedDir: string | undefined }
 
 /** `molotof inspect`: exit 0 when the newest checkpoint is complete and valid, 1 otherwise. */
 export async function inspectCommand(argv: readonly string[], out: (s: string) => void): Promise<number> {
@@ -130,37 +249,33 @@ export async function inspectCommand(argv: readonly string[], out: (s: string) =
   const dirs = matchingDirs(dir)
   if (dirs.length > 1) return inspectMany(dirs, f, out)
   if (!existsSync(dir)) throw new ConfigError(`molotof inspect: ${dir} does not exist`)
-  const levels: { level: string; store: CheckpointStore }[] = [{ level: 'disk', store: new CheckpointStore(dir) }]
+  const shared = f.sharedDir === undefined ? undefined : sharedLevelDir(f.sharedDir)
+  const listed: Level[] = []
   const memoryDir = f.memoryDir ?? defaultMemoryDir(dir)
-  if (memoryDir !== undefined && existsSync(memoryDir)) levels.unshift({ level: 'memory', store: new CheckpointStore(memoryDir, { volatile: true }) })
-  const listed = []
-  for (const l of levels) listed.push({ level: l.level, dir: l.store.dir, checkpoints: await rowsOf(l.store, f.verify), spares: await l.store.spares() })
-  const disk = listed[listed.length - 1]
-  const holder = await lockHolder(disk.dir)
+  if (memoryDir !== undefined && existsSync(memoryDir)) listed.push(await levelOf('memory', new CheckpointStore(memoryDir, { volatile: true }), f.verify))
+  const diskStore = new CheckpointStore(dir)
+  const disk = await levelOf('disk', diskStore, f.verify)
+  listed.push(disk, ...(await partnerLevels([dir], f.verify)))
+  if (shared !== undefined) listed.push(await levelOf('shared', new CheckpointStore(shared), f.verify))
+  noteCopies(listed)
+  const holder = await lockHolder(diskStore.dir)
   const lock = holder ? { ...holder, running: alive(holder) } : undefined
   if (f.json) {
     // The disk level's fields stay at the top, as before levels existed.
     out(JSON.stringify({ dir: disk.dir, checkpoints: disk.checkpoints, spares: disk.spares, lock, levels: listed }, null, 2))
   } else {
     for (const l of listed) {
-      const what = `${l.level} level`
-      if (l.checkpoints.length === 0) {
-        out(`no checkpoints in ${l.dir} (${what})`)
-        continue
-      }
-      out(`checkpoints in ${l.dir} (${what})${f.verify ? ' (checksums verified)' : ''}:`)
-      printRows(l.checkpoints, out)
-      if (l.spares.length > 0) {
-        const bytes = l.spares.reduce((n, f) => n + f.bytes, 0)
-        out(`  spare: ${l.spares.length} rank file${l.spares.length === 1 ? '' : 's'} of pruned checkpoints, ${formatBytes(bytes)} (overwritten by the next checkpoints instead of new files)`)
+      printLevel(l, f.verify, out)
+      if (l === disk && lock) {
+        out(`  lock: pid ${lock.pid} on ${lock.host}, started ${lock.startedAt}${lock.running ? ' (running)' : ' (stale: that run is gone; the next run takes it over)'}`)
       }
     }
   }
-  if (lock && !f.json) {
-    out(`  lock: pid ${lock.pid} on ${lock.host}, started ${lock.startedAt}${lock.running ? ' (running)' : ' (stale: that run is gone; the next run takes it over)'}`)
-  }
-  // The newest checkpoint over every level decides the exit code.
-  const rows = listed.flatMap((l) => l.checkpoints).sort((x, y) => x.seq - y.seq || Number(x.valid) - Number(y.valid))
+  // The newest checkpoint of the memory and disk levels decides the exit code (the copies are only listed).
+  const rows = listed
+    .filter((l) => l.level === 'memory' || l.level === 'disk')
+    .flatMap((l) => l.checkpoints)
+    .sort((x, y) => x.seq - y.seq || Number(x.valid) - Number(y.valid))
   const newest = rows[rows.length - 1]
   return newest && newest.complete && newest.valid ? 0 : 1
 }
@@ -177,7 +292,8 @@ function matchingDirs(template: string): string[] {
 }
 
 /** Several directories of one run (`{node}`): a checkpoint is valid when every rank's file is valid in the directory holding it. */
-async function inspectMany(dirs: string[], f: { verify: boolean; json: boolean }, out: (s: string) => void): Promise<number> {
+async function inspectMany(dirs: string[], f: InspectFlags, out: (s: string) => void): Promise<number> {
+  const shared = f.sharedDir === undefined ? undefined : sharedLevelDir(f.sharedDir)
   const bySeq = new Map<number, Row>()
   for (const d of dirs) {
     for (const r of await rowsOf(new CheckpointStore(d), f.verify, true)) {
@@ -190,6 +306,8 @@ async function inspectMany(dirs: string[], f: { verify: boolean; json: boolean }
         m.ranks ??= r.ranks
         m.problems.push(...r.problems)
         m.present.push(...r.present)
+        // Valid ranks count only while every directory's part is complete.
+        m.validRanks = m.complete ? [...m.validRanks, ...r.validRanks] : []
       }
     }
   }
@@ -201,10 +319,15 @@ async function inspectMany(dirs: string[], f: { verify: boolean; json: boolean }
       r.problems.push(`no directory holds the file of rank${missing.length > 1 ? 's' : ''} ${missing.join(', ')}`)
     }
   }
-  if (f.json) out(JSON.stringify({ dirs, checkpoints: rows }, null, 2))
+  const disk: Level = { level: 'disk', dirs, checkpoints: rows }
+  const levels = [disk, ...(await partnerLevels(dirs, f.verify))]
+  if (shared !== undefined) levels.push(await levelOf('shared', new CheckpointStore(shared), f.verify))
+  noteCopies(levels)
+  if (f.json) out(JSON.stringify({ dirs, checkpoints: rows, levels }, null, 2))
   else {
-    out(`checkpoints in ${dirs.join(', ')}${f.verify ? ' (checksums verified)' : ''}:`)
+    out(`checkpoints in ${dirs.join(', ')} (disk level)${f.verify ? ' (checksums verified)' : ''}:`)
     printRows(rows, out)
+    for (const l of levels.slice(1)) printLevel(l, f.verify, out)
   }
   const newest = rows[rows.length - 1]
   return newest && newest.complete && newest.valid ? 0 : 1
