@@ -2,7 +2,7 @@ import { existsSync, readdirSync } from 'node:fs'
 import { basename, dirname, join } from 'node:path'
 import { readHeaderOnly } from '../checkpoint/format/rank-file.js'
 import { describeBlocker, elasticBlockers } from '../checkpoint/recovery/elastic/line.js'
-import { DirectorySource } from '../checkpoint/recovery/elastic/source.js'
+import { DirectorySource, SpreadSource, type RankFileSource } from '../checkpoint/recovery/elastic/source.js'
 import { CheckpointStore } from '../checkpoint/store/checkpoint-store.js'
 import { alive, lockHolder } from '../checkpoint/store/dir-lock.js'
 import { memoryDirFor } from '../checkpoint/store/memory-level.js'
@@ -105,8 +105,8 @@ async function rowsOf(store: CheckpointStore, verify: boolean, presentOnly = fal
     const first = c.files[0]
     // An unreadable header only leaves its columns at "?": validate (complete checkpoints) or the missing marker says what is wrong.
     const header = first ? await readHeaderOnly(`${c.path}/${first.file}`).catch(() => undefined) : undefined
-    // Re-slicing needs every old rank's header: not judged from one directory of several.
-    const elastic = report?.ok && !presentOnly ? await elasticityOf(store, c.seq, size) : undefined
+    // Re-slicing needs every old rank's header: one directory of several is judged with the others (inspectMany).
+    const elastic = report?.ok && !presentOnly ? await elasticityOf(new DirectorySource(store), c.seq, size) : undefined
     rows.push({
       ...(elastic ? { elastic } : {}),
       seq: c.seq,
@@ -295,8 +295,13 @@ function matchingDirs(template: string): string[] {
 async function inspectMany(dirs: string[], f: InspectFlags, out: (s: string) => void): Promise<number> {
   const shared = f.sharedDir === undefined ? undefined : sharedLevelDir(f.sharedDir)
   const bySeq = new Map<number, Row>()
+  // Where each rank's file of each checkpoint is: re-slicing is judged from the files wherever they are.
+  const sources = new Map(dirs.map((d) => [d, new DirectorySource(new CheckpointStore(d))]))
+  const fileSources = new Map<number, RankFileSource[]>()
   for (const d of dirs) {
     for (const r of await rowsOf(new CheckpointStore(d), f.verify, true)) {
+      const at = fileSources.get(r.seq) ?? fileSources.set(r.seq, []).get(r.seq)!
+      for (const k of r.present) at[k] ??= sources.get(d)!
       const m = bySeq.get(r.seq)
       if (!m) bySeq.set(r.seq, r)
       else {
@@ -318,6 +323,7 @@ async function inspectMany(dirs: string[], f: InspectFlags, out: (s: string) => 
       r.valid = false
       r.problems.push(`no directory holds the file of rank${missing.length > 1 ? 's' : ''} ${missing.join(', ')}`)
     }
+    if (r.complete && r.valid && r.ranks !== undefined) r.elastic = await elasticityOf(new SpreadSource(fileSources.get(r.seq)!), r.seq, r.ranks)
   }
   const disk: Level = { level: 'disk', dirs, checkpoints: rows }
   const levels = [disk, ...(await partnerLevels(dirs, f.verify))]
@@ -334,8 +340,8 @@ async function inspectMany(dirs: string[], f: InspectFlags, out: (s: string) => 
 }
 
 /** Whether a valid checkpoint can be resumed on another rank count (see elasticBlockers). */
-async function elasticityOf(store: CheckpointStore, seq: number, size: number): Promise<{ ok: boolean; blockers: string[] }> {
-  const { blockers } = await elasticBlockers(new DirectorySource(store), seq, size)
+async function elasticityOf(source: RankFileSource, seq: number, size: number): Promise<{ ok: boolean; blockers: string[] }> {
+  const { blockers } = await elasticBlockers(source, seq, size)
   const refused = blockers.filter((b) => b.why === 'no-box')
   const merge = blockers.filter((b) => b.why === 'differs')
   const lines = [

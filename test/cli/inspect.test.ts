@@ -94,6 +94,8 @@ describe('molotof inspect: the partner and shared levels', () => {
 
     const fine = await said(template, '--shared-dir', shared, '--verify')
     expect(fine.code).toBe(0)
+    // Re-slicing is judged from the files wherever they are: Jacobi's checkpoints resume on any rank count.
+    expect(levelIn(fine.text, `${ck0}, ${ck1}`)).toMatch(/#1 {2}valid .* elastic$/m)
     const partner0 = levelIn(fine.text, `${ck0}/partner`)
     expect(partner0).toMatch(/^checkpoints in \S+ \(partner level/)
     expect(partner0).toMatch(/#0 {2}valid .* step 3 {2}2 ranks {2}copies of rank 1 /)

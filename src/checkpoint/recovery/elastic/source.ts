@@ -161,3 +161,46 @@ export class DirectorySource implements RankFileSource {
     }
   }
 }
+
+/**
+ * Rank files spread over several directories read by one process: old rank
+ * r's file from `byRank[r]` (as `molotof inspect` sees `{node}` directories).
+ *
+ * ```ts
+ * const source = new SpreadSource([new DirectorySource(node0), new DirectorySource(node0), new DirectorySource(node1)])
+ * ```
+ */
+export class SpreadSource implements RankFileSource {
+  constructor(private readonly byRank: readonly RankFileSource[]) {}
+
+  get where(): string {
+    return [...new Set(this.byRank.map((s) => s.where))].join(', ')
+  }
+
+  get counters(): SourceCounters {
+    const out: SourceCounters = { headerBytes: 0, payloadBytes: 0 }
+    for (const s of new Set(this.byRank)) {
+      out.headerBytes += s.counters.headerBytes
+      out.payloadBytes += s.counters.payloadBytes
+    }
+    return out
+  }
+
+  nameOf(seq: number, rank: number): string {
+    return this.byRank[rank].nameOf(seq, rank)
+  }
+
+  header(seq: number, rank: number): Promise<SourceHeader> {
+    return this.byRank[rank].header(seq, rank)
+  }
+
+  readRanges(seq: number, rank: number, dataStart: number, ranges: readonly ByteRange[], into?: readonly (Uint8Array | undefined)[]): Promise<Uint8Array[]> {
+    return this.byRank[rank].readRanges(seq, rank, dataStart, ranges, into)
+  }
+
+  async readAll(seq: number, requests: readonly RangeRequest[]): Promise<Uint8Array[][]> {
+    const out: Uint8Array[][] = []
+    for (const [r, q] of requests.entries()) out.push(await this.readRanges(seq, r, q.dataStart, q.ranges, q.into))
+    return out
+  }
+}
