@@ -149,6 +149,18 @@ describe('the shared level', () => {
     expect(r.grid).toEqual(reference)
   })
 
+  it('resumed on another rank count (4 → 3, every directory of the run gone): the old files are re-sliced from the shared level', async () => {
+    const shared = freshDir('molotof-shared-')
+    const cfg = config({ shared: { dir: shared, every: 1 } })
+    await stoppedAt(9, cfg)
+    rmSync(cfg.dir, { recursive: true, force: true })
+    const logs: string[] = []
+    const r = await runLocal(jacobi, { ranks: 3, argv, checkpoint: { ...cfg, partner: undefined, resume: true }, onLog: (_r, t) => logs.push(t) })
+    expect(logs.join('\n')).toMatch(/resuming a checkpoint of 4 ranks on 3 \(checkpoint 1\)/)
+    expect(logs.join('\n')).toMatch(/from the shared level/)
+    expect(grid(r)).toEqual(grid(await runLocal(jacobi, { ranks: 3, argv })))
+  })
+
   it('a time policy copies the first disk checkpoint, then none before that much time', async () => {
     const shared = freshDir('molotof-shared-')
     await stoppedAt(9, config({ shared: { dir: shared, seconds: 3600 } }))
