@@ -117,6 +117,64 @@ describe.skipIf(!haveMpirun)('under mpirun', () => {
   })
 })
 
+/** The processes of node `node` of the runs whose command line names `marker` (the node supervisor and its rank processes). */
+function processesOfNode(node: number, marker: string): number[] {
+  const pids: number[] = []
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue
+    try {
+      const environ = readFileSync(`/proc/${name}/environ`, 'utf8').split('\0')
+      const cmdline = readFileSync(`/proc/${name}/cmdline`, 'utf8')
+      if (environ.includes(`OMPI_COMM_WORLD_RANK=${node}`) && (cmdline.includes(marker) || environ.some((e) => e.includes(marker)))) pids.push(Number(name))
+    } catch {
+      // A process that ended while the list was read: not one to stop.
+    }
+  }
+  return pids
+}
+
+describe.skipIf(!haveMpirun)('under mpirun, a lost node', () => {
+  it('node 1 hung and its directory lost: mpirun ends with 76, and `mpirun -np 1 … --resume` goes on from the partner copies, on the node left, bit-identical', async () => {
+    const dir = join(root, 'gone-{node}')
+    const events = join(root, 'gone-events.jsonl')
+    const program = ['examples/jacobi/jacobi.ts', '--n', '40', '--iterations', '3000']
+    const common = [...molotof, ...program, '--checkpoint', 'every:50', '--checkpoint-dir', dir, '--hang-timeout', '20000', '--json']
+    const child = spawn(MPIRUN, ['--bind-to', 'none', '-np', '2', ...common, '--rendezvous', `127.0.0.1:${await freePort()}`, '--node-timeout', '3s'], {
+      env: { ...process.env, ...MPI_ENV },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    })
+    let out = ''
+    child.stdout.on('data', (b: Buffer) => (out += b.toString()))
+    child.stderr.on('data', (b: Buffer) => (out += b.toString()))
+    const code = new Promise<number | null>((resolve) => child.on('close', (c) => resolve(c)))
+    for (const until = Date.now() + 60_000; !/checkpoint 2 committed to partner/.test(out) && Date.now() < until; ) await new Promise((r) => setTimeout(r, 20))
+    expect(out).not.toMatch(/"checksum"/)
+    // A node that stops answering (as a crashed machine does): node 0 finds it silent past --node-timeout.
+    const stopped = processesOfNode(1, join(root, 'gone-'))
+    expect(stopped.length, out).toBeGreaterThan(0)
+    for (const pid of stopped) process.kill(pid, 'SIGSTOP')
+    rmSync(join(root, 'gone-1'), { recursive: true, force: true })
+    expect(await code, out).toBe(76)
+    expect(out).toMatch(/node 1 was lost/)
+    for (const pid of stopped) {
+      try {
+        process.kill(pid, 'SIGKILL')
+      } catch {
+        // Ended already (mpirun tears the job down).
+      }
+    }
+
+    // The node left runs on: node 0's directory holds its own file and the copy of node 1's.
+    const again = await mpirun(1, [...common, '--rendezvous', `127.0.0.1:${await freePort()}`, '--resume', '--events', events])
+    expect(again.code, again.out).toBe(0)
+    expect(again.out).toMatch(/resuming a checkpoint of 2 ranks on 1/)
+    const resume = readFileSync(events, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as { event: string; level?: string }).find((e) => e.event === 'resume')
+    expect(resume?.level).toBe('disk+partner')
+    const straight = (await launch<JacobiResult>(program[0], { ranks: 1, argv: program.slice(1), onLog: () => {} })).value
+    expect(jsonOf<JacobiResult>(again.out).checksum).toBe(straight.checksum)
+  })
+})
+
 /** Three network namespaces on one bridge: node i is 10.77.0.(i+1) on its own veth. */
 function makeNamespaces(prefix: string): void {
   const ip = (...args: string[]) => execFileSync('ip', args, { stdio: 'pipe' })
