@@ -3,10 +3,13 @@
  * without a partner copy (each rank's file also sent to the other rank, as
  * between two nodes, and written there in the background), for foreground
  * disk checkpoints and for disk checkpoints flushed from the memory level
- * (--async-checkpoints). Also the whole run's time, so the background work
- * (which competes for the same cores) shows too. Configurations interleaved.
+ * (--async-checkpoints), and for memory-level checkpoints (a memory
+ * checkpoint every `--memory-every` supersteps besides the disk ones; with
+ * partner copies each is also copied into the partner's memory level). Also
+ * the whole run's time, so the background work (which competes for the same
+ * cores) shows too. Configurations interleaved.
  *
- *   npm run bench:partner -- [--n 2048] [--iterations 400] [--every 50] [--repeats 3] [--transport tcp]
+ *   npm run bench:partner -- [--n 2048] [--iterations 400] [--every 50] [--memory-every 10] [--repeats 3] [--transport tcp]
  */
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -24,6 +27,7 @@ const { values } = parseArgs({
     n: { type: 'string', default: '2048' },
     iterations: { type: 'string', default: '400' },
     every: { type: 'string', default: '50' },
+    'memory-every': { type: 'string', default: '10' },
     repeats: { type: 'string', default: '3' },
     transport: { type: 'string', default: 'tcp' },
   },
@@ -31,6 +35,7 @@ const { values } = parseArgs({
 const n = Number(values.n)
 const iterations = Number(values.iterations)
 const every = Number(values.every)
+const memoryEvery = Number(values['memory-every'])
 const repeats = Number(values.repeats)
 const transport = values.transport as Transport
 const ranks = 2
@@ -68,6 +73,12 @@ const configs: { name: string; cfg: () => FaultToleranceConfig | undefined; stal
     cfg: () => ({ dir: join(root, `d${dirs++}`), policy: { every }, keep: 2, resume: false, async: true, partner: { ranksPerNode: 1 } }),
     stallLevel: 'memory',
   },
+  { name: 'memory', cfg: () => ({ dir: join(root, `d${dirs++}`), policy: { every }, keep: 2, resume: false, memory: { policy: { every: memoryEvery } } }), stallLevel: 'memory' },
+  {
+    name: 'memory + partner',
+    cfg: () => ({ dir: join(root, `d${dirs++}`), policy: { every }, keep: 2, resume: false, memory: { policy: { every: memoryEvery } }, partner: { ranksPerNode: 1 } }),
+    stallLevel: 'memory',
+  },
 ]
 
 try {
@@ -100,8 +111,14 @@ try {
   const ratio = (a: string, b: string, of: (name: string) => number) => (of(a) / of(b)).toFixed(2)
   const stallOf = (name: string) => median(stalls.get(name)!)
   const perOf = (name: string) => (median(walls.get(name)!) - none) / Math.max(1, count)
-  console.log(`\n  partner / without, stall at the point:  foreground ${ratio('disk + partner', 'disk', stallOf)}×, async ${ratio('async disk + partner', 'async disk', stallOf)}×   (target ≤ 1.5×)`)
-  console.log(`  partner / without, whole-run cost:      foreground ${ratio('disk + partner', 'disk', perOf)}×, async ${ratio('async disk + partner', 'async disk', perOf)}×`)
+  console.log(
+    `\n  partner / without, stall at the point:  foreground ${ratio('disk + partner', 'disk', stallOf)}×, async ${ratio('async disk + partner', 'async disk', stallOf)}×, ` +
+      `memory checkpoints ${ratio('memory + partner', 'memory', stallOf)}×   (target ≤ 1.5×)`,
+  )
+  console.log(
+    `  partner / without, whole-run cost:      foreground ${ratio('disk + partner', 'disk', perOf)}×, async ${ratio('async disk + partner', 'async disk', perOf)}×, ` +
+      `memory ${ratio('memory + partner', 'memory', (name) => median(walls.get(name)!) - none)}× (over no checkpoints, whole run)`,
+  )
   console.log(`  partner copy, checkpoint point to partner commit: ${f1(median(partnerMs))} ms median (${partnerMs.length} copies)`)
 } finally {
   rmSync(root, { recursive: true, force: true })

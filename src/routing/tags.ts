@@ -18,8 +18,9 @@ export const FRAMEWORK_TAGS = {
   orderedFoldData: -0x7ffe0000,
   orderedFoldAck: -0x7ffe0001,
   orderedFoldResult: -0x7ffe0002,
-  /** Partner copies of committed checkpoints, sent in the background after a checkpoint. */
+  /** Partner copies of committed checkpoints, sent in the background after a checkpoint (disk, memory: both may be in flight at once). */
   partnerCopy: -0x7ffd0000,
+  partnerCopyMemory: -0x7ffd0003,
   /** Rank files sent back to their owner from its partner at recovery. */
   partnerRestore: -0x7ffd0001,
   /** Byte ranges of old rank files served to other ranks at an elastic restore. */

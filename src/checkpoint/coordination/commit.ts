@@ -116,6 +116,8 @@ export class CheckpointCommitter {
     private readonly writesMarker: { disk: boolean; memory: boolean } = { disk: comm.rank === 0, memory: comm.rank === 0 },
     /** The partner and shared copies of committed disk checkpoints, when the run makes any. */
     private readonly copies?: CheckpointCopies,
+    /** The partner copies of committed memory checkpoints (in the partner's memory level), when the run makes any. */
+    private readonly memoryCopies?: CheckpointCopies,
   ) {
     this.store = stores.disk
     this.memory = stores.memory
@@ -129,24 +131,28 @@ export class CheckpointCommitter {
 
   /** A checkpoint is being written or flushed in the background and not committed yet. */
   get inFlight(): boolean {
-    return this.pending !== undefined || this.pendingMemory !== undefined || this.copies?.inFlight === true
+    return this.pending !== undefined || this.pendingMemory !== undefined || this.copies?.inFlight === true || this.memoryCopies?.inFlight === true
   }
 
   /**
    * Commit what was written in the background if every rank's write is done
    * (collective: one allreduce while anything is in flight). One sum answers
    * every level, one digit in base size+1 each: flushes not done count 1,
-   * memory writes size+1, partner and shared copies (size+1)².
+   * memory writes size+1, copies of disk checkpoints (size+1)², of memory
+   * checkpoints (size+1)³.
    */
   async commitIfAllDurable(): Promise<void> {
     const memory = this.pendingMemory
     const flush = this.pending
     const copies = this.copies?.inFlight === true ? this.copies : undefined
-    if (!memory && !flush && !copies) return
+    const memoryCopies = this.memoryCopies?.inFlight === true ? this.memoryCopies : undefined
+    if (!memory && !flush && !copies && !memoryCopies) return
     const base = this.comm.size + 1
-    const notDone = (flush && !flush.done ? 1 : 0) + (memory && !memory.done ? base : 0) + (copies && !copies.done ? base * base : 0)
+    const notDone =
+      (flush && !flush.done ? 1 : 0) + (memory && !memory.done ? base : 0) + (copies && !copies.done ? base ** 2 : 0) + (memoryCopies && !memoryCopies.done ? base ** 3 : 0)
     const sum = await this.comm.allreduce(notDone, 'sum')
-    if (copies && Math.floor(sum / (base * base)) === 0) await copies.finish()
+    if (memoryCopies && Math.floor(sum / base ** 3) === 0) await memoryCopies.finish()
+    if (copies && Math.floor(sum / (base * base)) % base === 0) await copies.finish()
     if (memory && Math.floor(sum / base) % base === 0) await this.finishMemory()
     if (flush && sum % base === 0 && this.pending === flush) await this.finishPending()
   }
@@ -162,8 +168,9 @@ export class CheckpointCommitter {
     const p = this.pending
     this.pending = undefined
     if (p) await this.commit(p)
-    // The end of a skeleton, a preemption or an interruption also waits for the copies of the last disk checkpoint.
+    // The end of a skeleton, a preemption or an interruption also waits for the copies of the last checkpoints.
     if (final) await this.copies?.finish(true)
+    if (final) await this.memoryCopies?.finish(true)
     if (final && this.memory) {
       // Every rank leaves a final point only once rank 0's background marker is written: a run stopped
       // right after it (interruption, preemption, the end) has that checkpoint committed, and a failure
@@ -271,13 +278,15 @@ export class CheckpointCommitter {
     if (failed.length > 0) {
       throw new CheckpointError(`memory checkpoint ${seq} could not be written in ${memory.dir} (the previous one is intact):\n  ${failed.join('\n  ')}`)
     }
-    const pinned = p.flush ? seq : this.pending?.seq
+    const marker = this.markerOf(p, all)
+    // Kept besides this one: the checkpoint a flush reads, and those the partner copies still need (see CheckpointCopies.pinned).
+    const kept = new Set([seq, ...(p.flush ? [seq] : this.pending ? [this.pending.seq] : []), ...(this.memoryCopies?.pinned ?? [])])
     if (this.writesMarker.memory) {
-      await memory.commit(seq, this.markerOf(p, all))
+      await memory.commit(seq, marker)
       // Double buffering: the previous memory checkpoint goes only now that this one is complete everywhere.
-      for (const old of this.memoryKept) if (old !== seq && old !== pinned) memory.discardSync(old)
+      for (const old of this.memoryKept) if (!kept.has(old)) memory.discardSync(old)
     }
-    this.memoryKept = pinned !== undefined && pinned !== seq ? [pinned, seq] : [seq]
+    this.memoryKept = [...new Set([...this.memoryKept.filter((old) => kept.has(old)), seq])]
     const mem = p.clock.memory
     // Young/Daly and the frequency warning count what the compute lost: the stall, slowest rank.
     const stall = Math.max(...all.map((a) => a.stallMs))
@@ -289,6 +298,11 @@ export class CheckpointCommitter {
     const totalBytes = all.reduce((n, a) => n + (a.written?.bytes ?? 0), 0)
     this.hooks.onCheckpoint?.({ seq, skeleton: p.skeleton, step: p.step, bytes: r.written!.bytes, totalBytes, ms, level: 'memory', stallMs: p.stallMs })
     if (p.flush) this.startFlush(p, r.written!)
+    // The partner's copy, in its memory level: once the previous one is committed (collective), in the background.
+    if (this.memoryCopies) {
+      await this.memoryCopies.finish()
+      this.memoryCopies.start(marker, p.started, false)
+    }
   }
 
   /** Copy this rank's memory file of a committed memory checkpoint to disk, in the background. */
@@ -332,11 +346,12 @@ export class CheckpointCommitter {
     const total = await this.comm.allreduce(mine, 'sum')
     const available = availableMemoryBytes(memory.dir)
     const flushes = !('kind' in this.cfg.policy && this.cfg.policy.kind === 'off')
-    const copies = flushes ? 3 : 2
+    // With partner copies: up to three checkpoints more kept for them here, and two of the partner's held for it.
+    const copies = (flushes ? 3 : 2) + (this.memoryCopies ? 5 : 0)
     if (available !== undefined && copies * total > available) {
       throw new ConfigError(
         `the memory level needs ${formatMiB(copies * total)} in ${memory.dir} (${copies} copies of ${formatMiB(total)}: ` +
-          `the newest checkpoint, the next one${flushes ? ', and the one being flushed to disk' : ''}) and this node has ${formatMiB(available)} free; ` +
+          `the newest checkpoint, the next one${flushes ? ', the one being flushed to disk' : ''}${this.memoryCopies ? ', those being copied to the partner and the partner’s copies' : ''}) and this node has ${formatMiB(available)} free; ` +
           'write fewer bytes (unregister what replay rebuilds), or use the disk level only',
       )
     }

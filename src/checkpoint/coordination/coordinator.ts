@@ -3,6 +3,7 @@ import { rm } from 'node:fs/promises'
 import { performance } from 'node:perf_hooks'
 import { ConfigError, errorRecord, InternalError, PreemptedError, reviveError, RunInterruptedError, type ErrorRecord } from '../../errors.js'
 import type { Communicator } from '../../routing/communicator.js'
+import { FRAMEWORK_TAGS } from '../../routing/tags.js'
 import type { FaultToleranceConfig, ProgramIdentity } from '../config.js'
 import type { CheckpointAt, CheckpointControl } from '../control.js'
 import type { CheckpointEvent, RecoveryInfo, ResumedFigures } from '../events.js'
@@ -15,7 +16,7 @@ import { restoreElastic } from '../recovery/elastic/restore.js'
 import { negotiateRecoveryLine, type LevelSource, type RejectedLine } from '../recovery/negotiate.js'
 import { restoreFromFile } from '../recovery/restore.js'
 import type { RecoveryDecision, RestoreOutcome, ResumeFigures, SkeletonHooks, SkeletonState } from '../skeleton-hooks.js'
-import { CheckpointStore } from '../store/checkpoint-store.js'
+import { CheckpointStore, type CheckpointSummary } from '../store/checkpoint-store.js'
 import { memoryDirFor } from '../store/memory-level.js'
 import { PartnerRing, partnerDirOf } from '../store/partner.js'
 import { CheckpointCommitter } from './commit.js'
@@ -87,11 +88,12 @@ export class CheckpointCoordinator implements SkeletonHooks {
     const ring = cfg.partner ? new PartnerRing(comm.size, cfg.partner.ranksPerNode) : undefined
     // A resume reads the partner copies in these directories also when this run keeps none (on fewer nodes than
     // the run that wrote them, which is how a run that lost a node goes on): every rank opens the level when any has it.
-    const partnerDir = partnerDirOf(cfg.dir)
-    const readsPartner = ring !== undefined || (cfg.resume && (await comm.allreduce(existsSync(partnerDir) ? 1 : 0, 'max')) === 1)
-    const partner = readsPartner ? new CheckpointStore(partnerDir) : undefined
+    const readsPartner = async (dir: string) => ring !== undefined || (cfg.resume && (await comm.allreduce(existsSync(dir) ? 1 : 0, 'max')) === 1)
+    const partner = (await readsPartner(partnerDirOf(cfg.dir))) ? new CheckpointStore(partnerDirOf(cfg.dir)) : undefined
+    // The partner copies of memory checkpoints live in the holder's memory level (RAM), beside its own.
+    const memoryPartner = memory && (await readsPartner(partnerDirOf(memory.dir))) ? new CheckpointStore(partnerDirOf(memory.dir), { volatile: true }) : undefined
     const shared = cfg.shared ? new CheckpointStore(cfg.shared.dir) : undefined
-    const levels = [...(memory ? [memory] : []), store, ...(partner ? [partner] : []), ...(shared ? [shared] : [])]
+    const levels = [...(memory ? [memory] : []), ...(memoryPartner ? [memoryPartner] : []), store, ...(partner ? [partner] : []), ...(shared ? [shared] : [])]
     // Every rank checks; any refusal is reported by all of them alike.
     const check = await settle(async () => {
       for (const s of levels) await s.assertFingerprint(id.fingerprint)
@@ -101,16 +103,15 @@ export class CheckpointCoordinator implements SkeletonHooks {
     if (refused) throw reviveError(refused)
 
     // A fresh start discards the copies as the supervisor discarded the directory's own checkpoints (they derive from them).
-    if (!cfg.resume) await discardCopies(comm, partner, shared)
+    if (!cfg.resume) await discardCopies(comm, [partner, memoryPartner], shared)
     const listed = await store.list()
     const memoryListed = memory ? await memory.list() : []
+    const memoryPartnerListed = memoryPartner ? await memoryPartner.list() : []
     const partnerListed = partner ? await partner.list() : []
     const sharedListed = shared ? await shared.list() : []
     // One numbering over every level: a checkpoint keeps its number when it is flushed from memory to disk, or copied.
-    const nextSeq = [...listed, ...memoryListed, ...partnerListed, ...sharedListed].reduce((m, s) => Math.max(m, s.seq + 1), 0)
-    const seq = await comm.allreduce(nextSeq, 'max')
-    // Every level's checkpoints, oldest first: the lineage and the code check look at all of them.
-    const everyLevel = [...memoryListed, ...listed, ...partnerListed, ...sharedListed].sort((a, b) => a.seq - b.seq)
+    const everyLevel = [...memoryListed, ...memoryPartnerListed, ...listed, ...partnerListed, ...sharedListed].sort((a, b) => a.seq - b.seq)
+    const seq = await comm.allreduce(everyLevel.reduce((m, s) => Math.max(m, s.seq + 1), 0), 'max')
     // Rank 0 decides the run lineage and hashes the program's code (once per run start); one allgather shares both.
     const decided = (await comm.allgather(comm.rank === 0 ? lineageOf(cfg, id, everyLevel) : undefined))[0]!
     const { code } = decided
@@ -124,15 +125,23 @@ export class CheckpointCoordinator implements SkeletonHooks {
       ...(ring && partner ? { partner: { store: partner, ring, writesMarker: writesMarker.disk } } : {}),
       ...(shared && cfg.shared ? { shared: { store: shared, policy: cfg.shared } } : {}),
     }
-    // The copies an earlier attempt committed on every partner: the disk level keeps that checkpoint until newer ones are copied.
-    const copied = ring ? await comm.allreduce(partnerListed.filter((c) => c.complete && c.marker?.runId === runId).pop()?.seq ?? -1, 'min') : -1
-    const copies = ring || shared ? new CheckpointCopies(comm, store, targets, cfg.keep, runId, hooks.onCheckpoint, copied >= 0 ? copied : undefined) : undefined
-    const commits = new CheckpointCommitter(comm, cfg, id, stores, seq, hooks, { runId, code }, writesMarker, copies)
+    // The copies an earlier attempt committed on every partner: the level keeps that checkpoint until newer ones are copied.
+    const copiedIn = async (l: readonly CheckpointSummary[]) => {
+      const s = ring ? await comm.allreduce(l.filter((c) => c.complete && c.marker?.runId === runId).pop()?.seq ?? -1, 'min') : -1
+      return s >= 0 ? s : undefined
+    }
+    const copies = ring || shared ? new CheckpointCopies(comm, store, targets, cfg.keep, runId, hooks.onCheckpoint, await copiedIn(partnerListed)) : undefined
+    // Memory checkpoints are copied to the partner's memory level; it keeps the newest copy only (RAM is dear).
+    // Not when memory is only the staging of background disk writes (`async` alone): their disk copies go anyway.
+    const memoryTargets: CopyTargets | undefined = ring && memory && memoryPartner && cfg.memory ? { partner: { store: memoryPartner, ring, writesMarker: writesMarker.memory, tag: FRAMEWORK_TAGS.partnerCopyMemory } } : undefined
+    const memoryCopies = memoryTargets ? new CheckpointCopies(comm, memory!, memoryTargets, 1, runId, hooks.onCheckpoint, await copiedIn(memoryPartnerListed)) : undefined
+    const commits = new CheckpointCommitter(comm, cfg, id, stores, seq, hooks, { runId, code }, writesMarker, copies, memoryCopies)
     if (!cfg.resume) return new CheckpointCoordinator(comm, cfg, store, memory, vote, commits, undefined, log, hooks)
 
     // Fastest first: this rank's own copies, then the one its partner holds (sent over at restore), then the shared one.
     const sources: LevelSource[] = [
       ...(memory ? [{ level: 'memory' as const, store: memory, listed: memoryListed }] : []),
+      ...(memoryPartner ? [{ level: 'partner' as const, store: memoryPartner, listed: memoryPartnerListed, ...(ring ? { holds: ring.sourceOf(comm.rank) } : {}) }] : []),
       { level: 'disk', store, listed },
       ...(partner ? [{ level: 'partner' as const, store: partner, listed: partnerListed, ...(ring ? { holds: ring.sourceOf(comm.rank) } : {}) }] : []),
       ...(shared ? [{ level: 'shared' as const, store: shared, listed: sharedListed }] : []),
@@ -304,11 +313,13 @@ function lineageOf(cfg: FaultToleranceConfig, id: ProgramIdentity, listed: Param
  * A fresh start: the lowest rank of each partner directory, and rank 0 in
  * the shared one, remove the copies left by an earlier run (collective).
  */
-async function discardCopies(comm: Communicator, partner: CheckpointStore | undefined, shared: CheckpointStore | undefined): Promise<void> {
-  if (!partner && !shared) return
-  const dirs = await comm.allgather(partner?.dir ?? '')
+async function discardCopies(comm: Communicator, partners: readonly (CheckpointStore | undefined)[], shared: CheckpointStore | undefined): Promise<void> {
+  if (partners.every((p) => p === undefined) && !shared) return
+  const dirs = await comm.allgather(partners.map((p) => p?.dir ?? ''))
   const failure = await settle(async () => {
-    if (partner && dirs.indexOf(partner.dir) === comm.rank) for (const c of await partner.list()) await partner.remove(c.seq)
+    for (const [i, partner] of partners.entries()) {
+      if (partner && dirs.findIndex((d) => d[i] === partner.dir) === comm.rank) for (const c of await partner.list()) await partner.remove(c.seq)
+    }
     if (shared && comm.rank === 0) for (const c of await shared.list()) await shared.remove(c.seq)
   })
   const refused = (await comm.allgather(failure)).find((f) => f !== undefined)

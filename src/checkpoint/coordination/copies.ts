@@ -9,8 +9,11 @@ import { PARTNER_COPY_TAG, receiveRankFile, sendRankFile, type PartnerRing } fro
 
 /** Where the copies of committed disk checkpoints go. */
 export interface CopyTargets {
-  /** Partner copies: this rank keeps its source's files in `store` (on its own node) and sends its own to its holder. */
-  partner?: { store: CheckpointStore; ring: PartnerRing; writesMarker: boolean }
+  /**
+   * Partner copies: this rank keeps its source's files in `store` (on its own node) and sends its own to its
+   * holder, on `tag` (default PARTNER_COPY_TAG; another level's copies, in flight at the same time, need their own).
+   */
+  partner?: { store: CheckpointStore; ring: PartnerRing; writesMarker: boolean; tag?: number }
   /** The shared level: every rank copies its own file there; rank 0 commits. */
   shared?: { store: CheckpointStore; policy: SharedLevelConfig }
 }
@@ -78,10 +81,13 @@ export class CheckpointCopies {
    * directory is one of the two. The copies lag the disk level by a
    * checkpoint or two; without this, a disk prune could leave a surviving
    * rank's own checkpoints and a lost rank's copies with no checkpoint in
-   * common. The disk level then holds up to two checkpoints more than `keep`.
+   * common. The one being copied is kept too (with `keep` 1 it would be
+   * pruned while its copies are read). The level then holds up to two
+   * checkpoints more than `keep`.
    */
   get pinned(): number[] {
-    return [this.committed, this.markers?.seq].filter((s): s is number => s !== undefined)
+    // The checkpoint being copied too: its files are still being read.
+    return [this.committed, this.markers?.seq, this.pending?.marker.seq].filter((s): s is number => s !== undefined)
   }
 
   /** This rank's part of the copies in flight is finished (or nothing is in flight). */
@@ -118,10 +124,11 @@ export class CheckpointCopies {
     const jobs: Promise<unknown>[] = []
     if (partner) {
       const source = partner.ring.sourceOf(rank)
-      jobs.push(sendRankFile(this.comm, partner.ring.holderOf(rank), PARTNER_COPY_TAG, this.disk.fileOf(seq, rank)))
+      const tag = partner.tag ?? PARTNER_COPY_TAG
+      jobs.push(sendRankFile(this.comm, partner.ring.holderOf(rank), tag, this.disk.fileOf(seq, rank)))
       jobs.push(
         (async () => {
-          const parts = await receiveRankFile(this.comm, source, PARTNER_COPY_TAG, marker.ranks[source], `the partner copy of rank ${source}'s file of checkpoint ${seq}`)
+          const parts = await receiveRankFile(this.comm, source, tag, marker.ranks[source], `the partner copy of rank ${source}'s file of checkpoint ${seq}`)
           await partner.store.writeRankFile(seq, source, parts)
         })(),
       )

@@ -202,7 +202,8 @@ export async function negotiateRecoveryLine(
   if (elastic) assertResliceable(elastic, size)
   warnings.forEach((w) => rank === 0 && log(`warning: ${w}`))
   if (elastic && rank === 0) log(`resuming a checkpoint of ${marker.size} ranks on ${size} (checkpoint ${line.seq}): each rank reads the parts of the old rank files its boxes need`)
-  const level = usedLevels.length === 1 ? usedLevels[0] : levels.map((l) => l.level).filter((l) => usedLevels.includes(l)).join('+')
+  // Named in a fixed order (two partner stores, of memory and of disk checkpoints, are one level by name).
+  const level = usedLevels.length === 1 ? usedLevels[0] : ['memory', 'disk', 'partner', 'shared'].filter((l) => usedLevels.includes(l)).join('+')
   return {
     info: { seq: line.seq, skeleton: marker.skeleton, step: marker.step, negotiateMs, loadMs, level, warnings, ...(elastic ? { fromRanks: marker.size } : {}) },
     file,

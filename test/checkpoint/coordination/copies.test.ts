@@ -1,6 +1,6 @@
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
-import { join } from 'node:path'
+import { dirname, join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
 import { runLocal, type FaultToleranceConfig } from '../../../src/index.js'
 import { PartnerRing } from '../../../src/checkpoint/store/partner.js'
@@ -88,6 +88,23 @@ describe('partner copies', () => {
     const r = await resumed(cfg)
     expect(r.log).toMatch(/checkpoint 1 skipped: rank 3's partner copy .*rank-1\.mlf of rank 1: checksum mismatch/)
     expect(r.log).toMatch(/resuming from checkpoint 0 \(skeleton 0, step 3\) from the disk\+partner level/)
+    expect(r.grid).toEqual(reference)
+  })
+})
+
+describe('partner copies of memory checkpoints', () => {
+  it('are kept in the partner’s memory level (the newest only); a lost node resumes from them, newer than any disk checkpoint, bit-identical', async () => {
+    const reference = grid(await runLocal(jacobi, { ranks, argv }))
+    // Memory every 2 (steps 1, 3, 5, 7, 9), disk every 4 (steps 3 and 7, flushed from memory).
+    const ram = join(mkdtempSync(join(existsSync('/dev/shm') ? '/dev/shm' : tmpdir(), 'molotof-copies-ram-')), 'm')
+    dirs.push(dirname(ram))
+    const cfg = config({ memory: { policy: { every: 2 }, dir: ram } })
+    await stoppedAt(9, cfg)
+    expect(checkpoints(join(ram, 'partner'))).toHaveLength(1)
+    loseNode0(cfg.dir)
+    loseNode0(ram)
+    const r = await resumed(cfg)
+    expect(r.log).toMatch(/resuming from checkpoint \d+ \(skeleton 0, step 9\) from the memory\+partner level/)
     expect(r.grid).toEqual(reference)
   })
 })
