@@ -85,6 +85,8 @@ try {
   const walls = new Map<string, number[]>(configs.map((c) => [c.name, []]))
   const stalls = new Map<string, number[]>(configs.map((c) => [c.name, []]))
   const partnerMs: number[] = []
+  // Checkpoints per run at each configuration's stall level (memory configurations take many more).
+  const points = new Map<string, number>()
   let count = 0
   let bytes = 0
   for (let rep = 0; rep < repeats; rep++) {
@@ -92,6 +94,7 @@ try {
       const r = await run(c.cfg())
       walls.get(c.name)!.push(r.ms)
       stalls.get(c.name)!.push(...r.events.filter((e) => e.level === c.stallLevel).map((e) => e.stallMs))
+      points.set(c.name, r.events.filter((e) => e.level === c.stallLevel).length)
       partnerMs.push(...r.events.filter((e) => e.level === 'partner').map((e) => e.ms))
       if (c.name === 'disk') {
         count = r.events.length
@@ -101,23 +104,23 @@ try {
   }
   console.log(`Jacobi ${n}², ${ranks} ranks (${transport}), ${iterations} supersteps, a disk checkpoint every ${every} (${count} per run), ${(bytes / 2 ** 20).toFixed(1)} MiB per rank file, ${repeats} repeats, interleaved`)
   const none = median(walls.get('no checkpoints')!)
-  console.log(`\n  configuration            stall at the point (median)   run time (median)   run time over no checkpoints, per checkpoint`)
+  console.log(`\n  configuration            stall at the point (median)   run time (median)   run time over no checkpoints, per checkpoint (how many)`)
   for (const c of configs) {
     const wall = median(walls.get(c.name)!)
     const stall = c.name === 'no checkpoints' ? '' : `${f1(median(stalls.get(c.name)!))} ms`
-    const per = c.name === 'no checkpoints' ? '' : `${f1((wall - none) / Math.max(1, count))} ms`
+    const per = c.name === 'no checkpoints' ? '' : `${f1((wall - none) / Math.max(1, points.get(c.name)!))} ms (${points.get(c.name)})`
     console.log(`  ${c.name.padEnd(24)} ${stall.padStart(12)}                 ${(wall / 1000).toFixed(2).padStart(6)} s            ${per.padStart(9)}`)
   }
   const ratio = (a: string, b: string, of: (name: string) => number) => (of(a) / of(b)).toFixed(2)
   const stallOf = (name: string) => median(stalls.get(name)!)
-  const perOf = (name: string) => (median(walls.get(name)!) - none) / Math.max(1, count)
+  const perOf = (name: string) => (median(walls.get(name)!) - none) / Math.max(1, points.get(name)!)
   console.log(
     `\n  partner / without, stall at the point:  foreground ${ratio('disk + partner', 'disk', stallOf)}×, async ${ratio('async disk + partner', 'async disk', stallOf)}×, ` +
       `memory checkpoints ${ratio('memory + partner', 'memory', stallOf)}×   (target ≤ 1.5×)`,
   )
   console.log(
     `  partner / without, whole-run cost:      foreground ${ratio('disk + partner', 'disk', perOf)}×, async ${ratio('async disk + partner', 'async disk', perOf)}×, ` +
-      `memory ${ratio('memory + partner', 'memory', (name) => median(walls.get(name)!) - none)}× (over no checkpoints, whole run)`,
+      `memory ${ratio('memory + partner', 'memory', perOf)}×`,
   )
   console.log(`  partner copy, checkpoint point to partner commit: ${f1(median(partnerMs))} ms median (${partnerMs.length} copies)`)
 } finally {
