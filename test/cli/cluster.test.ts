@@ -111,18 +111,25 @@ function resultOf(node: NodeRun): { residual: number; checksum: number } {
   return { residual: r.residual, checksum: r.checksum }
 }
 
+/**
+ * Two nodes running Jacobi with checkpoints in `<name>-{node}`: node 1 is killed whole (its supervisor and its
+ * rank) once a checkpoint and its partner copies exist, and its disk is lost. Node 0 is returned, still running.
+ */
+async function loseNode1(name: string): Promise<NodeRun> {
+  const args = [...common(await freePort(), join(root, `${name}-{node}`)), '--node-timeout', '3s', '--n', '40', '--iterations', '2000', '--checkpoint', 'every:50', '--json']
+  const a = startNode(0, 2, args)
+  const b = startNode(1, 2, args)
+  await seen(a, /checkpoint 2 committed to partner/)
+  expect(a.output()).not.toMatch(/"checksum"/) // still running
+  process.kill(-b.pid, 'SIGKILL')
+  rmSync(join(root, `${name}-1`), { recursive: true, force: true })
+  return a
+}
+
 describe('cluster runs: a lost node', () => {
   it('ends the run with 76 "node lost", and a relaunch with --resume gives the bits of an uninterrupted run, its directory gone too', async () => {
-    const port = await freePort()
     const dir = join(root, 'lost-{node}')
-    const args = [...common(port, dir), '--node-timeout', '3s', '--n', '40', '--iterations', '2000', '--checkpoint', 'every:50', '--json']
-    const a = startNode(0, 2, args)
-    const b = startNode(1, 2, args)
-    // Kill node 1 whole (its supervisor and its rank) once a checkpoint and its partner copies exist, and lose its disk.
-    await seen(a, /checkpoint 2 committed to partner/)
-    expect(a.output()).not.toMatch(/"checksum"/) // still running
-    process.kill(-b.pid, 'SIGKILL')
-    rmSync(join(root, 'lost-1'), { recursive: true, force: true })
+    const a = await loseNode1('lost')
     expect(await a.code).toBe(76)
     expect(a.output()).toMatch(/node 1 was lost/)
 
@@ -156,14 +163,8 @@ describe('cluster runs: a lost node', () => {
   })
 
   it('a relaunch on the node left (1 rank for a checkpoint of 2) reads the lost rank from the partner copy: an elastic restart, bit-identical', async () => {
-    const port = await freePort()
     const dir = join(root, 'shrink-{node}')
-    const args = [...common(port, dir), '--node-timeout', '3s', '--n', '40', '--iterations', '2000', '--checkpoint', 'every:50', '--json']
-    const a = startNode(0, 2, args)
-    const b = startNode(1, 2, args)
-    await seen(a, /checkpoint 2 committed to partner/)
-    process.kill(-b.pid, 'SIGKILL')
-    rmSync(join(root, 'shrink-1'), { recursive: true, force: true })
+    const a = await loseNode1('shrink')
     expect(await a.code).toBe(76)
 
     // One node now: it keeps no partner copies, but reads the ones it kept for node 1.
