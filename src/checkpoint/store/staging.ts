@@ -26,6 +26,11 @@ export class StagingBuffers {
   /** `shared`: buffers in SharedArrayBuffers, which another thread reads without a copy (see ChecksumThread). */
   constructor(private readonly shared = false) {}
 
+  /** Payloads staged here are copies in shared memory (a background write reads them later): `domainPayload` packs. */
+  get sharesBuffers(): boolean {
+    return this.shared
+  }
+
   /** A buffer of exactly `byteLength` bytes for `name`, reused when the size is unchanged. */
   get(name: string, byteLength: number): Uint8Array {
     const b = this.buffers.get(name)
@@ -54,14 +59,18 @@ export class StagingBuffers {
  * one view when the box is contiguous in memory, a gather list of views (one
  * per run) when its runs are long, otherwise packed into `staging`'s buffer
  * for `name`. Views alias the domain: they must be written before it changes.
+ * With shared staging (a background write) the cells are always packed: the
+ * payload must be a copy anyway, and packing straight from the domain is the
+ * one copy (views then a copy of them cost a gather list more at the stall).
  */
 export function domainPayload(d: Domain, box: DomainDesc, staging: StagingBuffers, name: string): Uint8Array | Uint8Array[] {
-  if (d.isContiguous(box)) return bytesOf(d.view(box))
+  const copy = staging.sharesBuffers
+  if (!copy && d.isContiguous(box)) return bytesOf(d.view(box))
   const bpe = d.data.BYTES_PER_ELEMENT
   const runs: number[] = []
   forEachRun(d.strides, d.offset, box, d.order, (s, len) => runs.push(s, len))
   const runCount = runs.length / 2
-  if (runCount > 0 && (box.volume * bpe) / runCount >= MIN_GATHER_RUN_BYTES) {
+  if (!copy && runCount > 0 && (box.volume * bpe) / runCount >= MIN_GATHER_RUN_BYTES) {
     const pieces: Uint8Array[] = []
     for (let i = 0; i < runs.length; i += 2) pieces.push(bytesOf(d.data.subarray(runs[i], runs[i] + runs[i + 1])))
     return pieces
