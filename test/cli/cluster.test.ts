@@ -162,23 +162,6 @@ describe('cluster runs: a lost node', () => {
     expect(a3.output()).toMatch(/cannot resume: rank 0 holds checkpoint \d+, but rank 1 finds no checkpoint at all .*missing: .*lost-1\/ckpt-\d+\/rank-1\.mlf \(and no partner or shared copy of them was found\)/)
   })
 
-  it('a relaunch on the node left (1 rank for a checkpoint of 2) reads the lost rank from the partner copy: an elastic restart, bit-identical', async () => {
-    const dir = join(root, 'shrink-{node}')
-    const a = await loseNode1('shrink')
-    expect(await a.code).toBe(76)
-
-    // One node now: it keeps no partner copies, but reads the ones it kept for node 1.
-    const events = join(root, 'shrink-events.jsonl')
-    const alone = startNode(0, 1, [...common(await freePort(), dir), '--n', '40', '--iterations', '2000', '--checkpoint', 'every:50', '--json', '--resume', '--events', events])
-    expect(await alone.code, alone.output()).toBe(0)
-    expect(alone.output()).toMatch(/resuming a checkpoint of 2 ranks on 1/)
-    const resume = readFileSync(events, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as { event: string; seq?: number; level?: string }).find((e) => e.event === 'resume')
-    expect(resume?.level).toBe('disk+partner')
-    expect(resume?.seq).toBeGreaterThanOrEqual(2)
-    const straight = (await launch<JacobiResult>(JACOBI, { ranks: 1, argv: ['--n', '40', '--iterations', '2000'], onLog: () => {} })).value
-    expect(resultOf(alone)).toEqual({ residual: straight.residual, checksum: straight.checksum })
-  })
-
   it('node 0 and the partner holding its copies lost: the relaunch resumes from --shared-dir, bit-identical', async () => {
     const port = await freePort()
     const dir = join(root, 'both-{node}')
