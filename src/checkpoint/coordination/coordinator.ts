@@ -86,9 +86,11 @@ export class CheckpointCoordinator implements SkeletonHooks {
     const memory = memoryPolicy === undefined ? undefined : new CheckpointStore(cfg.memory?.dir ?? memoryDirFor(cfg.dir), { volatile: true })
     // Copies of the disk checkpoints: the partner's (kept beside this rank's own, on this node) and the shared level's.
     const ring = cfg.partner ? new PartnerRing(comm.size, cfg.partner.ranksPerNode) : undefined
-    // A resume reads the partner copies in these directories also when this run keeps none (on fewer nodes than
-    // the run that wrote them, which is how a run that lost a node goes on): every rank opens the level when any has it.
-    const readsPartner = async (dir: string) => ring !== undefined || (cfg.resume && (await comm.allreduce(existsSync(dir) ? 1 : 0, 'max')) === 1)
+    // Partner copies in these directories are opened also when this run keeps none: a resume reads them (on fewer
+    // nodes than the run that wrote them, which is how a run that lost a node goes on), a fresh start discards them
+    // (left there, an earlier run's copies could share numbers with this run's checkpoints). Every rank opens the
+    // level when any has it.
+    const readsPartner = async (dir: string) => ring !== undefined || (await comm.allreduce(existsSync(dir) ? 1 : 0, 'max')) === 1
     const partner = (await readsPartner(partnerDirOf(cfg.dir))) ? new CheckpointStore(partnerDirOf(cfg.dir)) : undefined
     // The partner copies of memory checkpoints live in the holder's memory level (RAM), beside its own.
     const memoryPartner = memory && (await readsPartner(partnerDirOf(memory.dir))) ? new CheckpointStore(partnerDirOf(memory.dir), { volatile: true }) : undefined

@@ -66,6 +66,14 @@ describe('partner copies', () => {
     }
   })
 
+  it('are discarded by a fresh start, also one that keeps no copies (a later resume reads partner/: old copies must not mix in)', async () => {
+    const cfg = config()
+    await stoppedAt(7, cfg)
+    expect(checkpoints(join(cfg.dir, 'partner'))).not.toEqual([])
+    await stoppedAt(3, { ...cfg, partner: undefined })
+    expect(checkpoints(join(cfg.dir, 'partner'))).toEqual([])
+  })
+
   it('a lost node: its ranks get their files back from their partners, bit-identical', async () => {
     const reference = grid(await runLocal(jacobi, { ranks, argv }))
     const cfg = config()
