@@ -102,7 +102,7 @@ try {
       }
     }
   }
-  console.log(`Jacobi ${n}², ${ranks} ranks (${transport}), ${iterations} supersteps, a disk checkpoint every ${every} (${count} per run), ${(bytes / 2 ** 20).toFixed(1)} MiB per rank file, ${repeats} repeats, interleaved`)
+  console.log(`Jacobi ${n}², ${ranks} ranks (${transport}), ${iterations} supersteps, a disk checkpoint every ${every} (${count} per run; memory rows: also a memory checkpoint every ${memoryEvery}), ${(bytes / 2 ** 20).toFixed(1)} MiB per rank file, ${repeats} repeats, interleaved`)
   const none = median(walls.get('no checkpoints')!)
   console.log(`\n  configuration            stall at the point (median)   run time (median)   run time over no checkpoints, per checkpoint (how many)`)
   for (const c of configs) {
