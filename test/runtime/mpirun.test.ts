@@ -137,7 +137,7 @@ describe.skipIf(!haveMpirun)('under mpirun, a lost node', () => {
   it('node 1 hung and its directory lost: mpirun ends with 76, and `mpirun -np 1 … --resume` goes on from the partner copies, on the node left, bit-identical', async () => {
     const dir = join(root, 'gone-{node}')
     const events = join(root, 'gone-events.jsonl')
-    const program = ['examples/jacobi/jacobi.ts', '--n', '40', '--iterations', '3000']
+    const program = ['examples/jacobi/jacobi.ts', '--n', '40', '--iterations', '5000']
     const common = [...molotof, ...program, '--checkpoint', 'every:50', '--checkpoint-dir', dir, '--hang-timeout', '20000', '--json']
     const child = spawn(MPIRUN, ['--bind-to', 'none', '-np', '2', ...common, '--rendezvous', `127.0.0.1:${await freePort()}`, '--node-timeout', '3s'], {
       env: { ...process.env, ...MPI_ENV },
