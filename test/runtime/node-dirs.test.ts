@@ -57,6 +57,15 @@ describe('a lost node resumed on the ranks left (elastic, from partner copies)',
     rmSync(join(root, `${name}3`), { recursive: true })
   }
 
+  it('2 → 3 ranks: the new rank, its directory empty, reads its boxes from the others, bit-identical', async () => {
+    const checkpoint = { dir: join(root, 'grow{rank}'), policy: { every: 10 } as const, keep: 2, resume: false }
+    await expect(launch(JACOBI, { ranks: 2, argv, onLog: () => {}, checkpoint: { ...checkpoint, interrupt: { skeleton: 0, step: 19 } } })).rejects.toThrow(/interrupted/)
+    const logs: string[] = []
+    const resumed = await launch<JacobiResult>(JACOBI, { ranks: 3, argv, checkpoint: { ...checkpoint, resume: true }, onLog: (_r, t) => logs.push(t) })
+    expect(logs.join('\n')).toMatch(/resuming a checkpoint of 2 ranks on 3 \(checkpoint 1\)/)
+    expect(Object.is(resumed.value.checksum, serialChecksum)).toBe(true)
+  })
+
   it('4 → 3 ranks: old rank 3 is read from the copy rank 0 keeps (its newest damaged: the checksums, computed where the ranges land, pass it over), bit-identical; 4 → 2 is refused, naming the file out of reach', async () => {
     await stopAndLoseRank3('lost')
     // The newest copy of rank 3 damaged: new rank 2 reads part of it over the network, and the collective checksums catch it.

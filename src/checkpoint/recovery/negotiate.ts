@@ -121,7 +121,10 @@ export async function negotiateRecoveryLine(
   let elasticLevels: string[] | undefined
   while (line.seq !== undefined) {
     const seqNow: number = line.seq
-    const oldSize = levels.flatMap((l) => l.listed).find((c) => c.seq === seqNow && c.marker)?.marker?.size ?? size
+    // From the coverage, which every rank has alike: a rank may list nothing of this checkpoint (a new rank's empty
+    // directory), and a branch taken on its own listing would leave it in other collectives than the rest.
+    const cover = coverage.find((c) => c.seq === seqNow)
+    const oldSize = cover?.oldSize ?? size
     const tried: SkipReason[] = []
     from = undefined
     if (oldSize === size) {
@@ -148,13 +151,12 @@ export async function negotiateRecoveryLine(
     } else {
       // Another rank count: every old header now (each read by the rank serving its file, then exchanged), the
       // payload ranges at restore, each old file from the fastest level some rank holds it on (collective).
-      const cover = coverage.find((c) => c.seq === seqNow)!
-      const opened = await openElasticLine(servedSource(cover, levels, dirs, comm), seqNow, oldSize, comm)
+      const opened = await openElasticLine(servedSource(cover!, levels, dirs, comm), seqNow, oldSize, comm)
       // The same on every rank: a line for all, or none (the rank that found the damage has the problem).
       if (opened.line) {
         elastic = opened.line
-        elasticLevels = [...new Set(cover.servers.map((s) => s!.level))].sort((a, b) => a - b).map((i) => levels[i].level)
-        const served = cover.servers.find((s) => s!.rank === rank)
+        elasticLevels = [...new Set(cover!.servers.map((s) => s!.level))].sort((a, b) => a - b).map((i) => levels[i].level)
+        const served = cover!.servers.find((s) => s!.rank === rank)
         if (served) from = levels[served.level]
       } else if (opened.problem) tried.push(opened.problem)
     }
