@@ -139,6 +139,26 @@ describe('failures while copies are in flight', () => {
     const levelsSeen = new Set(events.filter((e) => e.event === 'checkpoint').map((e) => (e as { level: string }).level))
     expect(levelsSeen).toEqual(new Set(['disk', 'partner', 'shared']))
   })
+
+  it('random kills with the memory level and its partner copies (in flight at every memory checkpoint): the failure-free result', async () => {
+    const n = 24
+    const iterations = 40
+    const ram = join(mkdtempSync(join(existsSync('/dev/shm') ? '/dev/shm' : tmpdir(), 'molotof-copies-ram-')), 'm')
+    dirs.push(dirname(ram))
+    const events: SupervisorEvent[] = []
+    const s = new Supervisor<JacobiResult>('examples/jacobi/jacobi.ts', {
+      ranks,
+      argv: ['--n', String(n), '--iterations', String(iterations)],
+      checkpoint: config({ policy: { every: 8 }, memory: { policy: { every: 2 }, dir: ram } }),
+      injectRandom: { seed: 7, count: 2 },
+      onLog: () => {},
+      onEvent: (e) => events.push(e),
+    })
+    const r = await s.run()
+    expect(r.kind).toBe('done')
+    if (r.kind === 'done') expect(Object.is(r.value.checksum, interiorSum(jacobiSerial(n, iterations), n))).toBe(true)
+    expect(events.filter((e) => e.event === 'failure').length).toBe(2)
+  })
 })
 
 describe('a resume whose supervisor found no lineage (node 0 lost with its directory)', () => {
