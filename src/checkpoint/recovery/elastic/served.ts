@@ -120,7 +120,7 @@ export class ServedSource implements RankFileSource {
     return out
   }
 
-  /** Answer rank `q`'s asks (`list`, as `readAll` encodes them) of the files this rank serves; never rejects. */
+  /** Answer rank `q`'s asks (`list`, as `readAll` encodes them) of the files this rank serves: a file it cannot read is answered with the failure, not thrown (only a broken connection rejects). */
   private async serve(seq: number, q: number, list: readonly number[]): Promise<void> {
     for (let k = 0; k < list.length; ) {
       const r = list[k]
