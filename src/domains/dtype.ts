@@ -52,6 +52,27 @@ export function bytesOf(a: ArrayBufferView): Uint8Array {
 }
 
 /**
+ * Byte pieces joined into one buffer, in order: a message that arrived in
+ * parts, a file's encoded parts. One piece is returned as it is (no copy).
+ *
+ * ```ts
+ * joinBytes([Uint8Array.of(1, 2), Uint8Array.of(3)])   // Uint8Array [1, 2, 3]
+ * ```
+ */
+export function joinBytes(parts: readonly Uint8Array[]): Uint8Array {
+  if (parts.length === 1) return parts[0]
+  let n = 0
+  for (const p of parts) n += p.byteLength
+  const out = new Uint8Array(n)
+  let at = 0
+  for (const p of parts) {
+    out.set(p, at)
+    at += p.byteLength
+  }
+  return out
+}
+
+/**
  * Allocates the backing memory of domains. The threads runtime installs one that
  * uses SharedArrayBuffer, so that contiguous halos cross to another thread as a
  * view (no copy on the sending side); everywhere else plain ArrayBuffer is used.

@@ -1,6 +1,6 @@
 import SuperJSON from 'superjson'
 import type { BufferAllocator } from '../domains/dtype.js'
-import { DTYPES, type DType } from '../domains/dtype.js'
+import { DTYPES, joinBytes, type DType } from '../domains/dtype.js'
 import { CommunicationError } from '../errors.js'
 import { SENT, type Communicator, type Message, type ReduceOp } from '../routing/communicator.js'
 
@@ -98,7 +98,7 @@ export class Collectives {
     let mask = 1
     for (; mask < size; mask <<= 1) {
       if (rank & mask) {
-        await this.sendAwaited(rank - mask, tag, concat(parts))
+        await this.sendAwaited(rank - mask, tag, joinBytes(parts))
         break
       }
       if (rank + mask < size) parts.push(await this.recvBytes(rank + mask, tag))
@@ -106,7 +106,7 @@ export class Collectives {
     // Broadcast the whole list from rank 0 down the same tree.
     let all: Uint8Array
     if (rank === 0) {
-      all = concat(parts)
+      all = joinBytes(parts)
     } else {
       all = await this.recvBytes(rank - mask, tag)
     }
@@ -226,18 +226,6 @@ function decodeRecords<T>(all: Uint8Array, count: number): T[] {
   return out
 }
 
-function concat(parts: readonly Uint8Array[]): Uint8Array {
-  if (parts.length === 1) return parts[0]
-  let n = 0
-  for (const p of parts) n += p.byteLength
-  const out = new Uint8Array(n)
-  let pos = 0
-  for (const p of parts) {
-    out.set(p, pos)
-    pos += p.byteLength
-  }
-  return out
-}
 
 /**
  * A transport provides point-to-point messages; this base adds the

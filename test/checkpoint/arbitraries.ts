@@ -1,6 +1,6 @@
 // fast-check generators shared by the checkpoint tests.
 import fc from 'fast-check'
-import { DTYPES, type DType } from '../../src/domains/dtype.js'
+import { DTYPES, joinBytes, type DType } from '../../src/domains/dtype.js'
 import type { EntryInput, RankFileMeta } from '../../src/checkpoint/format/rank-file.js'
 import { encodeLight } from '../../src/checkpoint/light/codec.js'
 
@@ -82,12 +82,4 @@ export const metaArb: fc.Arbitrary<RankFileMeta> = fc.integer({ min: 1, max: 64 
 )
 
 /** The parts of an encoded file joined into one buffer, as it would be on disk. */
-export function join(parts: readonly Uint8Array[]): Uint8Array {
-  const out = new Uint8Array(parts.reduce((n, p) => n + p.byteLength, 0))
-  let o = 0
-  for (const p of parts) {
-    out.set(p, o)
-    o += p.byteLength
-  }
-  return out
-}
+export const join = joinBytes

@@ -1,4 +1,5 @@
 import { performance } from 'node:perf_hooks'
+import { joinBytes } from '../../domains/dtype.js'
 import { CheckpointCorruptError, CheckpointError } from '../../errors.js'
 import type { Communicator } from '../../routing/communicator.js'
 import type { JsonObject } from '../format/json.js'
@@ -245,7 +246,7 @@ async function fetchFromPartner(
         try {
           // The holder checked size and header against its marker; every payload checksum is checked here.
           const parts = await receiveRankFile(comm, holder, PARTNER_RESTORE_TAG, record, name)
-          const file = decodeRankFile(parts.length === 1 ? parts[0] : concat(parts), name)
+          const file = decodeRankFile(joinBytes(parts), name)
           if (file.header.rank !== rank) throw new CheckpointCorruptError(name, `the file holds rank ${file.header.rank}'s data`)
           result = { file }
         } catch (e) {
@@ -258,15 +259,6 @@ async function fetchFromPartner(
   return result
 }
 
-function concat(parts: readonly Uint8Array[]): Uint8Array {
-  const out = new Uint8Array(parts.reduce((n, p) => n + p.byteLength, 0))
-  let at = 0
-  for (const p of parts) {
-    out.set(p, at)
-    at += p.byteLength
-  }
-  return out
-}
 
 /** The views with checkpoint `seq` no longer valid anywhere. */
 function withoutSeq(views: RankView[], seq: number): RankView[] {
