@@ -16,8 +16,8 @@ import { performance } from 'node:perf_hooks'
 import type { CheckpointEvent } from '../src/checkpoint/events.js'
 import type { FaultToleranceConfig } from '../src/checkpoint/config.js'
 import { summary } from '../src/bench/stats.js'
-import { launch } from '../src/index.js'
 import type { Transport } from '../src/runtime/group.js'
+import { timedJacobi } from './timed-jacobi.js'
 
 const { values } = parseArgs({
   options: {
@@ -45,22 +45,7 @@ const f1 = (x: number) => x.toFixed(1)
 const f2 = (x: number) => x.toFixed(2)
 
 /** One Jacobi run; its wall time (first to last superstep) and its checkpoint events (rank 0). */
-async function run(iterations: number, checkpoint: FaultToleranceConfig | undefined): Promise<{ ms: number; events: CheckpointEvent[] }> {
-  const events: CheckpointEvent[] = []
-  let first: number | undefined
-  await launch('examples/jacobi/jacobi.ts', {
-    ranks,
-    transport,
-    argv: ['--n', String(n), '--iterations', String(iterations)],
-    checkpoint,
-    // A loaded machine can starve a rank's heartbeat for seconds: a benchmark is not the place to detect hangs.
-    hangTimeoutMs: 60_000,
-    onLog: () => {},
-    onCheckpoint: (e) => events.push(e),
-    onProgress: () => (first ??= performance.now()),
-  })
-  return { ms: performance.now() - (first ?? performance.now()), events }
-}
+const run = (iterations: number, checkpoint: FaultToleranceConfig | undefined) => timedJacobi({ ranks, transport, n, iterations, checkpoint })
 
 /**
  * Plain copies of `bytes` into a reused buffer, one every 250 ms while `during`

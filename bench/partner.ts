@@ -15,12 +15,10 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
-import { performance } from 'node:perf_hooks'
-import type { CheckpointEvent } from '../src/checkpoint/events.js'
 import type { FaultToleranceConfig } from '../src/checkpoint/config.js'
 import { summary } from '../src/bench/stats.js'
-import { launch } from '../src/index.js'
 import type { Transport } from '../src/runtime/group.js'
+import { timedJacobi } from './timed-jacobi.js'
 
 const { values } = parseArgs({
   options: {
@@ -47,21 +45,7 @@ const median = (xs: number[]) => summary(xs).median
 const f1 = (x: number) => x.toFixed(1)
 
 /** One Jacobi run: wall time (first to last superstep) and every checkpoint event. */
-async function run(checkpoint: FaultToleranceConfig | undefined): Promise<{ ms: number; events: CheckpointEvent[] }> {
-  const events: CheckpointEvent[] = []
-  let first: number | undefined
-  await launch('examples/jacobi/jacobi.ts', {
-    ranks,
-    transport,
-    argv: ['--n', String(n), '--iterations', String(iterations)],
-    checkpoint,
-    hangTimeoutMs: 60_000,
-    onLog: () => {},
-    onCheckpoint: (e) => events.push(e),
-    onProgress: () => (first ??= performance.now()),
-  })
-  return { ms: performance.now() - (first ?? performance.now()), events }
-}
+const run = (checkpoint: FaultToleranceConfig | undefined) => timedJacobi({ ranks, transport, n, iterations, checkpoint })
 
 const configs: { name: string; cfg: () => FaultToleranceConfig | undefined; stallLevel: 'disk' | 'memory' }[] = [
   { name: 'no checkpoints', cfg: () => undefined, stallLevel: 'disk' },
