@@ -263,6 +263,8 @@ export class Skeleton<It, D extends Domain> {
       this.rt.status.phase('route')
       const routed = this.router.route(this.router.plan(part, part), read, read, this.tag(step + 1))
       if (routed) await routed
+      // Its sends may still read `read` (views of the domain): the caller may change it once run() returns.
+      await this.router.settleAll()
     }
     this.rt.status.phase('light')
     return read
