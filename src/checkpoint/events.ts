@@ -9,9 +9,10 @@
 export type CheckpointLevel = 'memory' | 'disk'
 
 /**
- * The levels that copy committed disk checkpoints elsewhere, in the
- * background: `partner` (each rank's file also kept by a rank of another
- * node, see store/partner.ts) and `shared` (a directory every node sees).
+ * The levels that copy committed checkpoints elsewhere, in the background:
+ * `partner` (each rank's file of a disk or memory checkpoint also kept by a
+ * rank of another node, see store/partner.ts) and `shared` (disk checkpoints
+ * in a directory every node sees).
  */
 export type CopyLevel = 'partner' | 'shared'
 

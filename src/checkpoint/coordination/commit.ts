@@ -280,7 +280,7 @@ export class CheckpointCommitter {
     }
     const marker = this.markerOf(p, all)
     // Kept besides this one: the checkpoint a flush reads, and those the partner copies still need (see CheckpointCopies.pinned).
-    const kept = new Set([seq, ...(p.flush ? [seq] : this.pending ? [this.pending.seq] : []), ...(this.memoryCopies?.pinned ?? [])])
+    const kept = new Set([seq, ...(!p.flush && this.pending ? [this.pending.seq] : []), ...(this.memoryCopies?.pinned ?? [])])
     if (this.writesMarker.memory) {
       await memory.commit(seq, marker)
       // Double buffering: the previous memory checkpoint goes only now that this one is complete everywhere.
@@ -298,11 +298,8 @@ export class CheckpointCommitter {
     const totalBytes = all.reduce((n, a) => n + (a.written?.bytes ?? 0), 0)
     this.hooks.onCheckpoint?.({ seq, skeleton: p.skeleton, step: p.step, bytes: r.written!.bytes, totalBytes, ms, level: 'memory', stallMs: p.stallMs })
     if (p.flush) this.startFlush(p, r.written!)
-    // The partner's copy, in its memory level: once the previous one is committed (collective), in the background.
-    if (this.memoryCopies) {
-      await this.memoryCopies.finish()
-      this.memoryCopies.start(marker, p.started, false)
-    }
+    // The partner's copy, in its memory level.
+    await startCopies(this.memoryCopies, marker, p.started, false)
   }
 
   /** Copy this rank's memory file of a committed memory checkpoint to disk, in the background. */
@@ -410,7 +407,7 @@ export class CheckpointCommitter {
           return undefined
         })()
       }
-      await this.startCopies(marker, started, shared)
+      await startCopies(this.copies, marker, started, shared)
       return
     }
     let commitFailure: string | undefined
@@ -431,21 +428,11 @@ export class CheckpointCommitter {
     clock.lastAt = performance.now()
     // After the commit: the copies' I/O must not slow this checkpoint point's own writes. Starting them
     // (and committing the previous ones) is part of the stall.
-    await this.startCopies(marker, started, shared)
+    await startCopies(this.copies, marker, started, shared)
     const stallMs = this.copies ? performance.now() - started : ms
     this.hooks.onCheckpoint?.({ seq, skeleton: p.skeleton, step: p.step, bytes: written!.bytes, totalBytes, ms, level: 'disk', stallMs })
   }
 
-  /**
-   * Every rank's file of a disk checkpoint is durable: copy it to the
-   * partner (and the shared level) in the background, once the previous
-   * copies are committed (collective).
-   */
-  private async startCopies(marker: CommitMarker, started: number, shared: boolean): Promise<void> {
-    if (!this.copies) return
-    await this.copies.finish()
-    this.copies.start(marker, started, shared)
-  }
 
   /** The payloads of a checkpoint, as views of the program's memory (written before the next superstep). */
   private entries(state: SkeletonState, staging: StagingBuffers): EntryInput[] {
@@ -482,4 +469,15 @@ function isShared(bytes: Uint8Array | readonly Uint8Array[]): boolean {
 
 function formatMiB(n: number): string {
   return `${(n / 2 ** 20).toFixed(1)} MiB`
+}
+
+/**
+ * Every rank's file of a checkpoint is committed on its level: copy it to the
+ * partner (and, for a disk checkpoint, the shared level) in the background,
+ * once the previous copies are committed (collective).
+ */
+async function startCopies(copies: CheckpointCopies | undefined, marker: CommitMarker, started: number, shared: boolean): Promise<void> {
+  if (!copies) return
+  await copies.finish()
+  copies.start(marker, started, shared)
 }

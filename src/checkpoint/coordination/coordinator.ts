@@ -104,8 +104,12 @@ export class CheckpointCoordinator implements SkeletonHooks {
     const refused = checks.find((c) => c !== undefined)
     if (refused) throw reviveError(refused)
 
+    // Ranks may have directories of their own (`{node}`, `{rank}`): the lowest rank of each commits there (and in the
+    // partner directory inside it).
+    const dirs = await comm.allgather([store.dir, memory?.dir ?? ''])
+    const writesMarker = { disk: dirs.findIndex((d) => d[0] === store.dir) === comm.rank, memory: dirs.findIndex((d) => d[1] === (memory?.dir ?? '')) === comm.rank }
     // A fresh start discards the copies as the supervisor discarded the directory's own checkpoints (they derive from them).
-    if (!cfg.resume) await discardCopies(comm, [partner, memoryPartner], shared)
+    if (!cfg.resume) await discardCopies(comm, [writesMarker.disk ? partner : undefined, writesMarker.memory ? memoryPartner : undefined], shared)
     const listed = await store.list()
     const memoryListed = memory ? await memory.list() : []
     const memoryPartnerListed = memoryPartner ? await memoryPartner.list() : []
@@ -120,9 +124,6 @@ export class CheckpointCoordinator implements SkeletonHooks {
     const runId = cfg.adoptLineage ? ((await newestLineage(comm, everyLevel)) ?? decided.runId) : decided.runId
     const vote = new CheckpointVote(comm, cfg.policy, hooks.control, memoryPolicy)
     const stores = { disk: store, memory, memorySeqs: memoryListed.map((s) => s.seq) }
-    // Ranks may have directories of their own (`{node}`, `{rank}`): the lowest rank of each commits there.
-    const dirs = await comm.allgather([store.dir, memory?.dir ?? ''])
-    const writesMarker = { disk: dirs.findIndex((d) => d[0] === store.dir) === comm.rank, memory: dirs.findIndex((d) => d[1] === (memory?.dir ?? '')) === comm.rank }
     const targets: CopyTargets = {
       ...(ring && partner ? { partner: { store: partner, ring, writesMarker: writesMarker.disk } } : {}),
       ...(shared && cfg.shared ? { shared: { store: shared, policy: cfg.shared } } : {}),
@@ -312,16 +313,14 @@ function lineageOf(cfg: FaultToleranceConfig, id: ProgramIdentity, listed: Param
 }
 
 /**
- * A fresh start: the lowest rank of each partner directory, and rank 0 in
- * the shared one, remove the copies left by an earlier run (collective).
+ * A fresh start: the partner directories this rank commits in (`mine`: the
+ * lowest rank of each), and rank 0 in the shared one, remove the copies left
+ * by an earlier run (collective: every rank calls it, any failure is every
+ * rank's).
  */
-async function discardCopies(comm: Communicator, partners: readonly (CheckpointStore | undefined)[], shared: CheckpointStore | undefined): Promise<void> {
-  if (partners.every((p) => p === undefined) && !shared) return
-  const dirs = await comm.allgather(partners.map((p) => p?.dir ?? ''))
+async function discardCopies(comm: Communicator, mine: readonly (CheckpointStore | undefined)[], shared: CheckpointStore | undefined): Promise<void> {
   const failure = await settle(async () => {
-    for (const [i, partner] of partners.entries()) {
-      if (partner && dirs.findIndex((d) => d[i] === partner.dir) === comm.rank) for (const c of await partner.list()) await partner.remove(c.seq)
-    }
+    for (const partner of mine) if (partner) for (const c of await partner.list()) await partner.remove(c.seq)
     if (shared && comm.rank === 0) for (const c of await shared.list()) await shared.remove(c.seq)
   })
   const refused = (await comm.allgather(failure)).find((f) => f !== undefined)
