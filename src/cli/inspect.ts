@@ -3,7 +3,7 @@ import { basename, dirname, join } from 'node:path'
 import { readHeaderOnly } from '../checkpoint/format/rank-file.js'
 import { describeBlocker, elasticBlockers } from '../checkpoint/recovery/elastic/line.js'
 import { DirectorySource, SpreadSource, type RankFileSource } from '../checkpoint/recovery/elastic/source.js'
-import { CheckpointStore } from '../checkpoint/store/checkpoint-store.js'
+import { CheckpointStore, validRanks } from '../checkpoint/store/checkpoint-store.js'
 import { alive, lockHolder } from '../checkpoint/store/dir-lock.js'
 import { memoryDirFor } from '../checkpoint/store/memory-level.js'
 import { partnerDirOf } from '../checkpoint/store/partner.js'
@@ -90,8 +90,6 @@ interface Level {
   spares?: { rank: number; bytes: number }[]
 }
 
-const RANK_FILE_PATH = /rank-(\d+)\.mlf$/
-
 /**
  * Every checkpoint of one level's store, with its validity; `presentOnly`:
  * check only the rank files this directory holds (one of several, or a partner directory).
@@ -121,17 +119,10 @@ async function rowsOf(store: CheckpointStore, verify: boolean, presentOnly = fal
       code: codeOf(c.marker?.code ?? header?.header.code),
       problems: [...(c.problem ? [c.problem] : []), ...(report?.problems ?? []).map((p) => `${p.file}: ${p.reason}`)],
       present,
-      validRanks: report ? validRanksOf(report.problems, presentOnly ? present : Array.from({ length: size }, (_, r) => r)) : [],
+      validRanks: report ? validRanks(report, presentOnly ? present : Array.from({ length: size }, (_, r) => r)) : [],
     })
   }
   return rows
-}
-
-/** The checked ranks no problem names; a problem with no rank file (the marker) spoils them all. */
-function validRanksOf(problems: readonly { file: string }[], checked: readonly number[]): number[] {
-  const bad = problems.map((p) => RANK_FILE_PATH.exec(p.file)?.[1])
-  if (bad.includes(undefined)) return []
-  return checked.filter((r) => !bad.includes(String(r)))
 }
 
 /**

@@ -1,6 +1,6 @@
 import { ConfigError, SettingsMismatchError, type SettingDifference } from '../../errors.js'
 import { childPath, isPlainObject } from '../format/json.js'
-import type { CheckpointStore } from '../store/checkpoint-store.js'
+import { validRanks, type CheckpointStore } from '../store/checkpoint-store.js'
 
 /** Why one checkpoint cannot be used, as seen by one rank. */
 export interface SkipReason {
@@ -156,8 +156,7 @@ export async function localView(store: CheckpointStore, rank: number, size: numb
       const present = s.files.map((f) => f.rank).filter((r) => r < oldSize)
       const ranks = (options.elasticShare ?? ((p) => p.filter((r) => r % size === rank)))(present)
       const report = await store.validate(s.seq, oldSize, { ranks, checksums: options.checksums ?? true })
-      const bad = new Set(report.problems.map((p) => p.file))
-      const ok = bad.has(store.markerOf(s.seq)) ? [] : ranks.filter((r) => !bad.has(store.fileOf(s.seq, r)))
+      const ok = validRanks(report, ranks)
       ;(view.elastic ??= []).push({ seq: s.seq, oldSize, ranks: ok, damaged: ranks.filter((r) => !ok.includes(r)) })
       for (const p of report.problems) view.problems.push({ seq: s.seq, rank, file: p.file, reason: p.reason })
       continue

@@ -33,11 +33,26 @@ export interface CheckpointSummary {
 export interface ValidationProblem {
   file: string
   reason: string
+  /** The rank whose file it is; undefined for the commit marker (which spoils every rank's). */
+  rank?: number
 }
 
 export interface ValidationReport {
   ok: boolean
   problems: ValidationProblem[]
+}
+
+/**
+ * The ranks of `checked` whose files a validation found good: none when the
+ * commit marker itself is the problem.
+ *
+ * ```ts
+ * validRanks(await store.validate(seq, 4, { ranks: [0, 2] }), [0, 2])   // [0] when rank 2's file is damaged
+ * ```
+ */
+export function validRanks(report: ValidationReport, checked: readonly number[]): number[] {
+  if (report.problems.some((p) => p.rank === undefined)) return []
+  return checked.filter((r) => !report.problems.some((p) => p.rank === r))
 }
 
 export interface ValidateOptions {
@@ -277,7 +292,7 @@ export class CheckpointStore {
     const ranks = options.ranks ?? Array.from({ length: size }, (_, r) => r)
     for (const rank of ranks) {
       const reason = await this.checkRankFile(seq, rank, marker, options.checksums ?? false)
-      if (reason !== undefined) problems.push({ file: this.fileOf(seq, rank), reason })
+      if (reason !== undefined) problems.push({ file: this.fileOf(seq, rank), reason, rank })
     }
     return { ok: problems.length === 0, problems }
   }
