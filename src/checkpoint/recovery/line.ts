@@ -1,6 +1,6 @@
 import { ConfigError, SettingsMismatchError, type SettingDifference } from '../../errors.js'
 import { childPath, isPlainObject } from '../format/json.js'
-import { validRanks, type CheckpointStore } from '../store/checkpoint-store.js'
+import { validRanks, type CheckpointStore, type CheckpointSummary } from '../store/checkpoint-store.js'
 
 /** Why one checkpoint cannot be used, as seen by one rank. */
 export interface SkipReason {
@@ -128,6 +128,8 @@ export interface LocalViewOptions {
    * directory split its files between them.
    */
   elasticShare?: (present: readonly number[]) => number[]
+  /** The store's listing when the caller has it already (`store.list()`, oldest first): not listed again. */
+  listed?: readonly CheckpointSummary[]
 }
 
 /**
@@ -143,7 +145,7 @@ export interface LocalViewOptions {
  */
 export async function localView(store: CheckpointStore, rank: number, size: number, options: LocalViewOptions = {}): Promise<RankView> {
   const view: RankView = { rank, valid: [], problems: [] }
-  const all = await store.list()
+  const all = options.listed ? [...options.listed] : await store.list()
   for (const s of all.reverse()) {
     if (!s.complete) {
       view.problems.push({ seq: s.seq, rank, file: store.markerOf(s.seq), reason: s.problem ?? 'no usable commit marker' })

@@ -95,7 +95,7 @@ export async function negotiateRecoveryLine(
   const mine: RankView[] = []
   for (const [i, l] of levels.entries()) {
     const peers = dirs.flatMap((d, q) => (d[i] === l.store.dir ? [q] : []))
-    mine.push(withoutForeign([await localView(l.store, l.holds ?? rank, size, { checksums: false, elasticShare: shareOf(peers, rank) })], foreign)[0])
+    mine.push(withoutForeign([await localView(l.store, l.holds ?? rank, size, { checksums: false, elasticShare: shareOf(peers, rank), listed: l.listed })], foreign)[0])
   }
   // Every rank's view of every level: a partner's view of its store counts for the rank whose files it holds.
   const everyView = await comm.allgather(mine)
@@ -104,8 +104,13 @@ export async function negotiateRecoveryLine(
   const coverage = elasticCoverage(everyView)
   views = withCoverage(views, coverage, dirs)
   // A rank that finds nothing on any level (a lost node's directory, and no copy elsewhere) is refused by name.
-  const disk = levels.find((l) => l.level === 'disk') ?? levels[levels.length - 1]
-  await refuseLostDirectories(comm, disk.store, views, levels.some((l) => l.holds !== undefined || l.level === 'shared'))
+  const diskAt = levels.findIndex((l) => l.level === 'disk')
+  const disk = diskAt >= 0 ? diskAt : levels.length - 1
+  refuseLostDirectories(
+    dirs.map((d) => d[disk]),
+    views,
+    levels.some((l) => l.holds !== undefined || l.level === 'shared'),
+  )
   for (const r of rejected) {
     views = withoutSeq(views, r.seq)
     for (const v of mine) v.valid = v.valid.filter((q) => q !== r.seq)
@@ -118,7 +123,7 @@ export async function negotiateRecoveryLine(
   let elastic: ElasticLine | undefined
   let from: LevelSource | undefined
   let usedLevels: string[] = []
-  let usedReaders: boolean[] = []
+  let reader = -1
   let elasticLevels: string[] | undefined
   while (line.seq !== undefined) {
     const seqNow: number = line.seq
@@ -171,7 +176,7 @@ export async function negotiateRecoveryLine(
     const problems = outcomes.map((o) => o.problem).filter((p): p is SkipReason => p !== undefined)
     if (problems.length === 0) {
       usedLevels = elasticLevels ?? [...new Set(outcomes.map((o) => o.level!))]
-      usedReaders = outcomes.map((o) => o.own)
+      reader = outcomes.findIndex((o) => o.own)
       break
     }
     late.push(`checkpoint ${seqNow} skipped: ${problems.map((p) => `${p.file}: ${p.reason}`).join('; ')}`)
@@ -196,8 +201,9 @@ export async function negotiateRecoveryLine(
     return { info: { seq: undefined, skeleton: -1, step: -1, negotiateMs, loadMs, warnings }, file: undefined }
   }
   // The marker from a rank that read its file from a store of its own (one whose node was lost has none to read).
-  const reader = usedReaders.findIndex((own) => own)
-  const mineMarker = rank === reader ? await from!.store.readMarker(line.seq).catch((e: Error) => e.message) : undefined
+  // Its level's listing has it already (read when the run opened the level).
+  const seqNow = line.seq
+  const mineMarker = rank === reader ? (from!.listed.find((c) => c.seq === seqNow)?.marker ?? (await from!.store.readMarker(seqNow).catch((e: Error) => e.message))) : undefined
   // Every rank gets the marker, or the same refusal (no rank may wait alone in a later collective).
   const marker = (await comm.allgather(mineMarker))[reader]
   if (marker === undefined || typeof marker === 'string') throw new CheckpointError(`checkpoint ${line.seq}: its commit marker cannot be read${marker ? ` (${marker})` : ''}`)
@@ -334,13 +340,13 @@ function refuseUnreachable(coverage: readonly Coverage[], size: number, dirs: re
  * Ranks with directories of their own (`{node}`, `{rank}`): when some ranks
  * hold valid checkpoints and others find no trace of any (their directory is
  * empty or gone, as a lost node's disk), refuse, naming the missing files,
- * instead of quietly starting afresh. Collective; every rank sees the same views.
+ * instead of quietly starting afresh. `dirs`: every rank's disk directory.
+ * Every rank sees the same views, so all refuse alike.
  */
-async function refuseLostDirectories(comm: Communicator, store: CheckpointStore, views: readonly RankView[], copies: boolean): Promise<void> {
+function refuseLostDirectories(dirs: readonly string[], views: readonly RankView[], copies: boolean): void {
   const holders = views.filter((v) => v.valid.length > 0)
   const blind = views.filter((v) => v.valid.length === 0 && v.problems.length === 0)
   if (holders.length === 0 || blind.length === 0) return
-  const dirs = await comm.allgather(store.dir)
   const seq = Math.max(...holders.map((v) => v.valid[0]))
   const missing = blind.map((v) => new CheckpointStore(dirs[v.rank]).fileOf(seq, v.rank))
   const who = (vs: readonly RankView[], many = 'hold', one = 'holds') =>
