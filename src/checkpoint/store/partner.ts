@@ -6,7 +6,7 @@ import { FRAMEWORK_TAGS } from '../../routing/tags.js'
 import { headerChecksumOf, PREAMBLE_BYTES } from '../format/rank-file.js'
 
 /** The sub-directory of a rank's checkpoint directory that holds its partner's copies. */
-export const PARTNER_DIR = 'partner'
+const PARTNER_DIR = 'partner'
 
 /** Tag of partner copies sent after a checkpoint. */
 export const PARTNER_COPY_TAG = FRAMEWORK_TAGS.partnerCopy
@@ -14,8 +14,8 @@ export const PARTNER_COPY_TAG = FRAMEWORK_TAGS.partnerCopy
 /** Tag of rank files sent back to their owner at recovery. */
 export const PARTNER_RESTORE_TAG = FRAMEWORK_TAGS.partnerRestore
 
-/** Bytes per message of a rank file in transit: small enough not to hold a halo exchange long behind it on one connection. */
-const CHUNK_BYTES = 1 << 20
+/** Bytes per message of a rank file (or file ranges) in transit: small enough not to hold a halo exchange long behind it on one connection. */
+export const CHUNK_BYTES = 1 << 20
 
 /**
  * Who keeps whose copies: rank r's file is also kept by `holderOf(r)`, the
@@ -77,7 +77,7 @@ export async function sendRankFile(comm: Communicator, dest: number, tag: number
     return
   }
   await post(comm, dest, tag, Float64Array.of(bytes.byteLength))
-  for (let at = 0; at < bytes.byteLength; at += CHUNK_BYTES) await post(comm, dest, tag, bytes.subarray(at, at + CHUNK_BYTES))
+  await postChunks(comm, dest, tag, bytes)
 }
 
 /**
@@ -98,9 +98,7 @@ export async function receiveRankFile(
   expect: { bytes: number; headerChecksum: number } | undefined,
   what: string,
 ): Promise<Uint8Array[]> {
-  const first = await comm.recv(src, tag)
-  const length = new Float64Array(first.bytes.slice(0, 8).buffer)[0]
-  first.release()
+  const length = await recvStatus(comm, src, tag)
   if (length < 0) {
     const why = await comm.recv(src, tag)
     const text = new TextDecoder().decode(why.bytes)
@@ -131,7 +129,25 @@ function headerChecksumIn(head: Uint8Array | undefined): number | undefined {
   }
 }
 
-async function post(comm: Communicator, dest: number, tag: number, data: Uint8Array | Float64Array): Promise<void> {
+/**
+ * The first message of a transfer (a byte count, or a negative number for a
+ * failure whose text follows), as `post(comm, dest, tag, Float64Array.of(n))`
+ * sent it.
+ */
+export async function recvStatus(comm: Communicator, src: number, tag: number): Promise<number> {
+  const first = await comm.recv(src, tag)
+  const status = new Float64Array(first.bytes.slice(0, 8).buffer)[0]
+  first.release()
+  return status
+}
+
+/** `bytes` in messages of at most CHUNK_BYTES, each released by the transport before the next is sent. */
+export async function postChunks(comm: Communicator, dest: number, tag: number, bytes: Uint8Array): Promise<void> {
+  for (let at = 0; at < bytes.byteLength; at += CHUNK_BYTES) await post(comm, dest, tag, bytes.subarray(at, at + CHUNK_BYTES))
+}
+
+/** One message, awaited until the transport releases its bytes. */
+export async function post(comm: Communicator, dest: number, tag: number, data: Uint8Array | Float64Array): Promise<void> {
   const bytes = data instanceof Uint8Array ? data : new Uint8Array(data.buffer, data.byteOffset, data.byteLength)
   const p = comm.send(dest, tag, bytes)
   if (p !== SENT) await p

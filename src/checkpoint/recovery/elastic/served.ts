@@ -1,11 +1,12 @@
 import { CheckpointCorruptError, CheckpointError, InternalError } from '../../../errors.js'
-import { SENT, type Communicator } from '../../../routing/communicator.js'
+import type { Communicator } from '../../../routing/communicator.js'
 import { FRAMEWORK_TAGS } from '../../../routing/tags.js'
+import { post, postChunks, recvStatus } from '../../store/partner.js'
 import type { FileServer } from './coverage.js'
-import type { ByteRange, RangeRequest, RankFileSource, SourceCounters, SourceHeader } from './source.js'
+import { sumCounters, type ByteRange, type RangeRequest, type RankFileSource, type SourceCounters, type SourceHeader } from './source.js'
 
-/** Bytes per message of served ranges: as for partner copies, a long range travels in parts. */
-const CHUNK_BYTES = 1 << 20
+/** The tag of served ranges. */
+const TAG = FRAMEWORK_TAGS.elasticRead
 
 /** A failure a server reports instead of the bytes asked for. */
 interface ServeFailure {
@@ -41,13 +42,7 @@ export class ServedSource implements RankFileSource {
   ) {}
 
   get counters(): SourceCounters {
-    const out: SourceCounters = { headerBytes: 0, payloadBytes: 0 }
-    for (const s of new Set(this.local)) {
-      if (!s) continue
-      out.headerBytes += s.counters.headerBytes
-      out.payloadBytes += s.counters.payloadBytes
-    }
-    return out
+    return sumCounters(this.local)
   }
 
   homeOf(oldRank: number): number {
@@ -102,7 +97,9 @@ export class ServedSource implements RankFileSource {
     const byServer = new Map<number, number[]>()
     for (const r of remote) {
       const s = this.servers[r].rank
-      byServer.set(s, [...(byServer.get(s) ?? []), r])
+      const list = byServer.get(s)
+      if (list) list.push(r)
+      else byServer.set(s, [r])
     }
     for (const [server, rs] of byServer) {
       jobs.push(
@@ -136,23 +133,19 @@ export class ServedSource implements RankFileSource {
       } catch (e) {
         const failure: ServeFailure =
           e instanceof CheckpointCorruptError ? { file: e.file, reason: e.reason, corrupt: true } : { file: this.names[r], reason: (e as Error).message, corrupt: false }
-        await this.post(q, Float64Array.of(-1))
-        await this.post(q, new TextEncoder().encode(JSON.stringify(failure)))
+        await post(this.comm, q, TAG, Float64Array.of(-1))
+        await post(this.comm, q, TAG, new TextEncoder().encode(JSON.stringify(failure)))
         continue
       }
-      await this.post(q, Float64Array.of(ranges.length))
-      for (const b of buffers) for (let at = 0; at < b.byteLength; at += CHUNK_BYTES) await this.post(q, b.subarray(at, at + CHUNK_BYTES))
+      await post(this.comm, q, TAG, Float64Array.of(ranges.length))
+      for (const b of buffers) await postChunks(this.comm, q, TAG, b)
     }
   }
 
   /** The answer to one ask: the ranges' bytes (into `request.into` where given), or the server's failure. */
   private async receive(server: number, request: RangeRequest): Promise<{ buffers: Uint8Array[] } | { failure: ServeFailure }> {
-    const tag = FRAMEWORK_TAGS.elasticRead
-    const first = await this.comm.recv(server, tag)
-    const status = new Float64Array(first.bytes.slice(0, 8).buffer)[0]
-    first.release()
-    if (status < 0) {
-      const why = await this.comm.recv(server, tag)
+    if ((await recvStatus(this.comm, server, TAG)) < 0) {
+      const why = await this.comm.recv(server, TAG)
       const failure = JSON.parse(new TextDecoder().decode(why.bytes)) as ServeFailure
       why.release()
       return { failure }
@@ -163,19 +156,13 @@ export class ServedSource implements RankFileSource {
     })
     for (const b of buffers) {
       for (let at = 0; at < b.byteLength; ) {
-        const m = await this.comm.recv(server, tag)
+        const m = await this.comm.recv(server, TAG)
         b.set(m.bytes, at)
         at += m.bytes.byteLength
         m.release()
       }
     }
     return { buffers }
-  }
-
-  private async post(dest: number, data: Uint8Array | Float64Array): Promise<void> {
-    const bytes = data instanceof Uint8Array ? data : new Uint8Array(data.buffer, data.byteOffset, data.byteLength)
-    const p = this.comm.send(dest, FRAMEWORK_TAGS.elasticRead, bytes)
-    if (p !== SENT) await p
   }
 
   private localOf(rank: number): RankFileSource {

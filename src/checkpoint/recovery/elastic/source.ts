@@ -116,10 +116,8 @@ export class DirectorySource implements RankFileSource {
     }
   }
 
-  async readAll(seq: number, requests: readonly RangeRequest[]): Promise<Uint8Array[][]> {
-    const out: Uint8Array[][] = []
-    for (const [r, q] of requests.entries()) out.push(await this.readRanges(seq, r, q.dataStart, q.ranges, q.into))
-    return out
+  readAll(seq: number, requests: readonly RangeRequest[]): Promise<Uint8Array[][]> {
+    return readEach(this, seq, requests)
   }
 
   async readRanges(seq: number, rank: number, dataStart: number, ranges: readonly ByteRange[], into?: readonly (Uint8Array | undefined)[]): Promise<Uint8Array[]> {
@@ -178,12 +176,7 @@ export class SpreadSource implements RankFileSource {
   }
 
   get counters(): SourceCounters {
-    const out: SourceCounters = { headerBytes: 0, payloadBytes: 0 }
-    for (const s of new Set(this.byRank)) {
-      out.headerBytes += s.counters.headerBytes
-      out.payloadBytes += s.counters.payloadBytes
-    }
-    return out
+    return sumCounters(this.byRank)
   }
 
   nameOf(seq: number, rank: number): string {
@@ -198,9 +191,25 @@ export class SpreadSource implements RankFileSource {
     return this.byRank[rank].readRanges(seq, rank, dataStart, ranges, into)
   }
 
-  async readAll(seq: number, requests: readonly RangeRequest[]): Promise<Uint8Array[][]> {
-    const out: Uint8Array[][] = []
-    for (const [r, q] of requests.entries()) out.push(await this.readRanges(seq, r, q.dataStart, q.ranges, q.into))
-    return out
+  readAll(seq: number, requests: readonly RangeRequest[]): Promise<Uint8Array[][]> {
+    return readEach(this, seq, requests)
   }
+}
+
+/** `readAll` of a source whose every file this process reads itself: each old rank's ranges in turn. */
+export async function readEach(source: RankFileSource, seq: number, requests: readonly RangeRequest[]): Promise<Uint8Array[][]> {
+  const out: Uint8Array[][] = []
+  for (const [r, q] of requests.entries()) out.push(await source.readRanges(seq, r, q.dataStart, q.ranges, q.into))
+  return out
+}
+
+/** The counters of several sources added up, each source once (`sources` may repeat one, as a per-rank table does). */
+export function sumCounters(sources: readonly (RankFileSource | undefined)[]): SourceCounters {
+  const out: SourceCounters = { headerBytes: 0, payloadBytes: 0 }
+  for (const s of new Set(sources)) {
+    if (!s) continue
+    out.headerBytes += s.counters.headerBytes
+    out.payloadBytes += s.counters.payloadBytes
+  }
+  return out
 }
