@@ -120,8 +120,10 @@ export function runAttempt(
         for (let r = 0; r < spec.size; r++) {
           if (finished.has(r)) continue
           const last = group.lastHeartbeat(r)
+          // The phase matters only past the hang timeout: a rank still starting gets START_TIMEOUT_MS.
+          if (last === undefined || now - last <= cb.hangTimeoutMs) continue
           const limit = group.where(r).phase === 'start' ? Math.max(cb.hangTimeoutMs, START_TIMEOUT_MS) : cb.hangTimeoutMs
-          if (last !== undefined && now - last > limit) {
+          if (now - last > limit) {
             fail(locate(r), 'hang', `no heartbeat for ${((now - last) / 1000).toFixed(1)} s (timeout ${(limit / 1000).toFixed(1)} s): the rank is hung`, last)
             return
           }
