@@ -24,7 +24,7 @@ import { createStatusBuffer, RankStatus, readStatus } from './status.js'
  * ```
  */
 export function localGroup(size: number, opts: { shared?: boolean } = {}): Communicator[] {
-  const boxes = Array.from({ length: size }, () => new Mailbox(size))
+  const boxes = Array.from({ length: size }, () => new Mailbox())
   return boxes.map((_, rank) => new LocalCommunicator(rank, size, boxes, opts.shared ? sharedAllocator : plainAllocator))
 }
 

@@ -98,7 +98,7 @@ class FromSource {
  * rank count (`runLocal` holds P mailboxes in one heap).
  *
  * ```ts
- * const box = new Mailbox(size)
+ * const box = new Mailbox()
  * box.deliver(src, tag, message)          // transport side
  * box.takeNow(src, tag) ?? await box.take(src, tag)   // receiving side
  * ```
@@ -107,8 +107,6 @@ export class Mailbox {
   // Per source, created on first use: a rank talks to few of the P ranks.
   private readonly sources = new Map<number, FromSource>()
   private failure: Error | undefined
-
-  constructor(readonly size: number) {}
 
   private from(src: number): FromSource {
     let f = this.sources.get(src)

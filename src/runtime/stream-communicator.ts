@@ -55,7 +55,7 @@ export abstract class StreamCommunicator extends PointToPointCommunicator {
     this.sockets = new Array(size).fill(undefined)
     this.saidBye = new Array(size).fill(false)
     this.lostAt = new Array(size).fill(undefined)
-    this.inbox = new Mailbox(size)
+    this.inbox = new Mailbox()
   }
 
   // What a transport says: where it listens, how it reaches a peer, its handshake.

@@ -136,7 +136,7 @@ export class ThreadCommunicator extends PointToPointCommunicator {
     options: ThreadCommunicatorOptions = {},
   ) {
     super()
-    this.mailbox = new Mailbox(size)
+    this.mailbox = new Mailbox()
     this.outHeaders = channels.map((c) => (c ? new Int32Array(c.out) : undefined))
     this.inHeaders = channels.map((c) => (c ? new Int32Array(c.in) : undefined))
     this.outRings = new Array(size).fill(undefined)

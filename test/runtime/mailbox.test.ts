@@ -7,7 +7,7 @@ const value = (m: Message | undefined) => m?.bytes[0]
 
 describe('Mailbox', () => {
   it('matches by source and tag, in arrival order per (source, tag), whichever comes first', async () => {
-    const box = new Mailbox(1024)
+    const box = new Mailbox()
     box.deliver(1000, 7, msg(1))
     box.deliver(1000, 8, msg(2))
     box.deliver(1000, 7, msg(3))
@@ -26,7 +26,7 @@ describe('Mailbox', () => {
   })
 
   it('a failed source fails what waits for it and later receives, but hands out what had arrived; other sources go on', async () => {
-    const box = new Mailbox(4)
+    const box = new Mailbox()
     box.deliver(2, 1, msg(9))
     const waiting = box.take(2, 5)
     box.failPeer(2, (tag) => new Error(`lost, tag ${tag}`))
@@ -38,7 +38,7 @@ describe('Mailbox', () => {
   })
 
   it('fail() rejects every pending and future receive', async () => {
-    const box = new Mailbox(4)
+    const box = new Mailbox()
     const a = box.take(0, 1)
     const b = box.take(3, 2)
     box.fail(new Error('closed'))
