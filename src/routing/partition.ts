@@ -319,16 +319,20 @@ export class PartitionTracker<N extends number = number> {
   private sharedAt(epoch: number, step: number): Partition<N> | undefined {
     const p = this.shared?.find(epoch, this.domain.constructor, this.size) as Partition<N> | undefined
     if (p === undefined) return undefined
-    const d = this.domain
-    const r = this.rank
-    return d.possessed(r, this.size, step).equals(p.possessed[r]) && d.needed(r, this.size, step).equals(p.needed[r]) ? p : undefined
+    return this.ownBoxes(step, p) === undefined ? p : undefined
+  }
+
+  /** This rank's boxes at `step` from its own domain, when they differ from those `p` gives it; undefined when they match. */
+  private ownBoxes(step: number, p: Partition<N>): { possessed: DomainDesc<N>; needed: DomainDesc<N> } | undefined {
+    const possessed = this.domain.possessed(this.rank, this.size, step)
+    const needed = this.domain.needed(this.rank, this.size, step)
+    return possessed.equals(p.possessed[this.rank]) && needed.equals(p.needed[this.rank]) ? undefined : { possessed, needed }
   }
   /** This rank's boxes at `step` must be those of the epoch's partition (checked at powers of two). */
   private spotCheck(p: Partition<N>, step: number): void {
-    const d = this.domain
-    const possessed = d.possessed(this.rank, this.size, step)
-    const needed = d.needed(this.rank, this.size, step)
-    if (!possessed.equals(p.possessed[this.rank]) || !needed.equals(p.needed[this.rank])) {
+    const own = this.ownBoxes(step, p)
+    if (own !== undefined) {
+      const { possessed, needed } = own
       throw new PartitionError(
         `${this.what}: the boxes of rank ${this.rank} changed between steps ${p.step} and ${step} (possessed ${p.possessed[this.rank]} → ${possessed}, ` +
           `needed ${p.needed[this.rank]} → ${needed}) but partitionEpoch gives both epoch ${p.epoch}; override partitionEpoch(step) to say when the partition changes`,
