@@ -379,7 +379,9 @@ type HostIo = Pick<Host, 'heartbeat' | 'pid' | 'assign' | 'send' | 'kill'>
 function newHost(id: number, io: (h: Host) => HostIo): { h: Host; markExited: () => void } {
   let markExited = () => {}
   const exited = new Promise<void>((resolve) => (markExited = resolve))
-  const h = { id, ready: false, running: false, alive: true, tainted: false, assigned: undefined, lastRank: -1, exited, idle: [] } as unknown as Host
+  // Every field but the I/O ones, type-checked; the I/O ones are filled in next (they may read the record).
+  const state: Omit<Host, keyof HostIo> = { id, ready: false, running: false, alive: true, tainted: false, assigned: undefined, lastRank: -1, exited, idle: [] }
+  const h = state as Host
   Object.assign(h, io(h))
   return { h, markExited }
 }

@@ -57,7 +57,6 @@ export const startThreadGroup: StartRankGroup = (spec, on) => {
   return group
 }
 
-/** Full mesh of channels: ports[a][b] is rank a's end of the a–b channel. */
 /**
  * What rank `rank` of a thread group is started with (its ports, the shared
  * status slots, its injections), for one-shot rank threads and warm spares.
@@ -86,6 +85,7 @@ export function threadRankInit(
   }
 }
 
+/** Full mesh of channels: ports[a][b] is rank a's end of the a–b channel. */
 export function wire(size: number): Array<Array<MessagePort | undefined>> {
   const ports: Array<Array<MessagePort | undefined>> = Array.from({ length: size }, () => new Array(size).fill(undefined))
   for (let a = 0; a < size; a++) {
