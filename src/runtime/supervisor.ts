@@ -1,4 +1,3 @@
-import { existsSync } from 'node:fs'
 import { frozenConfig, type FaultToleranceConfig } from '../checkpoint/config.js'
 import { openRunDirectory } from '../checkpoint/identity/run-directory.js'
 import { ConfigError, RestartBudgetExhaustedError, RunStoppedError, type FailureRecord } from '../errors.js'
@@ -185,8 +184,9 @@ export class Supervisor<R = unknown> {
     // With `{node}` or `{rank}` in its name the lock, the run record and the lineage live in node 0's (rank 0's)
     // directory; the other directories follow the run id the ranks write into every file.
     const home = expandDir(this.ft.dir, 0, 0)
-    // Partner copies are read on resume also by a run that keeps none (fewer nodes): their lineage counts too.
-    const copies = [...(this.ft.partner || existsSync(partnerDirOf(home)) ? [partnerDirOf(home)] : []), ...(this.ft.shared ? [this.ft.shared.dir] : [])]
+    // Partner copies are read on resume also by a run that keeps none (fewer nodes): their lineage counts too
+    // (a directory that is not there lists no checkpoint).
+    const copies = [partnerDirOf(home), ...(this.ft.shared ? [this.ft.shared.dir] : [])]
     const dir = await openRunDirectory({ ...this.ft, dir: home, copies }, this.programFile)
     for (const note of dir.notes) this.opts.onLog?.(0, `note: ${note}`)
     const timer = this.startTimeLimit()
