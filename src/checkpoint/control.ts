@@ -13,6 +13,12 @@ export interface CheckpointControl {
   preemptible?: boolean
   /** Failures to inject at checkpoint points (tests and demonstrations). */
   faults?: CheckpointFaults
+  /**
+   * Set when the launcher stops this rank's run from outside (a survivor of a
+   * failure, whose process runs the program again): the run, unwinding, waits
+   * for its background checkpoint writes to end before it returns.
+   */
+  stopped?: boolean
 }
 
 /** A checkpoint point: superstep `step` of skeleton `skeleton`. */

@@ -30,7 +30,8 @@ export type RankToLauncher =
 /**
  * Messages from the launcher to a rank. `abort` ends the rank's run at its
  * next wait for a peer (warm spares: a survivor of a failure stops its run
- * and waits for its next rank number in the same process).
+ * and waits for its next rank number in the same process). The run ends once
+ * its background checkpoint writes have: the host says idle only then.
  */
 export type LauncherToRank =
   | { type: 'preempt' }

@@ -77,6 +77,7 @@ export async function runRank(program: Program, init: RankInit): Promise<void> {
     // Closing fails every wait for a peer, so `main` unwinds at its next one.
     if (m.type === 'abort') {
       aborted = true
+      session.stopped = true
       comm?.close()
     }
   })

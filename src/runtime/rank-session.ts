@@ -82,7 +82,17 @@ async function runOnce(s: RankSession, rejected: readonly RejectedLine[]): Promi
     }
   }
   const ctx = new RankContext(rt, s.options, recovering, s.log)
-  const value = await s.program.main(ctx)
-  await coordinator?.finish()
+  let value: unknown
+  try {
+    value = await s.program.main(ctx)
+    await coordinator?.finish()
+  } catch (e) {
+    // Stopped from outside (a survivor, whose process runs the program again): a memory write, flush or copy
+    // of this run still going must not rename or delete a file once the next run has begun. A rank that failed
+    // by itself reports at once: its process is not used again.
+    if (s.control?.stopped) await coordinator?.settle()
+    throw e
+  }
+  await coordinator?.settle()
   return value
 }

@@ -78,7 +78,7 @@ export interface SuperviseOptions extends LaunchOptions {
    * program again in their own process (see `SparePool`).
    */
   spares?: number
-  /** With spares: survivors of a failure are kept (default) or replaced by spares too (always, with background checkpoints). */
+  /** With spares: survivors of a failure are kept (default) or replaced by spares too. */
   keepSurvivors?: boolean
 }
 
@@ -200,8 +200,9 @@ export class Supervisor<R = unknown> {
         transport: s.transport ?? 'threads',
         heartbeatMs: s.heartbeatMs,
         spares,
-        // A stopped run's background write (memory level, flush) may still rename its file later: such survivors are replaced.
-        keepSurvivors: (this.opts.keepSurvivors ?? true) && this.ft.async !== true && this.ft.memory === undefined,
+        // A survivor's background checkpoint writes (memory level, flush, copies) end before it reports idle
+        // (see runSession): it is kept with every level.
+        keepSurvivors: this.opts.keepSurvivors ?? true,
       })
     }
     try {

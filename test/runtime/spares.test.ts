@@ -107,6 +107,33 @@ describe.each(['processes', 'threads'] as const)('warm spares (%s)', (transport)
     for (const x of rec) expect(x.failureToFirstStepMs).toBeGreaterThanOrEqual(x.stopMs + x.startMs + x.firstStepMs - 1e-6)
   }, 90_000)
 
+  it('with the memory level: kills during a memory write and a flush, survivors kept, bit-identical', async () => {
+    const events: SupervisorEvent[] = []
+    const r = await jacobi(
+      transport,
+      {
+        checkpoint: { dir: freshDir(), policy: { every: 10 }, memory: { policy: { every: 2 }, dir: join(freshDir(), 'memory') }, keep: 2, resume: false },
+        inject: [
+          // Step 21 writes to memory only: rank 1 dies while its memory file is written (rank 0's write may be in flight).
+          { rank: 1, skeleton: 0, step: 21, phase: 'checkpoint' },
+          // Step 29 is a disk step: rank 0 dies during its flush from memory, while rank 1's flush goes on.
+          { rank: 0, skeleton: 0, step: 29, phase: 'checkpoint' },
+        ],
+      },
+      events,
+    ).run()
+    expect(r.kind).toBe('done')
+    if (r.kind !== 'done') return
+    expect(Object.is(r.value.checksum, expected)).toBe(true)
+    expect(r.failures.map((f) => [f.rank, f.step])).toEqual([
+      [1, 21],
+      [0, 29],
+    ])
+    // The survivor's background writes end before it says it is idle: it is kept, with one spare for the dead rank.
+    const rec = recoveries(events)
+    expect(rec.map((x) => x.ranksFrom.kept)).toEqual([1, 1])
+  }, 90_000)
+
   it('recovers when a rank fails while the previous recovery is running', async () => {
     const events: SupervisorEvent[] = []
     let groups = 0

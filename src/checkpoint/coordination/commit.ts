@@ -17,6 +17,7 @@ import { CheckpointIoThread } from '../store/io-thread.js'
 import type { CommitMarker, RankFileRecord } from '../store/marker.js'
 import { availableMemoryBytes } from '../store/memory-level.js'
 import { domainPayload, StagingBuffers } from '../store/staging.js'
+import { BackgroundWork } from './background.js'
 import type { CheckpointCopies } from './copies.js'
 import type { ClockState } from './vote.js'
 
@@ -91,6 +92,8 @@ export class CheckpointCommitter {
   /** Copies of the payloads of the memory checkpoint in flight (SharedArrayBuffers: the checksum thread reads them). */
   private readonly shared = new StagingBuffers(true)
   private readonly io = new CheckpointIoThread()
+  /** Every write, flush and marker started in the background, until it ends (see `settle`). */
+  private readonly background = new BackgroundWork()
   private readonly store: CheckpointStore
   private readonly memory: CheckpointStore | undefined
   /** Memory checkpoints present (rank 0 discards all but the newest and the one being flushed). */
@@ -127,6 +130,19 @@ export class CheckpointCommitter {
   /** The number the next checkpoint will get. */
   get nextSeq(): number {
     return this.seq
+  }
+
+  /**
+   * Wait until no file work this rank started in the background is left
+   * (memory writes, flushes, markers, partner and shared copies), then stop
+   * the I/O thread. For a run stopped from outside whose process runs the
+   * program again: its communicator is closed first, so the copies waiting
+   * for a peer end at once and only file I/O is waited for.
+   */
+  async settle(): Promise<void> {
+    const all = [this.background, this.copies?.background, this.memoryCopies?.background]
+    while (!all.every((b) => b === undefined || b.idle)) for (const b of all) await b?.settled()
+    await this.io.close()
   }
 
   /** A checkpoint is being written or flushed in the background and not committed yet. */
@@ -206,7 +222,7 @@ export class CheckpointCommitter {
     const meta = { fingerprint: this.id.fingerprint, skeleton: state.index, step: state.step, rank, size, settings: this.id.settings, digests: replayDigests(state), ...this.stamp }
     if (memory === undefined) {
       const parts = encodeRankFile(meta, this.entries(state, this.staging))
-      const durable = this.writeDisk(seq, at, parts, started)
+      const durable = this.background.track(this.writeDisk(seq, at, parts, started))
       await this.commit({ seq, skeleton: state.index, step: state.step, clock, started, durable, done: false, background: false, stallMs: 0 })
       return
     }
@@ -214,22 +230,24 @@ export class CheckpointCommitter {
     // Packed payloads are already copies in a shared buffer; views of the program's arrays are copied.
     const staged = this.entries(state, this.shared).map((e) => (e.kind === 'heavy' && !isShared(e.bytes) ? { ...e, bytes: this.shared.copy(e.name, e.bytes) } : e))
     if (!this.ramChecked.has(state.index)) await this.refuseBeyondRam(state, staged, memory)
-    const durable = (async (): Promise<WriteResult> => {
-      try {
-        const heavy = staged.filter((e) => e.kind === 'heavy')
-        const sums = await this.io.sums(heavy.map((e) => (e.bytes instanceof Uint8Array ? [e.bytes] : e.bytes)))
-        const parts = encodeRankFile(meta, staged.map((e) => (e.kind === 'heavy' ? { ...e, checksum: sums[heavy.indexOf(e)] } : e)))
-        // A kill injected at a disk step fires during the flush instead (see startFlush).
-        if (level === 'memory') {
-          const torn = this.hooks.control?.faults?.tornWrite(at, { dir: memory.pathOf(seq), path: memory.fileOf(seq, rank), parts })
-          if (torn) await torn
+    const durable = this.background.track(
+      (async (): Promise<WriteResult> => {
+        try {
+          const heavy = staged.filter((e) => e.kind === 'heavy')
+          const sums = await this.io.sums(heavy.map((e) => (e.bytes instanceof Uint8Array ? [e.bytes] : e.bytes)))
+          const parts = encodeRankFile(meta, staged.map((e) => (e.kind === 'heavy' ? { ...e, checksum: sums[heavy.indexOf(e)] } : e)))
+          // A kill injected at a disk step fires during the flush instead (see startFlush).
+          if (level === 'memory') {
+            const torn = this.hooks.control?.faults?.tornWrite(at, { dir: memory.pathOf(seq), path: memory.fileOf(seq, rank), parts })
+            if (torn) await torn
+          }
+          const w = await memory.writeRankFile(seq, rank, parts, this.io)
+          return { written: { rank, file: w.file, bytes: w.bytes, headerChecksum: w.headerChecksum }, ms: performance.now() - started }
+        } catch (e) {
+          return { failure: (e as Error).message, ms: performance.now() - started }
         }
-        const w = await memory.writeRankFile(seq, rank, parts, this.io)
-        return { written: { rank, file: w.file, bytes: w.bytes, headerChecksum: w.headerChecksum }, ms: performance.now() - started }
-      } catch (e) {
-        return { failure: (e as Error).message, ms: performance.now() - started }
-      }
-    })()
+      })(),
+    )
     const pending: PendingCheckpoint = {
       seq,
       skeleton: state.index,
@@ -307,19 +325,21 @@ export class CheckpointCommitter {
     const memory = this.memory!
     const { rank } = this.comm
     const { seq, started } = p
-    const durable = (async (): Promise<WriteResult> => {
-      try {
-        const torn = this.hooks.control?.faults?.tornWrite(
-          { skeleton: p.skeleton, step: p.step },
-          { dir: this.store.pathOf(seq), path: this.store.fileOf(seq, rank), parts: [] },
-        )
-        if (torn) await torn
-        const w = await this.store.flushRankFile(seq, rank, memory, inMemory.headerChecksum)
-        return { written: { rank, file: w.file, bytes: w.bytes, headerChecksum: w.headerChecksum }, ms: performance.now() - started }
-      } catch (e) {
-        return { failure: (e as Error).message, ms: performance.now() - started }
-      }
-    })()
+    const durable = this.background.track(
+      (async (): Promise<WriteResult> => {
+        try {
+          const torn = this.hooks.control?.faults?.tornWrite(
+            { skeleton: p.skeleton, step: p.step },
+            { dir: this.store.pathOf(seq), path: this.store.fileOf(seq, rank), parts: [] },
+          )
+          if (torn) await torn
+          const w = await this.store.flushRankFile(seq, rank, memory, inMemory.headerChecksum)
+          return { written: { rank, file: w.file, bytes: w.bytes, headerChecksum: w.headerChecksum }, ms: performance.now() - started }
+        } catch (e) {
+          return { failure: (e as Error).message, ms: performance.now() - started }
+        }
+      })(),
+    )
     const flush: PendingCheckpoint = { ...p, durable, done: false, background: true, stallMs: 0, flush: false }
     void durable.then(() => (flush.done = true))
     this.pending = flush
@@ -396,16 +416,18 @@ export class CheckpointCommitter {
       if (this.writesMarker.disk) {
         await this.settleMarker()
         const event: CheckpointEvent = { seq, skeleton: p.skeleton, step: p.step, bytes: written!.bytes, totalBytes, ms, level: 'disk', stallMs: 0 }
-        this.markerWrite = (async () => {
-          try {
-            await this.store.commit(seq, marker)
-            await this.store.prune(this.cfg.keep, { runId: this.stamp.runId, pinned: this.copies?.pinned })
-          } catch (e) {
-            return `checkpoint ${seq} could not be committed (the previous checkpoint is intact): ${(e as Error).message}`
-          }
-          this.hooks.onCheckpoint?.(event)
-          return undefined
-        })()
+        this.markerWrite = this.background.track(
+          (async () => {
+            try {
+              await this.store.commit(seq, marker)
+              await this.store.prune(this.cfg.keep, { runId: this.stamp.runId, pinned: this.copies?.pinned })
+            } catch (e) {
+              return `checkpoint ${seq} could not be committed (the previous checkpoint is intact): ${(e as Error).message}`
+            }
+            this.hooks.onCheckpoint?.(event)
+            return undefined
+          })(),
+        )
       }
       await startCopies(this.copies, marker, started, shared)
       return

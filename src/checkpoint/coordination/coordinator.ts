@@ -264,6 +264,15 @@ export class CheckpointCoordinator implements SkeletonHooks {
   }
 
   /**
+   * Wait for this rank's background checkpoint work to end and free its I/O
+   * thread (see CheckpointCommitter.settle): nothing of this run touches a
+   * file afterwards.
+   */
+  async settle(): Promise<void> {
+    await this.commits.settle()
+  }
+
+  /**
    * The program is done on this rank (its last checkpoint point, collective,
    * is behind every rank): rank 0 frees the memory level's RAM. Disk
    * checkpoints stay, as always.

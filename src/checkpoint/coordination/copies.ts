@@ -4,6 +4,7 @@ import type { Communicator } from '../../routing/communicator.js'
 import type { SharedLevelConfig } from '../config.js'
 import type { CheckpointEvent } from '../events.js'
 import type { CheckpointStore } from '../store/checkpoint-store.js'
+import { BackgroundWork } from './background.js'
 import type { CommitMarker } from '../store/marker.js'
 import { PARTNER_COPY_TAG, receiveRankFile, sendRankFile, type PartnerRing } from '../store/partner.js'
 
@@ -46,6 +47,8 @@ interface PendingCopies {
  * ```
  */
 export class CheckpointCopies {
+  /** The copies' transfers, writes and markers until they end (see CheckpointCommitter.settle). */
+  readonly background = new BackgroundWork()
   private pending: PendingCopies | undefined
   /** The commit markers of the last copies, written in the background; `done` resolves to a failure message. */
   private markers: { seq: number; done: Promise<string | undefined> } | undefined
@@ -134,7 +137,7 @@ export class CheckpointCopies {
       )
     }
     if (sharedTo) jobs.push(sharedTo.store.flushRankFile(seq, rank, this.disk, marker.ranks[rank].headerChecksum))
-    const pending: PendingCopies = { marker, started, shared: sharedTo !== undefined, done: false, work: settleAll(jobs) }
+    const pending: PendingCopies = { marker, started, shared: sharedTo !== undefined, done: false, work: this.background.track(settleAll(jobs)) }
     void pending.work.then(() => (pending.done = true))
     this.pending = pending
   }
@@ -164,7 +167,7 @@ export class CheckpointCopies {
     const { seq } = p.marker
     const failed = outcomes.map((o, r) => (o.work === undefined ? '' : `rank ${r}: ${o.work}`)).filter(Boolean)
     if (failed.length > 0) throw new CheckpointError(`the copies of checkpoint ${seq} could not be made (the previous copies are intact):\n  ${failed.join('\n  ')}`)
-    this.markers = { seq, done: this.commitAll(p) }
+    this.markers = { seq, done: this.background.track(this.commitAll(p)) }
     if (final) await this.finish(true)
   }
 
