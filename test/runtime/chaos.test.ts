@@ -22,6 +22,8 @@ interface Scenario {
   every: number
   /** Checkpoints written in the background. */
   async: boolean
+  /** Warm spares: the dead rank is replaced by one and the survivors keep their processes (their background writes end first). */
+  spares: number
 }
 
 const scenarioOf = (seed: number): Scenario => ({
@@ -30,6 +32,7 @@ const scenarioOf = (seed: number): Scenario => ({
   count: seed % 4 === 0 ? 2 : 1,
   every: 3 + (seed % 5),
   async: seed % 2 === 1,
+  spares: seed % 3 === 1 ? 0 : 1,
 })
 
 const seeds = Array.from({ length: 12 }, (_, i) => 1000 + i * 7919)
@@ -63,7 +66,8 @@ const key = (f: { rank: number; step: number; phase: string }) => `rank ${f.rank
 
 /**
  * Chaos: seeded random failures (rank, step, phase — mid-checkpoint included,
- * sometimes two per run) on Jacobi with 2–4 rank processes. Every run must end
+ * sometimes two per run) on Jacobi with 2–4 rank processes, two thirds of them
+ * recovered on a warm spare with the survivors kept. Every run must end
  * with the failure-free result after exactly the failures its seed draws, and
  * every checkpoint left complete on disk must verify (a torn one never becomes
  * complete). Each scenario checks itself, so one seed can run alone.
@@ -78,6 +82,8 @@ describe('chaos (processes transport)', () => {
     expect(all.some(({ s, failures }) => failures.some((f) => f.phase === 'checkpoint' && writesCheckpoint(s, f.step)))).toBe(true)
     expect(all.filter((x) => x.failures.length === 2).length).toBeGreaterThanOrEqual(1)
     expect(all.filter((x) => !x.s.async).reduce((sum, x) => sum + expectedResumes(x.s, x.failures), 0)).toBeGreaterThanOrEqual(5)
+    // Cold restarts and warm spares with kept survivors, each with synchronous and with background checkpoints.
+    for (const spares of [0, 1]) for (const async of [false, true]) expect(all.some(({ s, failures }) => s.spares === spares && s.async === async && failures.length > 0)).toBe(true)
   })
 
   // What the runs saw, logged at the end (informative only: each scenario asserts its own).
@@ -96,6 +102,7 @@ describe('chaos (processes transport)', () => {
         // Half the scenarios write their checkpoints in the background.
         checkpoint: { dir, policy: { every: s.every }, keep: 3, resume: false, async: s.async },
         injectRandom: { seed, count: s.count },
+        spares: s.spares,
         restarts: 3,
         // The injected failures are deaths, seen at exit. A generous hang timeout keeps a
         // rank that starts slowly on a loaded machine from counting as an extra failure
