@@ -229,10 +229,13 @@ export class CheckpointCommitter {
     // The stall: copy the payloads (the program overwrites its arrays from the next superstep on).
     // Packed payloads are already copies in a shared buffer; views of the program's arrays are copied.
     const staged = this.entries(state, this.shared).map((e) => (e.kind === 'heavy' && !isShared(e.bytes) ? { ...e, bytes: this.shared.copy(e.name, e.bytes) } : e))
+    // Subdomains with halos were copied as one piece each; the I/O thread moves their runs together first.
+    const uncompacted = this.shared.takeUncompacted()
     if (!this.ramChecked.has(state.index)) await this.refuseBeyondRam(state, staged, memory)
     const durable = this.background.track(
       (async (): Promise<WriteResult> => {
         try {
+          if (uncompacted.length > 0) await this.io.compact(uncompacted)
           const heavy = staged.filter((e) => e.kind === 'heavy')
           const sums = await this.io.sums(heavy.map((e) => (e.bytes instanceof Uint8Array ? [e.bytes] : e.bytes)))
           const parts = encodeRankFile(meta, staged.map((e) => (e.kind === 'heavy' ? { ...e, checksum: sums[heavy.indexOf(e)] } : e)))

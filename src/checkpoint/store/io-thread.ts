@@ -1,5 +1,6 @@
 import { Worker } from 'node:worker_threads'
 import { CheckpointError } from '../../errors.js'
+import type { UncompactedPayload } from './staging.js'
 
 // Plain JavaScript on purpose: the thread needs only zlib's crc32 and fs, and
 // loads in a few milliseconds without TypeScript or the rest of molotof.
@@ -35,7 +36,17 @@ function write(m) {
 }
 parentPort.on('message', (m) => {
   try {
-    if (m.op === 'sums') {
+    if (m.op === 'compact') {
+      // compactRuns (staging.ts), the same loop.
+      for (const { bytes, runs } of m.payloads) {
+        let pos = 0
+        for (let i = 0; i < runs.length; i += 2) {
+          bytes.copyWithin(pos, runs[i], runs[i] + runs[i + 1])
+          pos += runs[i + 1]
+        }
+      }
+      parentPort.postMessage({ id: m.id, value: m.payloads.length })
+    } else if (m.op === 'sums') {
       const sums = m.entries.map((pieces) => {
         let c = 0
         for (const p of pieces) c = crc32(p, c)
@@ -65,6 +76,7 @@ parentPort.on('message', (m) => {
  *
  * ```ts
  * const io = new CheckpointIoThread()
+ * await io.compact(staging.takeUncompacted())    // hull copies moved together, off the checkpoint point
  * const [sum] = await io.sums([[stagedBytes]])   // one CRC per entry, over its pieces
  * await io.write('/dev/shm/molotof-1a2b/ckpt-00000007/rank-0.mlf', parts, '/dev/shm/molotof-1a2b/spare/rank-0.mlf')
  * ```
@@ -73,6 +85,11 @@ export class CheckpointIoThread {
   private worker: Worker | undefined
   private nextId = 0
   private readonly waiting = new Map<number, { resolve: (v: never) => void; reject: (e: Error) => void }>()
+
+  /** Moves each payload's runs together (see StagingBuffers.takeUncompacted); the buffers must be shared. */
+  compact(payloads: readonly UncompactedPayload[]): Promise<number> {
+    return this.call<number>({ op: 'compact', payloads })
+  }
 
   /** One CRC32 per entry, each over the entry's pieces in order. */
   sums(entries: readonly (readonly Uint8Array[])[]): Promise<number[]> {

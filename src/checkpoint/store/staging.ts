@@ -4,6 +4,38 @@ import { bytesOf } from '../../domains/dtype.js'
 
 // Below this mean run length a gather list costs more (one iovec per run) than one copy.
 const MIN_GATHER_RUN_BYTES = 4096
+// Shared staging copies the hull of the runs in one piece when the gaps (halos) add at most this
+// share: one memcpy of 16 MiB costs about half of 1024 row copies of 16 KiB (call overhead per row).
+const MAX_HULL_SLACK = 0.25
+
+/**
+ * A staged payload whose runs were copied as one hull, gaps included, and
+ * still have to be moved together: run `i` starts at byte `runs[2i]` of
+ * `bytes` and is `runs[2i+1]` bytes long; compacted, the runs fill the start
+ * of `bytes` in order (see compactRuns). The checkpoint I/O thread does it,
+ * off the checkpoint point.
+ */
+export interface UncompactedPayload {
+  readonly bytes: Uint8Array
+  readonly runs: Float64Array
+}
+
+/**
+ * Moves the runs of `p` together at the start of its buffer, in order (each
+ * run moves towards the start, so an in-place forward pass is safe). The
+ * I/O thread runs the same loop (io-thread.ts).
+ *
+ * ```ts
+ * for (const p of staging.takeUncompacted()) compactRuns(p)
+ * ```
+ */
+export function compactRuns(p: UncompactedPayload): void {
+  let pos = 0
+  for (let i = 0; i < p.runs.length; i += 2) {
+    p.bytes.copyWithin(pos, p.runs[i], p.runs[i] + p.runs[i + 1])
+    pos += p.runs[i + 1]
+  }
+}
 
 /**
  * Buffers a rank reuses from one checkpoint to the next: packed strided
@@ -22,6 +54,7 @@ const MIN_GATHER_RUN_BYTES = 4096
  */
 export class StagingBuffers {
   private readonly buffers = new Map<string, Uint8Array>()
+  private uncompacted: UncompactedPayload[] = []
 
   /** `shared`: buffers in SharedArrayBuffers, which another thread reads without a copy (see ChecksumThread). */
   constructor(private readonly shared = false) {}
@@ -39,6 +72,22 @@ export class StagingBuffers {
     const fresh = this.shared ? new Uint8Array(new SharedArrayBuffer(byteLength)) : new Uint8Array(byteLength)
     this.buffers.set(name, fresh)
     return fresh
+  }
+
+  /**
+   * The payloads staged since the last call whose runs still have to be
+   * compacted (shared staging only): until compactRuns has run over each, the
+   * payloads domainPayload returned for them do not hold their cells yet.
+   */
+  takeUncompacted(): UncompactedPayload[] {
+    const out = this.uncompacted
+    this.uncompacted = []
+    return out
+  }
+
+  /** Records a hull copy for takeUncompacted. */
+  deferCompaction(p: UncompactedPayload): void {
+    this.uncompacted.push(p)
   }
 
   /** `bytes` (one piece or a gather list) copied into the reused buffer of `name`. */
@@ -59,9 +108,11 @@ export class StagingBuffers {
  * one view when the box is contiguous in memory, a gather list of views (one
  * per run) when its runs are long, otherwise packed into `staging`'s buffer
  * for `name`. Views alias the domain: they must be written before it changes.
- * With shared staging (a background write) the cells are always packed: the
- * payload must be a copy anyway, and packing straight from the domain is the
- * one copy (views then a copy of them cost a gather list more at the stall).
+ * With shared staging (a background write) the cells are always copied: the
+ * payload must be a copy anyway. When the gaps between the runs are small (a
+ * subdomain with halo columns) the copy is one memcpy of the runs' hull, and
+ * the runs are moved together later, off the checkpoint point (see
+ * `StagingBuffers.takeUncompacted`); otherwise they are packed run by run.
  */
 export function domainPayload(d: Domain, box: DomainDesc, staging: StagingBuffers, name: string): Uint8Array | Uint8Array[] {
   const copy = staging.sharesBuffers
@@ -75,8 +126,24 @@ export function domainPayload(d: Domain, box: DomainDesc, staging: StagingBuffer
     for (let i = 0; i < runs.length; i += 2) pieces.push(bytesOf(d.data.subarray(runs[i], runs[i] + runs[i + 1])))
     return pieces
   }
-  const packed = staging.get(`pack:${name}`, box.volume * bpe)
   const all = bytesOf(d.data)
+  const payloadBytes = box.volume * bpe
+  if (copy && runCount > 1) {
+    const hullFrom = runs[0]
+    const hullBytes = (runs[runs.length - 2] + runs[runs.length - 1] - hullFrom) * bpe
+    if (hullBytes <= payloadBytes * (1 + MAX_HULL_SLACK)) {
+      const hull = staging.get(`pack:${name}`, hullBytes)
+      hull.set(all.subarray(hullFrom * bpe, hullFrom * bpe + hullBytes))
+      const at = new Float64Array(runs.length)
+      for (let i = 0; i < runs.length; i += 2) {
+        at[i] = (runs[i] - hullFrom) * bpe
+        at[i + 1] = runs[i + 1] * bpe
+      }
+      staging.deferCompaction({ bytes: hull, runs: at })
+      return hull.subarray(0, payloadBytes)
+    }
+  }
+  const packed = staging.get(`pack:${name}`, payloadBytes)
   let pos = 0
   for (let i = 0; i < runs.length; i += 2) {
     const from = runs[i] * bpe

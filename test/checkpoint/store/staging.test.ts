@@ -1,6 +1,7 @@
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
-import { domainPayload, StagingBuffers } from '../../../src/checkpoint/store/staging.js'
+import { CheckpointIoThread } from '../../../src/checkpoint/store/io-thread.js'
+import { compactRuns, domainPayload, StagingBuffers } from '../../../src/checkpoint/store/staging.js'
 import { Domain, DomainDesc, type StorageOrder } from '../../../src/index.js'
 import { dtypeArb } from '../arbitraries.js'
 
@@ -54,6 +55,66 @@ describe('domainPayload', () => {
       ),
       { numRuns: 150 },
     )
+  })
+
+  it('with shared staging, holds a copy of exactly the cells of the box once its runs are compacted, for random domains and boxes', () => {
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 1, max: 3 }).chain((dims) =>
+          fc.record({
+            ext: fc.array(fc.integer({ min: 1, max: 60 }), { minLength: dims, maxLength: dims }),
+            cut: fc.array(fc.tuple(fc.double({ min: 0, max: 1, noNaN: true }), fc.double({ min: 0, max: 1, noNaN: true })), { minLength: dims, maxLength: dims }),
+            order: fc.constantFrom<StorageOrder>('C', 'F'),
+            dtype: dtypes,
+          }),
+        ),
+        ({ ext, cut, order, dtype }) => {
+          const d = new Free(ext.length, { order, dtype: dtype as never })
+          d.resize(DomainDesc.of(ext.map(() => 0), ext))
+          for (let i = 0; i < d.data.length; i++) d.data[i] = (i * 7 + 3) % 120
+          const lower = ext.map((e, k) => Math.min(e - 1, Math.floor(Math.min(cut[k][0], cut[k][1]) * e)))
+          const upper = ext.map((e, k) => Math.min(e, Math.max(lower[k] + 1, Math.ceil(Math.max(cut[k][0], cut[k][1]) * e))))
+          const box = DomainDesc.of(lower, upper)
+          const staging = new StagingBuffers(true)
+          const p = domainPayload(d, box, staging, 'read') as Uint8Array
+          expect(p.buffer).toBeInstanceOf(SharedArrayBuffer)
+          for (const u of staging.takeUncompacted()) compactRuns(u)
+          // A copy: changing the domain afterwards leaves the payload as it was.
+          const want = Buffer.from(expectedBytes(d, box))
+          d.data.fill(0 as never)
+          expect(Buffer.from(p).equals(want)).toBe(true)
+          expect(staging.takeUncompacted()).toEqual([])
+        },
+      ),
+      { numRuns: 200 },
+    )
+  })
+
+  it('with shared staging, a subdomain with halo columns is copied as one hull that the I/O thread compacts', async () => {
+    const d = new Free(2)
+    d.resize(DomainDesc.of([0, 0], [66, 1026]))
+    for (let i = 0; i < d.data.length; i++) d.data[i] = i
+    const box = DomainDesc.of([1, 1], [65, 1025])
+    const staging = new StagingBuffers(true)
+    const p = domainPayload(d, box, staging, 'read') as Uint8Array
+    const pending = staging.takeUncompacted()
+    expect(pending.length).toBe(1)
+    expect(pending[0].runs.length).toBe(2 * 64)
+    // Before compaction the hull's first run is in place, the second still behind a halo gap.
+    const staged = new Float64Array(p.buffer, 0, 1025)
+    expect(staged[0]).toBe(d.index([1, 1]))
+    expect(staged[1024]).toBe(d.index([1, 1025]))
+    const io = new CheckpointIoThread()
+    try {
+      await io.compact(pending)
+    } finally {
+      await io.close()
+    }
+    expect(Buffer.from(p).equals(Buffer.from(expectedBytes(d, box)))).toBe(true)
+    // A wide column gap (more than a quarter of the payload) is packed run by run instead, at once.
+    const column = domainPayload(d, DomainDesc.of([0, 5], [66, 6]), staging, 'col')
+    expect(staging.takeUncompacted()).toEqual([])
+    expect(Buffer.from(column as Uint8Array).equals(Buffer.from(expectedBytes(d, DomainDesc.of([0, 5], [66, 6]))))).toBe(true)
   })
 
   it('a contiguous box is one view, long strided runs a gather list of views, short runs one packed buffer reused next time', () => {
