@@ -101,6 +101,7 @@ export function runAttempt(
         case 'signal':
           return cb.onSignal?.(m.rank, m.signal)
         case 'describe':
+        case 'buffers': // for a spare pool (spares.ts), which takes it before an attempt sees it
           return
       }
     }

@@ -12,6 +12,10 @@ import { RankInjections } from './rank-injections.js'
 import { runSession } from './rank-session.js'
 import { expandDir } from './cluster-env.js'
 import { connectSocketCommunicator } from './sockets.js'
+import { StreamCommunicator } from './stream-communicator.js'
+import { RankAllocations, type WarmMemory } from './warm-memory.js'
+import { readBufferBytes } from '../checkpoint/store/checkpoint-store.js'
+import { formatSize } from '../domains/memory.js'
 import { connectTcpCommunicator, type TcpConnectOptions } from './tcp.js'
 import { RankStatus, readStatus } from './status.js'
 import { SparseClock } from '../skeletons/sparse-clock.js'
@@ -45,6 +49,8 @@ export interface RankInit {
   code?: { programFile: string; modules: string[] }
   /** This rank's node (cluster runs; 0 otherwise): fills `{node}` in the checkpoint directory. */
   node?: number
+  /** Memory a warm spare touched ahead for this rank (spare-host.mjs; rank processes only). */
+  warm?: WarmMemory
 }
 
 /** Run `program` as one rank; every outcome is reported on the control port. */
@@ -89,6 +95,10 @@ export async function runRank(program: Program, init: RankInit): Promise<void> {
           ? await connectTcpCommunicator(rank, init.size, tcpOptions(init.transport, init))
           : await connectSocketCommunicator(rank, init.size, init.transport.endpoints)
     if (aborted) comm.close()
+    // A rank process's large buffers: from its warm spare's memory if it has some; their sizes go to the launcher.
+    const allocations = new RankAllocations(init.warm)
+    if (comm instanceof StreamCommunicator) comm.allocator = allocations.allocate
+    let reported = false
     const value = await runSession({
       program,
       comm,
@@ -99,8 +109,19 @@ export async function runRank(program: Program, init: RankInit): Promise<void> {
       code: init.code,
       control: session,
       log: (text) => control.postMessage({ type: 'log', rank, text }),
-      onCheckpoint: (e) => control.postMessage({ type: 'checkpoint', rank, ...e }),
-      onResumed: (r) => control.postMessage({ type: 'resumed', rank, ...r }),
+      onCheckpoint: (e) => {
+        control.postMessage({ type: 'checkpoint', rank, ...e })
+        allocations.release()
+        if (reported || !(comm instanceof StreamCommunicator)) return
+        reported = true
+        // The file a recovery reads back is this big, on any level.
+        control.postMessage({ type: 'buffers', rank, sizes: allocations.report([readBufferBytes(e.bytes)]) })
+      },
+      onResumed: (r) => {
+        control.postMessage({ type: 'resumed', rank, ...r })
+        allocations.release()
+        if (allocations.warmBytes > 0) control.postMessage({ type: 'log', rank, text: `warm spare: ${formatSize(allocations.warmBytes)} of memory touched ahead` })
+      },
       onStep: rank === 0 ? progressReporter(control) : undefined,
       onSkeletonStart: (skeleton, total) => injections.skeletonStarts(skeleton, total),
     })

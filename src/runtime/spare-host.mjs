@@ -4,23 +4,56 @@
 //
 // Launcher → host:  { type: 'assign', init }   run the program as init.rank
 //                   { type: 'preempt' | 'checkpoint' | 'abort' }   for the rank running now
+//                   { type: 'warm', sizes }     touch buffers of these sizes while idle (warm-memory.ts)
 // Host → launcher:  { type: 'host-ready' }      the program and the rank runtime are loaded
 //                   { type: 'host-idle' }       the run ended (its result or error was sent first)
 //                   and every message of the running rank (RankToLauncher).
+import { freemem } from 'node:os'
 import { loadProgram } from './load-program.mjs'
 
 const RANK_ENTRY = Symbol.for('molotof.rank-entry')
 
 /**
- * @param {{
- *   programFile: string, tsconfig?: string, namespace: string,
- *   post(m: object): void,
- *   onMessage(handler: (m: any) => void): void,
- *   initFor(init: object, control: object): object,
- *   onRank?(rank: number): void,
- *   flushed?(): Promise<void>,
- * }} host
+ * A pool of buffers of `sizes` bytes, zeroed and with every page written
+ * once, filled in the background one buffer per turn of the event loop until
+ * `stop()` (a run starting takes the pool as it is). A run takes buffers from
+ * it (WarmMemory in warm-memory.ts): each is handed out once, to an
+ * allocation of exactly its size; `release` drops the rest. Nothing is
+ * touched when the sizes exceed half the node's free memory: a spare must
+ * not push the node into swapping.
+ *
+ * @param {number[]} sizes
+ * @param {() => boolean} stop
  */
+export function warmPool(sizes, stop = () => false) {
+  let buffers = []
+  const fill = async () => {
+    if (sizes.reduce((a, b) => a + b, 0) > freemem() / 2) return
+    for (const n of sizes) {
+      if (stop()) return
+      const b = new ArrayBuffer(n)
+      // A zero written to a page that was never written maps it: no fault left for the rank.
+      new Uint8Array(b).fill(0)
+      buffers.push(b)
+      await new Promise((resolve) => setImmediate(resolve))
+    }
+  }
+  return {
+    filled: fill(),
+    /** @param {number} n */
+    take(n) {
+      const i = buffers.findIndex((b) => b.byteLength === n)
+      return i < 0 ? undefined : buffers.splice(i, 1)[0]
+    },
+    release() {
+      buffers = []
+    },
+    get bytes() {
+      return buffers.reduce((a, b) => a + b.byteLength, 0)
+    },
+  }
+}
+
 export async function hostLoop(host) {
   const runs = []
   let wake = () => {}
@@ -28,8 +61,17 @@ export async function hostLoop(host) {
   let current
   /** Messages for the rank that came before it listened (a preemption asked for at its start). */
   let early = []
+  /** Memory touched ahead for the next run (a `warm` message while idle), and the sizes last asked for. */
+  let warm
+  let warming = 0
   host.onMessage((m) => {
-    if (m && m.type === 'assign') {
+    if (m && m.type === 'warm') {
+      // Only while idle: a running rank already has its memory.
+      if (current || runs.length > 0) return
+      const mine = ++warming
+      warm?.release()
+      warm = warmPool(m.sizes, () => mine !== warming || current !== undefined)
+    } else if (m && m.type === 'assign') {
       runs.push(m.init)
       wake()
     } else if (current && current.length > 0) {
@@ -72,7 +114,9 @@ export async function hostLoop(host) {
       }
       host.onRank?.(init.rank)
       try {
-        await loaded.program[RANK_ENTRY]({ ...host.initFor(init, control), code: { programFile: host.programFile, modules: loaded.modules } })
+        const pool = warm
+        warm = undefined
+        await loaded.program[RANK_ENTRY]({ ...host.initFor(init, control), code: { programFile: host.programFile, modules: loaded.modules }, ...(pool ? { warm: pool } : {}) })
       } catch (e) {
         host.post({ type: 'load-error', rank: init.rank, message: `cannot run ${host.programFile}: ${e && e.stack ? e.stack : String(e)}` })
       }

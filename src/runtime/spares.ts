@@ -13,6 +13,7 @@ import type { LauncherToRank, RankToLauncher } from './protocol.js'
 import { createStatusBuffer, readStatus } from './status.js'
 import { threadRankInit, wire } from './thread-group.js'
 import { channelHeaders } from './threads.js'
+import { warmSizes } from './warm-memory.js'
 
 const PROCESS_BOOT = fileURLToPath(new URL('./spare-boot.mjs', import.meta.url))
 const THREAD_BOOT = new URL('./spare-thread-boot.mjs', import.meta.url)
@@ -54,6 +55,8 @@ export interface SparePoolOptions {
 
 /** Messages a host sends besides its rank's (spare-host.mjs). */
 type HostMessage = RankToLauncher | { type: 'host-ready' } | { type: 'host-idle' }
+/** Messages to a host besides its rank's: touch buffers of these sizes ahead (warm-memory.ts). */
+type ToHost = LauncherToRank | { type: 'warm'; sizes: number[] }
 
 /** One warm process or thread: loads the program once and runs it for each rank it is given. */
 interface Host {
@@ -74,7 +77,7 @@ interface Host {
   heartbeat: HeartbeatMonitor | undefined
   pid: number | undefined
   assign(init: Record<string, unknown>, transfer: MessagePort[]): void
-  send(m: LauncherToRank): void
+  send(m: ToHost): void
   kill(signal?: NodeJS.Signals): void
 }
 
@@ -109,6 +112,9 @@ export class SparePool {
   private closed = false
   private refillTimer: NodeJS.Timeout | undefined
   private readonly abortTimeoutMs: number
+  /** The large buffers each running rank reported, and what a spare process touches ahead from them. */
+  private readonly buffers = new Map<number, number[]>()
+  private warm: number[] = []
 
   constructor(private readonly o: SparePoolOptions) {
     checkSpareCount(o.spares, o.size)
@@ -264,6 +270,10 @@ export class SparePool {
     switch (m.type) {
       case 'host-ready':
         h.ready = true
+        if (this.warm.length > 0) h.send({ type: 'warm', sizes: this.warm })
+        return
+      case 'buffers':
+        this.noteBuffers(m.rank, m.sizes)
         return
       case 'host-idle': {
         h.running = false
@@ -278,6 +288,21 @@ export class SparePool {
     if (m.type === 'error' || m.type === 'load-error') h.tainted = true
     if (m.type === 'progress' && this.refillTimer) this.refill()
     a.group.on.message(m)
+  }
+
+  /**
+   * A rank's large buffers: when they change what a spare should hold, the
+   * free spare processes touch that much memory ahead (spare-host.mjs), so
+   * that the rank one of them becomes does not fault its pages in during its
+   * recovery. Thread spares share their launcher's memory: not warmed.
+   */
+  private noteBuffers(rank: number, sizes: number[]): void {
+    if (this.o.transport !== 'processes') return
+    this.buffers.set(rank, sizes)
+    const warm = warmSizes(this.buffers)
+    if (warm.length === this.warm.length && warm.every((n, i) => n === this.warm[i])) return
+    this.warm = warm
+    for (const h of this.free()) if (h.ready && h.lastRank < 0) h.send({ type: 'warm', sizes: warm })
   }
 
   private onExit(h: Host, how: RankExit): void {

@@ -1,5 +1,5 @@
 import { createServer, type Server, type ServerOpts, type Socket } from 'node:net'
-import { plainAllocator } from '../domains/dtype.js'
+import { plainAllocator, type BufferAllocator } from '../domains/dtype.js'
 import { CommunicationError, ConfigError } from '../errors.js'
 import { SENT, type Message } from '../routing/communicator.js'
 import { PointToPointCommunicator } from './collectives.js'
@@ -31,7 +31,8 @@ import { MessagePool } from './message-pool.js'
  * ```
  */
 export abstract class StreamCommunicator extends PointToPointCommunicator {
-  readonly allocator = plainAllocator
+  /** Plain memory; a rank process installs its RankAllocations' (warm spares, warm-memory.ts). */
+  allocator: BufferAllocator = plainAllocator
   private readonly sockets: Array<Socket | undefined>
   /** Every socket opened, identified or not (all are dropped if the rendezvous fails). */
   private readonly opened = new Set<Socket>()

@@ -156,6 +156,36 @@ describe.each(['processes', 'threads'] as const)('warm spares (%s)', (transport)
   }, 90_000)
 })
 
+describe('warm spares: memory touched ahead', () => {
+  it("a spare process touches the ranks' large buffers ahead and the rank it becomes takes them, result exact", async () => {
+    // 400000 float64 cells: each rank's two domains (200001 cells, 1.53 MiB) and its checkpoint read buffer are 1 MiB or more.
+    // Both ranks spin 3 s at step 20, time for the spare to load and touch its memory; rank 1 dies at 22.
+    const cells = 400_000
+    const steps = 30
+    const logs: Array<[number, string]> = []
+    const events: SupervisorEvent[] = []
+    const r = await new Supervisor<number>('test/fixtures/busy.ts', {
+      ranks: 2,
+      transport: 'processes',
+      argv: ['--cells', String(cells), '--steps', String(steps), '--busy-step', '20', '--busy-ms', '3000'],
+      checkpoint: { dir: freshDir(), policy: { every: 5 }, keep: 2, resume: false },
+      inject: [{ rank: 1, skeleton: 0, step: 22, phase: 'calculate' }],
+      spares: 1,
+      onLog: (rank, text) => logs.push([rank, text]),
+      onEvent: (e) => events.push(e),
+    }).run()
+    expect(r.kind).toBe('done')
+    if (r.kind !== 'done') return
+    // Every cell gains 1 per step.
+    expect(r.value).toBe(cells * steps)
+    expect(recoveries(events).map((e) => e.ranksFrom)).toEqual([{ kept: 1, spares: 1, spawned: 0 }])
+    // The spare, now rank 1, took at least its two domains from the memory it touched ahead; the survivor had its own.
+    const warm = logs.filter(([, text]) => text.startsWith('warm spare:'))
+    expect(warm.map(([rank]) => rank)).toEqual([1])
+    expect(Number(/warm spare: ([\d.]+) MiB/.exec(warm[0][1])?.[1])).toBeGreaterThanOrEqual(3)
+  }, 90_000)
+})
+
 describe('warm spares: swing and bad input', () => {
   it('recovers swing on a spare with the failure-free value', async () => {
     const sargv = ['--preset', 'small-g']

@@ -177,7 +177,7 @@ export class CheckpointCoordinator implements SkeletonHooks {
     const r = this.recovery
     if (!r || r.seq === undefined) throw new InternalError('restore called without a recovery line')
     if (this.elasticLine) return this.restoreElastic(state, this.elasticLine)
-    const file = this.restoredFile ?? (await this.store.loadRankFile(r.seq, this.comm.rank))
+    const file = this.restoredFile ?? (await this.store.loadRankFile(r.seq, this.comm.rank, this.comm.allocator))
     this.restoredFile = undefined
     const restored = restoreFromFile(state, file, r.seq)
     const clock = this.vote.clockFor(state)

@@ -147,7 +147,7 @@ export async function negotiateRecoveryLine(
         }
         if (from !== undefined || !mine[i].valid.includes(seqNow)) continue
         try {
-          file = await l.store.loadRankFile(seqNow, rank)
+          file = await l.store.loadRankFile(seqNow, rank, comm.allocator)
           from = l
         } catch (e) {
           const reason = e instanceof CheckpointCorruptError ? e.reason : (e as Error).message

@@ -2,6 +2,7 @@ import { lstat, open, readdir, readFile, rename, rm, stat, unlink } from 'node:f
 import { join, resolve } from 'node:path'
 import { performance } from 'node:perf_hooks'
 import { CheckpointCorruptError, CheckpointError, CheckpointMismatchError, ConfigError } from '../../errors.js'
+import { plainAllocator, type BufferAllocator } from '../../domains/dtype.js'
 import { existsSync, mkdirSync, readdirSync, renameSync, rmSync } from 'node:fs'
 import type { CheckpointIoThread } from './io-thread.js'
 import { copyDurably, isTemporaryName, makeDirectory, syncDirectory, temporaryNameFor, writeDurably } from './durable.js'
@@ -297,12 +298,16 @@ export class CheckpointStore {
     return { ok: problems.length === 0, problems }
   }
 
-  /** Reads and fully validates one rank file (every checksum); throws CheckpointCorruptError or CheckpointError. */
-  async loadRankFile(seq: number, rank: number): Promise<DecodedRankFile> {
+  /**
+   * Reads and fully validates one rank file (every checksum); throws
+   * CheckpointCorruptError or CheckpointError. The file is read into memory
+   * from `allocate` (a rank's communicator's: a warm spare's is touched ahead).
+   */
+  async loadRankFile(seq: number, rank: number, allocate: BufferAllocator = plainAllocator): Promise<DecodedRankFile> {
     const path = this.fileOf(seq, rank)
     let bytes: Uint8Array
     try {
-      bytes = await readWhole(path)
+      bytes = await readWhole(path, allocate)
     } catch (e) {
       if (errorCode(e) === 'ENOENT') throw new CheckpointCorruptError(path, 'the file is missing')
       throw checkpointFsError('cannot read checkpoint file', path, e)
@@ -482,7 +487,7 @@ export class CheckpointStore {
       let header: RankFileHeader
       let headerChecksum: number
       if (checksums) {
-        ;({ header, headerChecksum } = decodeRankFile(await readWhole(path), path))
+        ;({ header, headerChecksum } = decodeRankFile(await readWhole(path, plainAllocator), path))
       } else {
         ;({ header, headerChecksum } = await readHeaderOnly(path))
       }
@@ -556,11 +561,11 @@ async function namesIn(dir: string): Promise<string[]> {
  * payloads become typed-array views without a copy (readFile may hand out a
  * slice of a shared pool at an arbitrary offset for small files).
  */
-async function readWhole(path: string): Promise<Uint8Array> {
+async function readWhole(path: string, allocate: BufferAllocator): Promise<Uint8Array> {
   const fh = await open(path, 'r')
   try {
     const size = (await fh.stat()).size
-    const buf = new Uint8Array(size)
+    const buf = new Uint8Array(allocate(readBufferBytes(size)), 0, size)
     let done = 0
     while (done < size) {
       const { bytesRead } = await fh.read(buf, done, size - done, done)
@@ -571,4 +576,20 @@ async function readWhole(path: string): Promise<Uint8Array> {
   } finally {
     await fh.close()
   }
+}
+
+const MiB = 2 ** 20
+
+/**
+ * The size of the buffer a rank file of `fileBytes` is read into: from 1 MiB
+ * on, rounded up to whole MiB, so that every rank asks for the same size
+ * (their headers differ by a few bytes) and a warm spare can have that
+ * buffer's pages touched ahead (runtime/warm-memory.ts).
+ *
+ * ```ts
+ * readBufferBytes(16 * 2 ** 20 + 700)   // 17 MiB
+ * ```
+ */
+export function readBufferBytes(fileBytes: number): number {
+  return fileBytes < MiB ? fileBytes : Math.ceil(fileBytes / MiB) * MiB
 }

@@ -1,0 +1,97 @@
+import { describe, expect, it } from 'vitest'
+import { readBufferBytes } from '../../src/checkpoint/store/checkpoint-store.js'
+import { RankAllocations, warmSizes, type WarmMemory } from '../../src/runtime/warm-memory.js'
+// @ts-expect-error plain JavaScript without declarations (the spare's loop, loaded without TypeScript)
+import { warmPool } from '../../src/runtime/spare-host.mjs'
+
+const MiB = 2 ** 20
+
+interface Pool extends WarmMemory {
+  filled: Promise<void>
+  readonly bytes: number
+}
+const pool = warmPool as (sizes: number[], stop?: () => boolean) => Pool
+
+describe('warmPool (a spare touching memory ahead)', () => {
+  it('holds zeroed buffers of the sizes asked for, each handed out once and only for its exact size', async () => {
+    const p = pool([2 * MiB, 3 * MiB, 2 * MiB])
+    await p.filled
+    expect(p.bytes).toBe(7 * MiB)
+    expect(p.take(5 * MiB)).toBeUndefined()
+    expect(p.take(2 * MiB + 8)).toBeUndefined()
+    const a = p.take(2 * MiB)!
+    expect(a.byteLength).toBe(2 * MiB)
+    expect(new Uint8Array(a).every((x) => x === 0)).toBe(true)
+    const b = p.take(2 * MiB)!
+    expect(b).not.toBe(a)
+    expect(p.take(2 * MiB)).toBeUndefined()
+    expect(p.bytes).toBe(3 * MiB)
+    p.release()
+    expect(p.bytes).toBe(0)
+    expect(p.take(3 * MiB)).toBeUndefined()
+  })
+
+  it('stops filling when told (a run started), and touches nothing beyond half the free memory', async () => {
+    let stop = false
+    const p = pool([MiB, MiB, MiB, MiB], () => stop)
+    stop = true
+    await p.filled
+    expect(p.bytes).toBeLessThan(4 * MiB)
+    const huge = pool([2 ** 50])
+    await huge.filled
+    expect(huge.bytes).toBe(0)
+  })
+})
+
+describe('RankAllocations (a rank process allocating its large buffers)', () => {
+  it('serves large buffers of a size the warm memory holds from it, others fresh, and records the large sizes', () => {
+    const given: number[] = []
+    const warm: WarmMemory = {
+      take: (n) => (n === 4 * MiB ? (given.push(n), new ArrayBuffer(n)) : undefined),
+      release: () => given.push(-1),
+    }
+    const a = new RankAllocations(warm)
+    expect(a.allocate(1000).byteLength).toBe(1000)
+    expect(a.allocate(4 * MiB).byteLength).toBe(4 * MiB)
+    expect(a.allocate(5 * MiB).byteLength).toBe(5 * MiB)
+    expect(given).toEqual([4 * MiB])
+    expect(a.warmBytes).toBe(4 * MiB)
+    expect(a.sizes).toEqual([4 * MiB, 5 * MiB])
+    // The report adds the read buffer of the rank's file; small sizes are left out.
+    expect(a.report([readBufferBytes(16 * MiB + 700), 100])).toEqual([4 * MiB, 5 * MiB, 17 * MiB])
+    a.release()
+    expect(given).toEqual([4 * MiB, -1])
+    // Released: nothing more is taken from it.
+    a.allocate(4 * MiB)
+    expect(given).toEqual([4 * MiB, -1])
+    expect(a.warmBytes).toBe(4 * MiB)
+  })
+
+  it('without warm memory allocates fresh zeroed buffers', () => {
+    const a = new RankAllocations(undefined)
+    const b = a.allocate(2 * MiB)
+    expect(new Uint8Array(b).every((x) => x === 0)).toBe(true)
+    expect(a.warmBytes).toBe(0)
+  })
+})
+
+describe('warmSizes and readBufferBytes', () => {
+  it("a spare touches the sizes of the rank that asked for the most bytes, in that rank's order", () => {
+    expect(warmSizes(new Map())).toEqual([])
+    const reports = new Map([
+      [0, [8 * MiB, 8 * MiB]],
+      [1, [9 * MiB, 8 * MiB, 2 * MiB]],
+      [2, [16 * MiB]],
+    ])
+    expect(warmSizes(reports)).toEqual([9 * MiB, 8 * MiB, 2 * MiB])
+  })
+
+  it('rounds read buffers from 1 MiB on up to whole MiB, so that every rank asks for the same size', () => {
+    expect(readBufferBytes(1000)).toBe(1000)
+    expect(readBufferBytes(MiB - 1)).toBe(MiB - 1)
+    expect(readBufferBytes(MiB)).toBe(MiB)
+    expect(readBufferBytes(MiB + 1)).toBe(2 * MiB)
+    // Two ranks' files of one checkpoint differ by a few header bytes.
+    expect(readBufferBytes(16 * MiB + 612)).toBe(readBufferBytes(16 * MiB + 655))
+  })
+})
