@@ -9,7 +9,7 @@ export type RankToLauncher =
   | { type: 'progress'; rank: number; skeleton: number; step: number; total: number | undefined }
   | { type: 'result'; rank: number; value: unknown; text: string | undefined }
   | { type: 'preempted'; rank: number; seq: number | undefined; skeleton: number; step: number }
-  /** Sizes of the rank's large buffers (see RankAllocations), once per run after its first checkpoint: its spares touch as much ahead. */
+  /** Sizes of the rank's live large buffers and of its checkpoint read buffer (see RankAllocations), at a checkpoint where they changed: spares touch as much ahead. */
   | { type: 'buffers'; rank: number; sizes: number[] }
   /** A rank process received SIGINT/SIGTERM (e.g. sent to the whole process group) and forwards it instead of dying. */
   | { type: 'signal'; rank: number; signal: string }

@@ -98,7 +98,7 @@ export async function runRank(program: Program, init: RankInit): Promise<void> {
     // A rank process's large buffers: from its warm spare's memory if it has some; their sizes go to the launcher.
     const allocations = new RankAllocations(init.warm)
     if (comm instanceof StreamCommunicator) comm.allocator = allocations.allocate
-    let reported = false
+    let reported = ''
     const value = await runSession({
       program,
       comm,
@@ -112,10 +112,14 @@ export async function runRank(program: Program, init: RankInit): Promise<void> {
       onCheckpoint: (e) => {
         control.postMessage({ type: 'checkpoint', rank, ...e })
         allocations.release()
-        if (reported || !(comm instanceof StreamCommunicator)) return
-        reported = true
-        // The file a recovery reads back is this big, on any level.
-        control.postMessage({ type: 'buffers', rank, sizes: allocations.report([readBufferBytes(e.bytes)]) })
+        if (!(comm instanceof StreamCommunicator)) return
+        // What a recovery at this checkpoint allocates: the live large buffers and the read buffer of this
+        // file (its size on any level). Sent when it changed (a domain grew), not at every checkpoint.
+        const sizes = allocations.report([readBufferBytes(e.bytes)])
+        const key = sizes.join(',')
+        if (key === reported) return
+        reported = key
+        control.postMessage({ type: 'buffers', rank, sizes })
       },
       onResumed: (r) => {
         control.postMessage({ type: 'resumed', rank, ...r })

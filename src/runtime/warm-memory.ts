@@ -21,31 +21,44 @@ export interface WarmMemory {
 
 /**
  * The allocator of a rank process: large buffers come from `warm` when it
- * has one of the size (a warm spare), fresh otherwise; the sizes asked for
- * are recorded, for the launcher to pass to the next spares.
+ * has one of the size (a warm spare), fresh otherwise. It keeps the sizes of
+ * the large buffers still alive (a FinalizationRegistry forgets those
+ * collected: a domain that grew left its old buffer behind), for the
+ * launcher to pass to the next spares.
  *
  * ```ts
  * const allocations = new RankAllocations(init.warm)
  * comm.allocator = allocations.allocate          // domains and checkpoint reads
- * // … after the rank's first checkpoint:
- * control.postMessage({ type: 'buffers', rank, sizes: allocations.sizes })
+ * // … at a checkpoint, when they changed:
+ * control.postMessage({ type: 'buffers', rank, sizes: allocations.report([readBufferBytes(fileBytes)]) })
  * ```
  */
 export class RankAllocations {
-  /** Sizes of the buffers of WARM_MIN_BYTES and more asked for, in order (at most 16). */
-  readonly sizes: number[] = []
   /** Bytes served from warm memory. */
   warmBytes = 0
+  private readonly live = new Map<number, number>()
+  private readonly collected = new FinalizationRegistry<number>((id) => this.live.delete(id))
+  private nextId = 0
 
   constructor(private warm: WarmMemory | undefined) {}
 
   readonly allocate: BufferAllocator = (byteLength) => {
     if (byteLength < WARM_MIN_BYTES) return new ArrayBuffer(byteLength)
-    if (this.sizes.length < MAX_REPORTED) this.sizes.push(byteLength)
     const warm = this.warm?.take(byteLength)
-    if (warm === undefined || warm.byteLength !== byteLength) return new ArrayBuffer(byteLength)
-    this.warmBytes += byteLength
-    return warm
+    const fromWarm = warm !== undefined && warm.byteLength === byteLength
+    const buffer = fromWarm ? warm : new ArrayBuffer(byteLength)
+    if (fromWarm) this.warmBytes += byteLength
+    if (this.live.size < MAX_REPORTED) {
+      const id = this.nextId++
+      this.live.set(id, byteLength)
+      this.collected.register(buffer, id)
+    }
+    return buffer
+  }
+
+  /** Sizes of the large buffers allocated here and not collected yet, oldest first (at most 16). */
+  get sizes(): number[] {
+    return [...this.live.values()]
   }
 
   /**

@@ -1,3 +1,5 @@
+import { setFlagsFromString } from 'node:v8'
+import { runInNewContext } from 'node:vm'
 import { describe, expect, it } from 'vitest'
 import { readBufferBytes } from '../../src/checkpoint/store/checkpoint-store.js'
 import { RankAllocations, warmSizes, type WarmMemory } from '../../src/runtime/warm-memory.js'
@@ -65,6 +67,23 @@ describe('RankAllocations (a rank process allocating its large buffers)', () => 
     a.allocate(4 * MiB)
     expect(given).toEqual([4 * MiB, -1])
     expect(a.warmBytes).toBe(4 * MiB)
+  })
+
+  it('forgets the buffers that were collected: a domain that grew reports its new size, not its old one', async () => {
+    setFlagsFromString('--expose-gc')
+    const gc = runInNewContext('gc') as () => void
+    const a = new RankAllocations(undefined)
+    let old: ArrayBuffer | undefined = a.allocate(2 * MiB)
+    const kept = a.allocate(3 * MiB)
+    expect(a.sizes).toEqual([2 * MiB, 3 * MiB])
+    old = undefined
+    for (let i = 0; i < 50 && a.sizes.length > 1; i++) {
+      gc()
+      await new Promise((r) => setTimeout(r, 10))
+    }
+    expect(old).toBeUndefined()
+    expect(a.sizes).toEqual([3 * MiB])
+    expect(kept.byteLength).toBe(3 * MiB)
   })
 
   it('without warm memory allocates fresh zeroed buffers', () => {
