@@ -13,7 +13,7 @@ import { runSession } from './rank-session.js'
 import { expandDir } from './cluster-env.js'
 import { connectSocketCommunicator } from './sockets.js'
 import { StreamCommunicator } from './stream-communicator.js'
-import { RankAllocations, type WarmMemory } from './warm-memory.js'
+import { RankAllocations, type RecycleBuffers, type WarmMemory } from './warm-memory.js'
 import { readBufferBytes } from '../checkpoint/store/checkpoint-store.js'
 import { formatSize } from '../domains/memory.js'
 import { connectTcpCommunicator, type TcpConnectOptions } from './tcp.js'
@@ -49,8 +49,10 @@ export interface RankInit {
   code?: { programFile: string; modules: string[] }
   /** This rank's node (cluster runs; 0 otherwise): fills `{node}` in the checkpoint directory. */
   node?: number
-  /** Memory a warm spare touched ahead for this rank (spare-host.mjs; rank processes only). */
+  /** Memory a warm spare touched ahead for this rank, or a survivor's from its last run (spare-host.mjs; rank processes only). */
   warm?: WarmMemory
+  /** Where a run stopped from outside leaves its large buffers for the next run in this process. */
+  recycle?: RecycleBuffers
 }
 
 /** Run `program` as one rank; every outcome is reported on the control port. */
@@ -77,6 +79,8 @@ export async function runRank(program: Program, init: RankInit): Promise<void> {
   const session: CheckpointControl = { preemptRequested: false, preemptible: true, faults: injections }
   let comm: Communicator | undefined
   let aborted = false
+  // A rank process's large buffers: from warm memory if its host has some; their sizes go to the launcher.
+  const allocations = new RankAllocations(init.warm)
   control.onMessage((m) => {
     if (m.type === 'preempt') session.preemptRequested = true
     if (m.type === 'checkpoint') session.checkpointRequested = true
@@ -95,8 +99,6 @@ export async function runRank(program: Program, init: RankInit): Promise<void> {
           ? await connectTcpCommunicator(rank, init.size, tcpOptions(init.transport, init))
           : await connectSocketCommunicator(rank, init.size, init.transport.endpoints)
     if (aborted) comm.close()
-    // A rank process's large buffers: from its warm spare's memory if it has some; their sizes go to the launcher.
-    const allocations = new RankAllocations(init.warm)
     if (comm instanceof StreamCommunicator) comm.allocator = allocations.allocate
     let reported = ''
     const value = await runSession({
@@ -124,7 +126,11 @@ export async function runRank(program: Program, init: RankInit): Promise<void> {
       onResumed: (r) => {
         control.postMessage({ type: 'resumed', rank, ...r })
         allocations.release()
-        if (allocations.warmBytes > 0) control.postMessage({ type: 'log', rank, text: `warm spare: ${formatSize(allocations.warmBytes)} of memory touched ahead` })
+        if (allocations.warmBytes > 0) {
+          const size = formatSize(allocations.warmBytes)
+          const text = allocations.warmFrom === 'touched' ? `warm spare: ${size} of memory touched ahead` : `kept process: ${size} of its last run's memory reused`
+          control.postMessage({ type: 'log', rank, text })
+        }
       },
       onStep: rank === 0 ? progressReporter(control) : undefined,
       onSkeletonStart: (skeleton, total) => injections.skeletonStarts(skeleton, total),
@@ -151,6 +157,9 @@ export async function runRank(program: Program, init: RankInit): Promise<void> {
     })
   } finally {
     comm?.close()
+    allocations.release()
+    // Stopped from outside, the run has waited for its background writes (runSession): its buffers are free.
+    if (aborted) init.recycle?.(allocations.liveBuffers())
   }
 }
 

@@ -13,11 +13,21 @@ const MAX_REPORTED = 16
  * in its grids and the buffer its checkpoint file is read into.
  */
 export interface WarmMemory {
+  /** Touched ahead by an idle spare, or left by the last run in this process (a kept survivor). */
+  readonly from: 'touched' | 'last-run'
   /** A zeroed buffer of exactly `byteLength` bytes whose pages are mapped, or undefined. */
   take(byteLength: number): ArrayBuffer | undefined
   /** Drop the buffers not taken (the rank has what it needed). */
   release(): void
 }
+
+/**
+ * Hands the large buffers of a run that was stopped from outside (a survivor
+ * of a failure) to its host, which gives them to the next run in the same
+ * process as its warm memory (spare-host.mjs): a survivor's new domains
+ * would otherwise fault in fresh pages as a cold spare's did.
+ */
+export type RecycleBuffers = (buffers: ArrayBuffer[]) => void
 
 /**
  * The allocator of a rank process: large buffers come from `warm` when it
@@ -36,11 +46,15 @@ export interface WarmMemory {
 export class RankAllocations {
   /** Bytes served from warm memory. */
   warmBytes = 0
-  private readonly live = new Map<number, number>()
+  /** Where that memory came from. */
+  readonly warmFrom: WarmMemory['from'] | undefined
+  private readonly live = new Map<number, { bytes: number; buffer: WeakRef<ArrayBuffer> }>()
   private readonly collected = new FinalizationRegistry<number>((id) => this.live.delete(id))
   private nextId = 0
 
-  constructor(private warm: WarmMemory | undefined) {}
+  constructor(private warm: WarmMemory | undefined) {
+    this.warmFrom = warm?.from
+  }
 
   readonly allocate: BufferAllocator = (byteLength) => {
     if (byteLength < WARM_MIN_BYTES) return new ArrayBuffer(byteLength)
@@ -50,7 +64,7 @@ export class RankAllocations {
     if (fromWarm) this.warmBytes += byteLength
     if (this.live.size < MAX_REPORTED) {
       const id = this.nextId++
-      this.live.set(id, byteLength)
+      this.live.set(id, { bytes: byteLength, buffer: new WeakRef(buffer) })
       this.collected.register(buffer, id)
     }
     return buffer
@@ -58,7 +72,22 @@ export class RankAllocations {
 
   /** Sizes of the large buffers allocated here and not collected yet, oldest first (at most 16). */
   get sizes(): number[] {
-    return [...this.live.values()]
+    return [...this.live.values()].map((b) => b.bytes)
+  }
+
+  /**
+   * The large buffers still alive, for the next run in this process (a kept
+   * survivor): its domains have the same sizes, and these pages are mapped.
+   * Only for a run that has ended, background writes included: nothing of it
+   * may touch them afterwards.
+   */
+  liveBuffers(): ArrayBuffer[] {
+    const out: ArrayBuffer[] = []
+    for (const { buffer } of this.live.values()) {
+      const b = buffer.deref()
+      if (b !== undefined) out.push(b)
+    }
+    return out
   }
 
   /**

@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest'
 import { readBufferBytes } from '../../src/checkpoint/store/checkpoint-store.js'
 import { RankAllocations, warmSizes, type WarmMemory } from '../../src/runtime/warm-memory.js'
 // @ts-expect-error plain JavaScript without declarations (the spare's loop, loaded without TypeScript)
-import { warmPool } from '../../src/runtime/spare-host.mjs'
+import { recycledPool, warmPool } from '../../src/runtime/spare-host.mjs'
 
 const MiB = 2 ** 20
 
@@ -13,6 +13,7 @@ interface Pool extends WarmMemory {
   readonly bytes: number
 }
 const pool = warmPool as (sizes: number[], stop?: () => boolean) => Pool
+const recycled = recycledPool as (buffers: ArrayBuffer[]) => Pool
 
 describe('warmPool (a spare touching memory ahead)', () => {
   it('holds zeroed buffers of the sizes asked for, each handed out once and only for its exact size', async () => {
@@ -45,10 +46,28 @@ describe('warmPool (a spare touching memory ahead)', () => {
   })
 })
 
+describe('recycledPool (a kept survivor reusing its last run\'s buffers)', () => {
+  it('hands each buffer out once, for its exact size, zeroed', () => {
+    const a = new ArrayBuffer(2 * MiB)
+    new Uint8Array(a).fill(7)
+    const b = new ArrayBuffer(3 * MiB)
+    const p = recycled([a, b])
+    expect(p.from).toBe('last-run')
+    expect(p.take(4 * MiB)).toBeUndefined()
+    const got = p.take(2 * MiB)!
+    expect(got).toBe(a)
+    expect(new Uint8Array(got).every((x) => x === 0)).toBe(true)
+    expect(p.take(2 * MiB)).toBeUndefined()
+    p.release()
+    expect(p.take(3 * MiB)).toBeUndefined()
+  })
+})
+
 describe('RankAllocations (a rank process allocating its large buffers)', () => {
   it('serves large buffers of a size the warm memory holds from it, others fresh, and records the large sizes', () => {
     const given: number[] = []
     const warm: WarmMemory = {
+      from: 'touched',
       take: (n) => (n === 4 * MiB ? (given.push(n), new ArrayBuffer(n)) : undefined),
       release: () => given.push(-1),
     }
@@ -73,7 +92,7 @@ describe('RankAllocations (a rank process allocating its large buffers)', () => 
     setFlagsFromString('--expose-gc')
     const gc = runInNewContext('gc') as () => void
     const a = new RankAllocations(undefined)
-    let old: ArrayBuffer | undefined = a.allocate(2 * MiB)
+    let old: ArrayBufferLike | undefined = a.allocate(2 * MiB)
     const kept = a.allocate(3 * MiB)
     expect(a.sizes).toEqual([2 * MiB, 3 * MiB])
     old = undefined
@@ -84,6 +103,13 @@ describe('RankAllocations (a rank process allocating its large buffers)', () => 
     expect(old).toBeUndefined()
     expect(a.sizes).toEqual([3 * MiB])
     expect(kept.byteLength).toBe(3 * MiB)
+  })
+
+  it('gives the live large buffers back for the next run in the process', () => {
+    const a = new RankAllocations(undefined)
+    const big = a.allocate(2 * MiB)
+    a.allocate(1000)
+    expect(a.liveBuffers()).toEqual([big])
   })
 
   it('without warm memory allocates fresh zeroed buffers', () => {
