@@ -91,7 +91,7 @@ export async function hostLoop(host) {
   let current
   /** Messages for the rank that came before it listened (a preemption asked for at its start). */
   let early = []
-  /** Memory touched ahead for the next run (a `warm` message while idle), and the sizes last asked for. */
+  /** Memory touched ahead for the next run (a `warm` message while idle); `warming` ends an older filling. */
   let warm
   let warming = 0
   /** The large buffers the last run left (a survivor's), for the next run. */
