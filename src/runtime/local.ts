@@ -7,6 +7,7 @@ import { CommunicationError, ConfigError, MolotofError, RankFailedError } from '
 import { parseOptions, type OptionSpecs } from '../skeletons/options.js'
 import type { Program } from '../skeletons/program.js'
 import { frozenConfig, type FaultToleranceConfig } from '../checkpoint/config.js'
+import type { CheckpointEvent } from '../checkpoint/events.js'
 import { runSession } from './rank-session.js'
 import { PartitionShare } from '../routing/partition.js'
 import { SparseClock } from '../skeletons/sparse-clock.js'
@@ -69,6 +70,8 @@ export interface LocalRunOptions {
   onLog?: (rank: number, text: string) => void
   /** Checkpointing and recovery (off when absent). */
   checkpoint?: FaultToleranceConfig
+  /** Each committed checkpoint, as every rank sees it (rank 0's is the run's view). */
+  onCheckpoint?: (rank: number, e: CheckpointEvent) => void
 }
 
 /**
@@ -107,6 +110,7 @@ export async function runLocal<R>(program: Program<OptionSpecs, R>, opts: LocalR
             partitions,
             yieldClock,
             log: (t) => opts.onLog?.(rank, t),
+            onCheckpoint: opts.onCheckpoint && ((e) => opts.onCheckpoint!(rank, e)),
           })) as R
         } catch (e) {
           // One failed rank would leave the others waiting: fail them all.

@@ -217,6 +217,10 @@ export class CheckpointCommitter {
     // The staging buffers are reused: the previous memory checkpoint must be written (and is committed) first.
     if (memory) await this.finishMemory()
     if (level === 'disk') await this.finishPending()
+    // A background checkpoint commits at a later vote: its level's interval runs from this point, or that
+    // vote would find the level due again and write a second checkpoint right behind this one.
+    if (memory && clock.memory) clock.memory.lastAt = started
+    if (memory && level === 'disk') clock.lastAt = started
     const seq = this.seq++
     const at = { skeleton: state.index, step: state.step }
     const meta = { fingerprint: this.id.fingerprint, skeleton: state.index, step: state.step, rank, size, settings: this.id.settings, digests: replayDigests(state), ...this.stamp }

@@ -112,6 +112,30 @@ describe('the memory level with the disk level: a whole run killed, then resumed
   })
 })
 
+describe('time policies with the memory level', () => {
+  it('a memory checkpoint every 0.4 s writes one checkpoint per period, not a second one before the first commits', async () => {
+    // A background checkpoint commits at a later vote (about 100 ms of supersteps on); that vote once found the
+    // level due again, since its clock restarted only at the commit, and wrote a second checkpoint right behind.
+    const points: number[] = []
+    const cfg = levels({ policy: { kind: 'off' }, memory: { policy: { seconds: 0.4 }, dir: join(freshDir('molotof-levels-ram-', ramRoot), 'memory') } })
+    const start = performance.now()
+    await runLocal(jacobi, {
+      ranks: 2,
+      argv: ['--n', '128', '--iterations', '60000'],
+      checkpoint: cfg,
+      // The checkpoint point was `e.ms` before the commit this event reports.
+      onCheckpoint: (rank, e) => {
+        if (rank === 0 && e.level === 'memory') points.push(performance.now() - e.ms)
+      },
+    })
+    const seconds = (performance.now() - start) / 1000
+    expect(seconds).toBeGreaterThan(1.2)
+    expect(points.length).toBeGreaterThanOrEqual(2)
+    const gaps = points.slice(1).map((t, i) => t - points[i])
+    expect(Math.min(...gaps)).toBeGreaterThanOrEqual(350)
+  }, 60_000)
+})
+
 /** Flip a byte in the last payload of `rank`'s file of the newest checkpoint in `dir`. */
 function damageNewest(dir: string, rank: number): void {
   const newest = readdirSync(dir)
