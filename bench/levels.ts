@@ -4,7 +4,9 @@
  * cost of a memory checkpoint and of a disk checkpoint flushed from it, a
  * foreground disk checkpoint for comparison, and the failure-free overhead of
  * memory checkpoints every 2 s plus disk checkpoints every 60 s, against runs
- * without checkpoints (interleaved).
+ * without checkpoints (interleaved): on the whole run, and in the steady state
+ * (supersteps per second away from both ends, which leaves out the one-time
+ * costs of a short run: the first checkpoint's buffers and helper thread).
  *
  *   npm run bench:levels -- [--n 2048] [--seconds 20] [--repeats 3] [--transport processes]
  */
@@ -113,16 +115,22 @@ try {
   // 2. Failure-free overhead: memory every 2 s + disk every 60 s, against no checkpoints.
   const none: number[] = []
   const levels: number[] = []
+  // Steady rates (supersteps per second away from both ends of a run): the overhead of a long run.
+  const noneRate: number[] = []
+  const levelsRate: number[] = []
   let counts = { memory: 0, disk: 0 }
   for (let rep = 0; rep < repeats; rep++) {
     // Alternate which of the pair runs first, so that neither always gets the machine just after a run.
     const withLevels = async () => {
       const r = await run(iterations, memoryAndDisk({ policy: { seconds: 2 } }, { seconds: 60 }))
       levels.push(r.ms)
+      levelsRate.push(r.steady?.stepsPerSecond ?? NaN)
       counts = { memory: r.events.filter((e) => e.level === 'memory').length, disk: r.events.filter((e) => e.level === 'disk').length }
     }
     if (rep % 2 === 1) await withLevels()
-    none.push((await run(iterations, undefined)).ms)
+    const plain = await run(iterations, undefined)
+    none.push(plain.ms)
+    noneRate.push(plain.steady?.stepsPerSecond ?? NaN)
     if (rep % 2 === 0) await withLevels()
   }
   const overhead = (median(levels) / median(none) - 1) * 100
@@ -132,6 +140,12 @@ try {
   console.log(`  no checkpoints: ${(median(none) / 1000).toFixed(2)} s median (${none.map((x) => (x / 1000).toFixed(2)).join(', ')})`)
   console.log(`  with levels:    ${(median(levels) / 1000).toFixed(2)} s median (${levels.map((x) => (x / 1000).toFixed(2)).join(', ')})`)
   console.log(`  measured overhead: ${f2(overhead)} % (ratio of the medians), ${f2(pairOverhead)} % (median of the ${repeats} paired ratios)`)
+  const rateOverhead = (median(noneRate) / median(levelsRate) - 1) * 100
+  const pairRateOverhead = (median(noneRate.map((r, i) => r / levelsRate[i])) - 1) * 100
+  console.log(
+    `  steady state (supersteps per second from 1 s after the first superstep to 0.5 s before the end): ${f1(median(noneRate))} without, ` +
+      `${f1(median(levelsRate))} with the levels: ${f2(rateOverhead)} % (medians), ${f2(pairRateOverhead)} % (median of the paired ratios)`,
+  )
   console.log(`  stall-based estimate: ${f2((median(stalls) / 2000) * 100)} % (memory stall every 2 s; disk flushes cost no stall)`)
 } finally {
   rmSync(root, { recursive: true, force: true })

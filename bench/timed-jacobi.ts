@@ -14,16 +14,30 @@ export interface TimedJacobi {
   checkpoint: FaultToleranceConfig | undefined
 }
 
+/** Supersteps per second between the progress reports `from` ms after the first and `to` ms before the end. */
+export interface SteadyRate {
+  stepsPerSecond: number
+  /** The window's length (ms) and supersteps. */
+  ms: number
+  steps: number
+}
+
 /**
- * Runs Jacobi once: the wall time from its first to its last superstep (start-up
- * excluded) and the checkpoint events (rank 0's view of each commit).
+ * Runs Jacobi once: the wall time from its first superstep to the end of the
+ * run (start-up excluded, the end included), the checkpoint events (rank 0's
+ * view of each commit), and the steady rate: supersteps per second between
+ * rank 0's progress reports (about every 250 ms) from 1 s after the first
+ * superstep to 0.5 s before the last report, which leaves out one-time costs
+ * at either end (the first checkpoint's buffers and helper thread, the final
+ * commit).
  *
  * ```ts
- * const { ms, events } = await timedJacobi({ ranks: 2, transport: 'processes', n: 2048, iterations: 400, checkpoint })
+ * const { ms, events, steady } = await timedJacobi({ ranks: 2, transport: 'processes', n: 2048, iterations: 400, checkpoint })
  * ```
  */
-export async function timedJacobi(o: TimedJacobi): Promise<{ ms: number; events: CheckpointEvent[] }> {
+export async function timedJacobi(o: TimedJacobi): Promise<{ ms: number; events: CheckpointEvent[]; steady: SteadyRate | undefined }> {
   const events: CheckpointEvent[] = []
+  const progress: Array<{ at: number; step: number }> = []
   let first: number | undefined
   await launch('examples/jacobi/jacobi.ts', {
     ranks: o.ranks,
@@ -34,7 +48,22 @@ export async function timedJacobi(o: TimedJacobi): Promise<{ ms: number; events:
     hangTimeoutMs: 60_000,
     onLog: () => {},
     onCheckpoint: (e) => events.push(e),
-    onProgress: () => (first ??= performance.now()),
+    onProgress: (_skeleton, step) => {
+      const at = performance.now()
+      first ??= at
+      progress.push({ at, step })
+    },
   })
-  return { ms: performance.now() - (first ?? performance.now()), events }
+  return { ms: performance.now() - (first ?? performance.now()), events, steady: steadyRate(progress) }
+}
+
+function steadyRate(progress: ReadonlyArray<{ at: number; step: number }>): SteadyRate | undefined {
+  if (progress.length < 2) return undefined
+  const start = progress[0].at + 1000
+  const end = progress[progress.length - 1].at - 500
+  const inside = progress.filter((p) => p.at >= start && p.at <= end)
+  if (inside.length < 2) return undefined
+  const a = inside[0]
+  const b = inside[inside.length - 1]
+  return { stepsPerSecond: ((b.step - a.step) * 1000) / (b.at - a.at), ms: b.at - a.at, steps: b.step - a.step }
 }
