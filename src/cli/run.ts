@@ -32,7 +32,7 @@ export const RUN_OPTIONS = {
   fresh: option.boolean(false, 'discard the checkpoints of an earlier, unfinished run found in the checkpoint directory, then start afresh'),
   allowCodeChange: option.boolean(false, "with --resume: resume even though the program's code changed since the checkpoint (a warning instead of a refusal)"),
   restarts: option.int(3, 'automatic restarts after failures (the restart budget)', { min: 0 }),
-  spares: option.int(0, 'warm spares: rank processes (threads) started ahead with the program loaded; a failed rank is replaced by one', { min: 0 }),
+  spares: option.int(0, "warm spares: rank processes (threads) started ahead with the program loaded; a failed rank is replaced by one (an idle spare process holds a rank's large buffers, touched ahead)", { min: 0 }),
   keepSurvivors: option.boolean(true, 'with --spares: survivors of a failure run the program again in their own process (--no-keep-survivors: replaced by spares too)'),
   heartbeat: option.int(200, 'heartbeat period of rank processes, ms', { min: 10 }),
   hangTimeout: option.int(undefined, 'a rank process silent this long (ms) is hung (default: max(2000, 10 × heartbeat))', { min: 1 }),
