@@ -2,15 +2,17 @@ import type { BufferAllocator } from '../domains/dtype.js'
 
 /** Allocations from this size on are worth touching ahead: a grid, a rank file's read buffer. */
 export const WARM_MIN_BYTES = 2 ** 20
-/** A rank reports at most this many sizes (a program that reallocates every step is not warmed). */
+/** A rank tracks and reports at most this many live large buffers. */
 const MAX_REPORTED = 16
 
 /**
- * Memory a warm spare touched while it waited (spare-host.mjs fills it from
- * the sizes its launcher sends): the first write to a fresh page is a page
- * fault, about 0.6 ms per MiB on the development VM, so a spare that becomes
- * a rank would otherwise spend tens of milliseconds of its recovery faulting
- * in its grids and the buffer its checkpoint file is read into.
+ * Memory whose pages are already mapped, for the rank a host runs next: a
+ * warm spare touched it while it waited (spare-host.mjs fills it from the
+ * sizes its launcher sends), or a kept survivor's last run left it. The first
+ * write to a fresh page is a page fault, about 0.6 ms per MiB on the
+ * development VM, so a recovering rank would otherwise spend tens of
+ * milliseconds faulting in its grids and the buffer its checkpoint file is
+ * read into.
  */
 export interface WarmMemory {
   /** Touched ahead by an idle spare, or left by the last run in this process (a kept survivor). */
@@ -31,7 +33,7 @@ export type RecycleBuffers = (buffers: ArrayBuffer[]) => void
 
 /**
  * The allocator of a rank process: large buffers come from `warm` when it
- * has one of the size (a warm spare), fresh otherwise. It keeps the sizes of
+ * has one of the size, fresh otherwise. It keeps the sizes of
  * the large buffers still alive (a FinalizationRegistry forgets those
  * collected: a domain that grew left its old buffer behind), for the
  * launcher to pass to the next spares.
@@ -99,9 +101,14 @@ export class RankAllocations {
     this.warm = undefined
   }
 
-  /** `sizes` plus `more` (e.g. the read buffer of this rank's file), for the launcher. */
+  /**
+   * `sizes` plus those of `more` not among them (the read buffer of this
+   * rank's file, unless one from an earlier recovery is still alive), for
+   * the launcher.
+   */
   report(more: readonly number[]): number[] {
-    return [...this.sizes, ...more.filter((n) => n >= WARM_MIN_BYTES)].slice(0, MAX_REPORTED)
+    const sizes = this.sizes
+    return [...sizes, ...more.filter((n) => n >= WARM_MIN_BYTES && !sizes.includes(n))].slice(0, MAX_REPORTED)
   }
 }
 

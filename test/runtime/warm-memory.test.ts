@@ -80,6 +80,8 @@ describe('RankAllocations (a rank process allocating its large buffers)', () => 
     expect(a.sizes).toEqual([4 * MiB, 5 * MiB])
     // The report adds the read buffer of the rank's file; small sizes are left out.
     expect(a.report([readBufferBytes(16 * MiB + 700), 100])).toEqual([4 * MiB, 5 * MiB, 17 * MiB])
+    // A read buffer of an earlier recovery still alive is not counted twice.
+    expect(a.report([5 * MiB])).toEqual([4 * MiB, 5 * MiB])
     a.release()
     expect(given).toEqual([4 * MiB, -1])
     // Released: nothing more is taken from it.
