@@ -81,6 +81,9 @@ export async function runRank(program: Program, init: RankInit): Promise<void> {
   let aborted = false
   // A rank process's large buffers: from warm memory if its host has some; their sizes go to the launcher.
   const allocations = new RankAllocations(init.warm)
+  // Taken when the run is told to stop, while its domains are certainly alive: a collection during the
+  // unwinding could otherwise drop them before they are handed to the next run.
+  let stoppedBuffers: ArrayBuffer[] = []
   control.onMessage((m) => {
     if (m.type === 'preempt') session.preemptRequested = true
     if (m.type === 'checkpoint') session.checkpointRequested = true
@@ -88,6 +91,7 @@ export async function runRank(program: Program, init: RankInit): Promise<void> {
     if (m.type === 'abort') {
       aborted = true
       session.stopped = true
+      stoppedBuffers = allocations.liveBuffers()
       comm?.close()
     }
   })
@@ -159,7 +163,7 @@ export async function runRank(program: Program, init: RankInit): Promise<void> {
     comm?.close()
     allocations.release()
     // Stopped from outside, the run has waited for its background writes (runSession): its buffers are free.
-    if (aborted) init.recycle?.(allocations.liveBuffers())
+    if (aborted) init.recycle?.(stoppedBuffers)
   }
 }
 

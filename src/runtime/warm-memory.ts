@@ -80,8 +80,8 @@ export class RankAllocations {
   /**
    * The large buffers still alive, for the next run in this process (a kept
    * survivor): its domains have the same sizes, and these pages are mapped.
-   * Only for a run that has ended, background writes included: nothing of it
-   * may touch them afterwards.
+   * They may be handed over only once this run has ended, background writes
+   * included: nothing of it may touch them afterwards.
    */
   liveBuffers(): ArrayBuffer[] {
     const out: ArrayBuffer[] = []
