@@ -124,13 +124,13 @@ try {
     const withLevels = async () => {
       const r = await run(iterations, memoryAndDisk({ policy: { seconds: 2 } }, { seconds: 60 }))
       levels.push(r.ms)
-      levelsRate.push(r.steady?.stepsPerSecond ?? NaN)
+      levelsRate.push(r.steady ?? NaN)
       counts = { memory: r.events.filter((e) => e.level === 'memory').length, disk: r.events.filter((e) => e.level === 'disk').length }
     }
     if (rep % 2 === 1) await withLevels()
     const plain = await run(iterations, undefined)
     none.push(plain.ms)
-    noneRate.push(plain.steady?.stepsPerSecond ?? NaN)
+    noneRate.push(plain.steady ?? NaN)
     if (rep % 2 === 0) await withLevels()
   }
   const overhead = (median(levels) / median(none) - 1) * 100

@@ -14,14 +14,6 @@ export interface TimedJacobi {
   checkpoint: FaultToleranceConfig | undefined
 }
 
-/** Supersteps per second between the progress reports `from` ms after the first and `to` ms before the end. */
-export interface SteadyRate {
-  stepsPerSecond: number
-  /** The window's length (ms) and supersteps. */
-  ms: number
-  steps: number
-}
-
 /**
  * Runs Jacobi once: the wall time from its first superstep to the end of the
  * run (start-up excluded, the end included), the checkpoint events (rank 0's
@@ -35,7 +27,7 @@ export interface SteadyRate {
  * const { ms, events, steady } = await timedJacobi({ ranks: 2, transport: 'processes', n: 2048, iterations: 400, checkpoint })
  * ```
  */
-export async function timedJacobi(o: TimedJacobi): Promise<{ ms: number; events: CheckpointEvent[]; steady: SteadyRate | undefined }> {
+export async function timedJacobi(o: TimedJacobi): Promise<{ ms: number; events: CheckpointEvent[]; steady: number | undefined }> {
   const events: CheckpointEvent[] = []
   const progress: Array<{ at: number; step: number }> = []
   let first: number | undefined
@@ -57,7 +49,8 @@ export async function timedJacobi(o: TimedJacobi): Promise<{ ms: number; events:
   return { ms: performance.now() - (first ?? performance.now()), events, steady: steadyRate(progress) }
 }
 
-function steadyRate(progress: ReadonlyArray<{ at: number; step: number }>): SteadyRate | undefined {
+/** Supersteps per second from 1 s after the first progress report to 0.5 s before the last. */
+function steadyRate(progress: ReadonlyArray<{ at: number; step: number }>): number | undefined {
   if (progress.length < 2) return undefined
   const start = progress[0].at + 1000
   const end = progress[progress.length - 1].at - 500
@@ -65,5 +58,5 @@ function steadyRate(progress: ReadonlyArray<{ at: number; step: number }>): Stea
   if (inside.length < 2) return undefined
   const a = inside[0]
   const b = inside[inside.length - 1]
-  return { stepsPerSecond: ((b.step - a.step) * 1000) / (b.at - a.at), ms: b.at - a.at, steps: b.step - a.step }
+  return ((b.step - a.step) * 1000) / (b.at - a.at)
 }

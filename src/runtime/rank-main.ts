@@ -103,7 +103,9 @@ export async function runRank(program: Program, init: RankInit): Promise<void> {
           ? await connectTcpCommunicator(rank, init.size, tcpOptions(init.transport, init))
           : await connectSocketCommunicator(rank, init.size, init.transport.endpoints)
     if (aborted) comm.close()
-    if (comm instanceof StreamCommunicator) comm.allocator = allocations.allocate
+    // Rank processes only: thread ranks share their launcher's memory.
+    const warmable = comm instanceof StreamCommunicator ? comm : undefined
+    if (warmable) warmable.allocator = allocations.allocate
     let reported = ''
     const value = await runSession({
       program,
@@ -118,7 +120,7 @@ export async function runRank(program: Program, init: RankInit): Promise<void> {
       onCheckpoint: (e) => {
         control.postMessage({ type: 'checkpoint', rank, ...e })
         allocations.release()
-        if (!(comm instanceof StreamCommunicator)) return
+        if (!warmable) return
         // What a recovery at this checkpoint allocates: the live large buffers and the read buffer of this
         // file (its size on any level). Sent when it changed (a domain grew), not at every checkpoint.
         const sizes = allocations.report([readBufferBytes(e.bytes)])

@@ -14,19 +14,46 @@ import { loadProgram } from './load-program.mjs'
 const RANK_ENTRY = Symbol.for('molotof.rank-entry')
 
 /**
+ * Buffers handed out once each, to an allocation of exactly their size
+ * (WarmMemory in warm-memory.ts); `release` drops the rest. `zeroOnTake`:
+ * the buffers hold old data, zeroed as they are handed out.
+ *
+ * @param {'touched' | 'last-run'} from
+ * @param {ArrayBuffer[]} buffers
+ * @param {boolean} zeroOnTake
+ */
+function handOut(from, buffers, zeroOnTake) {
+  return {
+    from,
+    /** @param {number} n */
+    take(n) {
+      const i = buffers.findIndex((b) => b.byteLength === n)
+      if (i < 0) return undefined
+      const b = buffers.splice(i, 1)[0]
+      if (zeroOnTake) new Uint8Array(b).fill(0)
+      return b
+    },
+    release() {
+      buffers.length = 0
+    },
+    get bytes() {
+      return buffers.reduce((a, b) => a + b.byteLength, 0)
+    },
+  }
+}
+
+/**
  * A pool of buffers of `sizes` bytes, zeroed and with every page written
  * once, filled in the background one buffer per turn of the event loop until
- * `stop()` (a run starting takes the pool as it is). A run takes buffers from
- * it (WarmMemory in warm-memory.ts): each is handed out once, to an
- * allocation of exactly its size; `release` drops the rest. Nothing is
- * touched when the sizes exceed half the node's free memory: a spare must
- * not push the node into swapping.
+ * `stop()` (a run starting takes the pool as it is; `filled` says when the
+ * filling ended). Nothing is touched when the sizes exceed half the node's
+ * free memory: a spare must not push the node into swapping.
  *
  * @param {number[]} sizes
  * @param {() => boolean} stop
  */
 export function warmPool(sizes, stop = () => false) {
-  let buffers = []
+  const buffers = []
   const fill = async () => {
     if (sizes.reduce((a, b) => a + b, 0) > freemem() / 2) return
     for (const n of sizes) {
@@ -38,52 +65,31 @@ export function warmPool(sizes, stop = () => false) {
       await new Promise((resolve) => setImmediate(resolve))
     }
   }
-  return {
-    from: 'touched',
-    filled: fill(),
-    /** @param {number} n */
-    take(n) {
-      const i = buffers.findIndex((b) => b.byteLength === n)
-      return i < 0 ? undefined : buffers.splice(i, 1)[0]
-    },
-    release() {
-      buffers = []
-    },
-    get bytes() {
-      return buffers.reduce((a, b) => a + b.byteLength, 0)
-    },
-  }
+  return Object.assign(handOut('touched', buffers, false), { filled: fill() })
 }
 
 /**
  * Warm memory from the buffers the last run in this process left behind (a
- * kept survivor: RecycleBuffers in warm-memory.ts): handed out like
- * warmPool's, each zeroed as it is taken (a memset of mapped pages, several
- * times cheaper than faulting fresh ones in).
+ * kept survivor: RecycleBuffers in warm-memory.ts), each zeroed as it is
+ * taken: a memset of mapped pages, several times cheaper than faulting fresh
+ * ones in.
  *
  * @param {ArrayBuffer[]} buffers
  */
 export function recycledPool(buffers) {
-  let left = buffers
-  return {
-    from: 'last-run',
-    /** @param {number} n */
-    take(n) {
-      const i = left.findIndex((b) => b.byteLength === n)
-      if (i < 0) return undefined
-      const b = left.splice(i, 1)[0]
-      new Uint8Array(b).fill(0)
-      return b
-    },
-    release() {
-      left = []
-    },
-    get bytes() {
-      return left.reduce((a, b) => a + b.byteLength, 0)
-    },
-  }
+  return handOut('last-run', [...buffers], true)
 }
 
+/**
+ * @param {{
+ *   programFile: string, tsconfig?: string, namespace: string,
+ *   post(m: object): void,
+ *   onMessage(handler: (m: any) => void): void,
+ *   initFor(init: object, control: object): object,
+ *   onRank?(rank: number): void,
+ *   flushed?(): Promise<void>,
+ * }} host
+ */
 export async function hostLoop(host) {
   const runs = []
   let wake = () => {}

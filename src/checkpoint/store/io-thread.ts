@@ -1,6 +1,6 @@
 import { Worker } from 'node:worker_threads'
 import { CheckpointError } from '../../errors.js'
-import type { UncompactedPayload } from './staging.js'
+import { compactRuns, type UncompactedPayload } from './staging.js'
 
 // Plain JavaScript on purpose: the thread needs only zlib's crc32 and fs, and
 // loads in a few milliseconds without TypeScript or the rest of molotof.
@@ -11,6 +11,8 @@ const SOURCE = `
 const { parentPort } = require('node:worker_threads')
 const { crc32 } = require('node:zlib')
 const fs = require('node:fs')
+// staging.ts's own function (its source: it uses nothing but its argument), so the thread runs the tested code.
+const compactRuns = (${compactRuns.toString()})
 function write(m) {
   const reused = (() => {
     if (m.reuse === undefined) return false
@@ -37,14 +39,7 @@ function write(m) {
 parentPort.on('message', (m) => {
   try {
     if (m.op === 'compact') {
-      // compactRuns (staging.ts), the same loop.
-      for (const { bytes, runs } of m.payloads) {
-        let pos = 0
-        for (let i = 0; i < runs.length; i += 2) {
-          bytes.copyWithin(pos, runs[i], runs[i] + runs[i + 1])
-          pos += runs[i + 1]
-        }
-      }
+      for (const p of m.payloads) compactRuns(p)
       parentPort.postMessage({ id: m.id, value: m.payloads.length })
     } else if (m.op === 'sums') {
       const sums = m.entries.map((pieces) => {
