@@ -1,12 +1,19 @@
 import { execFileSync } from 'node:child_process'
-import { existsSync, readFileSync, rmSync } from 'node:fs'
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join, resolve } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
+import { interiorSum, jacobiSerial } from '../examples/jacobi/serial.js'
 
 // Built inside node_modules (so the bundles resolve their dependencies) but not
 // in dist/: a dist/ left by the tests would be run by bin/molotof.mjs instead of
 // the sources a developer edits next.
 const out = 'node_modules/.cache/molotof-build-test'
-afterAll(() => rmSync(out, { recursive: true, force: true }))
+const work = mkdtempSync(join(tmpdir(), 'molotof-build-run-'))
+afterAll(() => {
+  rmSync(out, { recursive: true, force: true })
+  rmSync(work, { recursive: true, force: true })
+})
 
 describe('package build (tsup)', () => {
   it('builds ESM, CJS and type declarations that load, with the rank boot files next to them', () => {
@@ -24,5 +31,24 @@ describe('package build (tsup)', () => {
     expect(readFileSync(`${out}/cli.js`, 'utf8')).toContain('Chart.js v4.')
     const pkg = JSON.parse(readFileSync('package.json', 'utf8')) as { dependencies: Record<string, string>; devDependencies: Record<string, string> }
     expect(Object.keys(pkg.dependencies)).not.toContain('chart.js')
+  }, 120_000)
+
+  it('runs a program compiled once at run start, through a failure and its recovery, with the serial result', () => {
+    const events = join(work, 'events.jsonl')
+    const args = [`${out}/cli.js`, 'run', 'examples/jacobi/jacobi.ts', '--ranks', '2', '--transport', 'processes', '--n', '64', '--iterations', '120']
+    const ft = ['--checkpoint', 'every:40', '--checkpoint-dir', join(work, 'ckpt'), '--inject', 'rank=1,step=70', '--events', events, '--quiet']
+    const text = execFileSync(process.execPath, [...args, ...ft], { encoding: 'utf8' })
+    expect(text).toContain(`checksum ${interiorSum(jacobiSerial(64, 120), 64)}`)
+    const starts = readFileSync(events, 'utf8').trim().split('\n').map((l) => JSON.parse(l) as { event: string; compiled?: string }).filter((e) => e.event === 'start')
+    // Both attempts, the restarted one included, load the one module compiled at run start.
+    expect(starts).toHaveLength(2)
+    expect(starts[0].compiled).toMatch(new RegExp(`^${resolve('node_modules/.cache/molotof/programs')}/[0-9a-f]{16}\\.mjs$`))
+    expect(existsSync(starts[0].compiled!)).toBe(true)
+    expect(starts[1].compiled).toBe(starts[0].compiled)
+    // Told not to compile: the ranks load the sources through tsx, with the same result.
+    rmSync(events)
+    const plain = execFileSync(process.execPath, [...args, ...ft.slice(0, 3), join(work, 'ckpt2'), '--events', events, '--quiet'], { encoding: 'utf8', env: { ...process.env, MOLOTOF_PRECOMPILE: '0' } })
+    expect(plain).toContain(`checksum ${interiorSum(jacobiSerial(64, 120), 64)}`)
+    expect(readFileSync(events, 'utf8')).not.toContain('"compiled"')
   }, 120_000)
 })

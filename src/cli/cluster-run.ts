@@ -6,6 +6,7 @@ import { parseDuration } from '../checkpoint/policy/duration.js'
 import { ConfigError } from '../errors.js'
 import { detectLauncher, parseHostPort, RENDEZVOUS_ENV, type ClusterPlace } from '../runtime/cluster-env.js'
 import { ClusterLeader, runClusterAgent, type ClusterOptions } from '../runtime/cluster.js'
+import { compileProgram } from '../runtime/compiled-program.js'
 import { findTsconfig } from '../runtime/launcher.js'
 import { option } from '../skeletons/options.js'
 
@@ -120,5 +121,8 @@ export async function joinCluster(
     log,
   }
   if (place.node === 0) return { kind: 'leader', leader: await ClusterLeader.open(opts), place }
-  return { kind: 'agent', code: await runClusterAgent(opts, { programFile: file, tsconfig: findTsconfig(file) }) }
+  const tsconfig = findTsconfig(file)
+  // This node's own copy: node 0's compiled file may not exist on this host.
+  const { compiled } = await compileProgram(file, tsconfig)
+  return { kind: 'agent', code: await runClusterAgent(opts, { programFile: file, tsconfig, compiled }) }
 }

@@ -4,6 +4,7 @@ import { hostname, networkInterfaces } from 'node:os'
 import { join } from 'node:path'
 import { CommunicationError, ConfigError, errorRecord, NodeLostError, NodeMismatchError, reviveError, type SettingDifference } from '../errors.js'
 import type { ClusterPlace, HostPort } from './cluster-env.js'
+import type { CompiledProgram } from './compiled-program.js'
 import { Wire, type AgentMessage, type JoinRequest, type LeaderMessage, type RemoteBeat } from './cluster-wire.js'
 import type { RankGroup, RankGroupEvents, RankGroupSpec, RankWhere, StartRankGroup } from './group.js'
 import { EndpointTable, startNodeRanks, type Listening, type NodeRanks } from './node-group.js'
@@ -424,7 +425,7 @@ function sleep(ms: number): Promise<void> {
  * const code = await runClusterAgent(options, { programFile, tsconfig })
  * ```
  */
-export async function runClusterAgent(opts: ClusterOptions, own: { programFile: string; tsconfig: string | undefined }): Promise<number> {
+export async function runClusterAgent(opts: ClusterOptions, own: { programFile: string; tsconfig: string | undefined; compiled?: CompiledProgram }): Promise<number> {
   const { node } = opts.place
   const socket = await reachRendezvous(opts)
   const host = unmapped(socket.localAddress) ?? '127.0.0.1'
@@ -479,7 +480,7 @@ export async function runClusterAgent(opts: ClusterOptions, own: { programFile: 
             void stopLocal()
             generation = m.gen
             const gen = m.gen
-            const spec: RankGroupSpec = { ...m.spec, programFile: own.programFile, tsconfig: own.tsconfig }
+            const spec: RankGroupSpec = { ...m.spec, programFile: own.programFile, tsconfig: own.tsconfig, compiled: own.compiled }
             const nodeRanks: NodeRanks = startNodeRanks(
               spec,
               { ranks, node, host, generation: gen, onListening: (l) => wire.send({ t: 'rank', gen, m: l }) },

@@ -1,4 +1,5 @@
 import type { FaultToleranceConfig } from '../checkpoint/config.js'
+import type { CompiledProgram } from './compiled-program.js'
 import type { Injection, RandomInjection } from './inject.js'
 import type { LauncherToRank, RankToLauncher } from './protocol.js'
 import type { Phase } from '../skeletons/phase.js'
@@ -9,6 +10,8 @@ export interface RankGroupSpec {
   programFile: string
   /** tsconfig.json for a TypeScript program (decides what `molotof` resolves to). */
   tsconfig: string | undefined
+  /** The program compiled at run start (ranks load it instead of the sources through tsx), when it was. */
+  compiled?: CompiledProgram
   size: number
   /** The program's own options, as command-line words. */
   argv: string[]

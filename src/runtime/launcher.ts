@@ -5,6 +5,7 @@ import { frozenConfig, type FaultToleranceConfig } from '../checkpoint/config.js
 import type { CheckpointEvent, ResumedFigures } from '../checkpoint/events.js'
 import { ConfigError, PreemptedError, ProgramLoadError } from '../errors.js'
 import { runAttempt, type AttemptCallbacks } from './attempt.js'
+import { compileProgram } from './compiled-program.js'
 import { TRANSPORTS, type RankGroupSpec, type RunningRanks, type StartRankGroup, type Transport } from './group.js'
 import type { Injection, RandomInjection } from './inject.js'
 import { startTcpGroup } from './node-group.js'
@@ -102,6 +103,7 @@ export function hangTimeoutOf(opts: LaunchOptions): number {
 export async function launch<R = unknown>(programFile: string, opts: LaunchOptions): Promise<RunResult<R>> {
   const spec = groupSpec(programFile, opts)
   const started = performance.now()
+  spec.compiled = (await compileProgram(spec.programFile, spec.tsconfig)).compiled
   const callbacks: AttemptCallbacks = {
     onLog: opts.onLog ?? ((_r: number, text: string) => console.log(text)),
     onCheckpoint: opts.onCheckpoint,

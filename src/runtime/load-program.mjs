@@ -34,11 +34,11 @@ function pinFramework(entry) {
 }
 
 /**
- * @param {{ programFile: string, tsconfig?: string, rank: number, control: { postMessage(m: unknown): void } }} where
+ * @param {{ programFile: string, tsconfig?: string, compiled?: Compiled, rank: number, control: { postMessage(m: unknown): void } }} where
  * @param {(program: object) => object} initFor the init object for the program's entry
  */
-export async function runProgram({ programFile, tsconfig, rank, control }, initFor) {
-  const loaded = await loadProgram({ programFile, tsconfig, namespace: `molotof-rank-${rank}` })
+export async function runProgram({ programFile, tsconfig, compiled, rank, control }, initFor) {
+  const loaded = await loadProgram({ programFile, tsconfig, compiled, namespace: `molotof-rank-${rank}` })
   if ('error' in loaded) {
     control.postMessage({ type: 'load-error', rank, message: loaded.error })
     return
@@ -51,16 +51,25 @@ export async function runProgram({ programFile, tsconfig, rank, control }, initF
 }
 
 /**
+ * @typedef {{ file: string, modules: string[], pinMolotof: boolean }} Compiled
+ * The program compiled by the launcher (compiled-program.ts), when it was.
+ */
+
+/**
  * Load the program without running it (warm spares load ahead, then run it
  * for each rank they are given). Resolves to the program, whose entry is
  * `program[Symbol.for('molotof.rank-entry')]`, with every module loaded with
  * it (URLs: the ranks hash the local ones into the code identity checkpoints
  * carry), or to the reason it cannot run.
  *
- * @param {{ programFile: string, tsconfig?: string, namespace: string }} what
+ * @param {{ programFile: string, tsconfig?: string, compiled?: Compiled, namespace: string }} what
  * @returns {Promise<{ program: object, modules: string[] } | { error: string }>}
  */
-export async function loadProgram({ programFile, tsconfig, namespace }) {
+export async function loadProgram({ programFile, tsconfig, compiled, namespace }) {
+  if (compiled) {
+    const loaded = await loadCompiled(programFile, compiled)
+    if (loaded) return loaded
+  }
   const modules = []
   let program
   try {
@@ -85,6 +94,32 @@ export async function loadProgram({ programFile, tsconfig, namespace }) {
   if (!program) return { error: `${programFile} does not export a molotof program: write \`export default defineProgram({ ... })\`` }
   return { program, modules }
 }
+
+/**
+ * The compiled program: Node alone, no tsx. Undefined when it cannot be
+ * linked here (a rank on another host without the file, a package the
+ * bundle's folder does not resolve): tsx then loads the sources, and says
+ * what is wrong if anything is. Errors of the program's own code are its.
+ */
+async function loadCompiled(programFile, compiled) {
+  if (!existsSync(compiled.file)) return undefined
+  if (compiled.pinMolotof) pinFramework(frameworkEntry())
+  // Stack traces name the program's own files and lines, as with tsx.
+  process.setSourceMapsEnabled(true)
+  let mod
+  try {
+    mod = await import(pathToFileURL(compiled.file).href)
+  } catch (e) {
+    if (LINK_ERRORS.has(e?.code)) return undefined
+    return { error: `cannot load ${programFile}: ${describeLoadError(e, programFile, compiled.modules)}` }
+  }
+  const program = programOf(mod)
+  if (!program) return { error: `${programFile} does not export a molotof program: write \`export default defineProgram({ ... })\`` }
+  return { program, modules: compiled.modules }
+}
+
+/** Errors of resolving the compiled module's imports, raised before any of its code runs. */
+const LINK_ERRORS = new Set(['ERR_MODULE_NOT_FOUND', 'ERR_PACKAGE_PATH_NOT_EXPORTED', 'ERR_UNSUPPORTED_DIR_IMPORT', 'ERR_PACKAGE_IMPORT_NOT_DEFINED'])
 
 /** The default export (`export default defineProgram(...)`), also when the module was compiled to CommonJS. */
 function programOf(mod) {

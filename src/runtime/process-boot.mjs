@@ -23,7 +23,7 @@ const HEARTBEAT_FD = 4
 
 const spec = deserialize(Buffer.from(process.argv[2] ?? '', 'base64'))
 // The rest of the spec (argv, ft, inject, ...) goes to the rank as it is.
-const { programFile, tsconfig, endpoints, tcp, heartbeatMs, ...common } = spec
+const { programFile, tsconfig, compiled, endpoints, tcp, heartbeatMs, ...common } = spec
 const { rank, size } = common
 
 // The status slots (4 Int32 per rank, see status.ts); only this rank's slot is used here.
@@ -82,7 +82,7 @@ process.on('uncaughtException', (e) => {
   else process.exit(1)
 })
 
-await runProgram({ programFile, tsconfig, rank, control }, () => ({
+await runProgram({ programFile, tsconfig, compiled, rank, control }, () => ({
   ...common,
   mode: 'run',
   // `tcp` (address and generation) is set by the TCP groups (tcp-group.ts, cluster nodes).

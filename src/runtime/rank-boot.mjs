@@ -4,11 +4,11 @@
 import { parentPort, workerData } from 'node:worker_threads'
 import { runProgram } from './load-program.mjs'
 
-const { programFile, tsconfig, init } = workerData
+const { programFile, tsconfig, compiled, init } = workerData
 const control = {
   postMessage: (m) => parentPort.postMessage(m),
   onMessage: (handler) => parentPort.on('message', handler),
 }
 
 // A thread cannot be SIGKILLed on its own: an injected failure ends the thread at once.
-await runProgram({ programFile, tsconfig, rank: init.rank, control }, () => ({ ...init, control, die: () => process.exit(137) }))
+await runProgram({ programFile, tsconfig, compiled, rank: init.rank, control }, () => ({ ...init, control, die: () => process.exit(137) }))

@@ -4,7 +4,7 @@
 //
 //   node spare-boot.mjs <base64 of v8.serialize(host)>     (fd 3: IPC, fd 4: heartbeat pipe)
 //
-// host: { programFile, tsconfig, size, heartbeatMs, id }. Each assignment
+// host: { programFile, tsconfig, compiled, size, heartbeatMs, id }. Each assignment
 // carries the rest of a rank's init (the attempt's spec, rank, endpoints).
 //
 // The heartbeat thread beats from the start, idle or not: the launcher's hang
@@ -16,7 +16,7 @@ import { hostLoop } from './spare-host.mjs'
 
 const HEARTBEAT_FD = 4
 
-const { programFile, tsconfig, size, heartbeatMs, id } = deserialize(Buffer.from(process.argv[2] ?? '', 'base64'))
+const { programFile, tsconfig, compiled, size, heartbeatMs, id } = deserialize(Buffer.from(process.argv[2] ?? '', 'base64'))
 
 // Status slots (4 Int32 per rank, see status.ts) and the rank running now (-1: idle).
 const status = new Int32Array(new SharedArrayBuffer(size * 16))
@@ -78,6 +78,7 @@ const post = (m) => {
 await hostLoop({
   programFile,
   tsconfig,
+  compiled,
   namespace: `molotof-spare-${id}`,
   post,
   onMessage: (handler) => process.on('message', handler),

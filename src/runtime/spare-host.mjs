@@ -82,7 +82,7 @@ export function recycledPool(buffers) {
 
 /**
  * @param {{
- *   programFile: string, tsconfig?: string, namespace: string,
+ *   programFile: string, tsconfig?: string, compiled?: import('./load-program.mjs').Compiled, namespace: string,
  *   post(m: object): void,
  *   onMessage(handler: (m: any) => void): void,
  *   initFor(init: object, control: object): object,
@@ -126,7 +126,7 @@ export async function hostLoop(host) {
     }
   })
 
-  const loaded = await loadProgram({ programFile: host.programFile, tsconfig: host.tsconfig, namespace: host.namespace })
+  const loaded = await loadProgram({ programFile: host.programFile, tsconfig: host.tsconfig, compiled: host.compiled, namespace: host.namespace })
   if ('program' in loaded) {
     // Describing runs the entry, which loads the rank runtime (transports,
     // checkpoint coordinator): a rank started on this spare finds it loaded.

@@ -5,11 +5,12 @@
 import { parentPort, workerData } from 'node:worker_threads'
 import { hostLoop } from './spare-host.mjs'
 
-const { programFile, tsconfig, id } = workerData
+const { programFile, tsconfig, compiled, id } = workerData
 
 await hostLoop({
   programFile,
   tsconfig,
+  compiled,
   namespace: `molotof-spare-${id}`,
   post: (m) => parentPort.postMessage(m),
   onMessage: (handler) => parentPort.on('message', handler),

@@ -7,6 +7,7 @@ import { fileURLToPath } from 'node:url'
 import { serialize } from 'node:v8'
 import { Worker, type MessagePort } from 'node:worker_threads'
 import { ConfigError, InternalError } from '../errors.js'
+import type { CompiledProgram } from './compiled-program.js'
 import type { RankExit, RankGroup, RankGroupEvents, RankGroupSpec, RankWhere, StartRankGroup, Transport } from './group.js'
 import { HeartbeatMonitor } from './heartbeat.js'
 import type { LauncherToRank, RankToLauncher } from './protocol.js'
@@ -37,6 +38,8 @@ export interface RanksOrigin {
 export interface SparePoolOptions {
   programFile: string
   tsconfig: string | undefined
+  /** The program compiled at run start, when it was (compiled-program.ts). */
+  compiled?: CompiledProgram
   /** Ranks of the run (every attempt has as many). */
   size: number
   transport: Transport
@@ -179,7 +182,7 @@ export class SparePool {
       const dir = mkdtempSync(join(tmpdir().length <= 60 ? tmpdir() : '/tmp', 'molotof-'))
       cleanup = () => rmSync(dir, { recursive: true, force: true })
       const endpoints = chosen.map((_, r) => join(dir, `${r}.sock`))
-      const { transport: _t, programFile: _p, tsconfig: _c, heartbeatMs: _h, ...common } = spec
+      const { transport: _t, programFile: _p, tsconfig: _c, compiled: _x, heartbeatMs: _h, ...common } = spec
       chosen.forEach((h, rank) => {
         this.bind(h, state, rank)
         h.assign({ ...common, rank, inject: spec.inject.filter((i) => i.rank === rank), injectFired: spec.injectFired ?? [], endpoints }, [])
@@ -320,8 +323,8 @@ export class SparePool {
   }
 
   private spawnProcess(id: number): Host {
-    const { programFile, tsconfig, size, heartbeatMs } = this.o
-    const child: ChildProcess = spawn(process.execPath, [PROCESS_BOOT, serialize({ programFile, tsconfig, size, heartbeatMs, id }).toString('base64')], {
+    const { programFile, tsconfig, compiled, size, heartbeatMs } = this.o
+    const child: ChildProcess = spawn(process.execPath, [PROCESS_BOOT, serialize({ programFile, tsconfig, compiled, size, heartbeatMs, id }).toString('base64')], {
       stdio: ['inherit', 'inherit', 'inherit', 'ipc', 'pipe'],
       serialization: 'advanced',
     })
@@ -369,7 +372,7 @@ export class SparePool {
   }
 
   private spawnThread(id: number): Host {
-    const w = new Worker(THREAD_BOOT, { workerData: { programFile: this.o.programFile, tsconfig: this.o.tsconfig, id } })
+    const w = new Worker(THREAD_BOOT, { workerData: { programFile: this.o.programFile, tsconfig: this.o.tsconfig, compiled: this.o.compiled, id } })
     const { h, markExited } = newHost(id, (h) => ({
       heartbeat: undefined,
       pid: undefined,

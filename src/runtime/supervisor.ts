@@ -3,6 +3,7 @@ import { openRunDirectory } from '../checkpoint/identity/run-directory.js'
 import { ConfigError, RestartBudgetExhaustedError, RunStoppedError, type FailureRecord } from '../errors.js'
 import { runAttempt, type AttemptOutcome } from './attempt.js'
 import { expandDir } from './cluster-env.js'
+import { compileProgram } from './compiled-program.js'
 import { partnerDirOf } from '../checkpoint/store/partner.js'
 import type { RankGroup, StartRankGroup } from './group.js'
 import { GROUP_STARTERS, groupSpec, hangTimeoutOf, type LaunchOptions, type RunResult } from './launcher.js'
@@ -12,7 +13,15 @@ import { checkSpareCount, SparePool, type RanksOrigin } from './spares.js'
 
 /** Every event of a supervised run, as written to `--events` (JSON lines). */
 export type SupervisorEvent =
-  | { event: 'start'; attempt: number; ranks: number; transport: string; resume: boolean }
+  | {
+      event: 'start'
+      attempt: number
+      ranks: number
+      transport: string
+      resume: boolean
+      /** The compiled module the ranks load (see compiled-program.ts); absent when they load the sources through tsx. */
+      compiled?: string
+    }
   | { event: 'checkpoint'; attempt: number; seq: number; skeleton: number; step: number; bytes: number; totalBytes: number; ms: number; level: 'memory' | 'disk' | 'partner' | 'shared'; stallMs: number }
   | ({ event: 'failure'; attempt: number } & Omit<FailureRecord, 'attempt'>)
   | { event: 'recovery-line'; attempt: number; seq: number; skeleton: number; step: number; negotiateMs: number; level: string }
@@ -190,12 +199,16 @@ export class Supervisor<R = unknown> {
     const dir = await openRunDirectory({ ...this.ft, dir: home, copies }, this.programFile)
     for (const note of dir.notes) this.opts.onLog?.(0, `note: ${note}`)
     const timer = this.startTimeLimit()
+    // Once per run: every attempt and every spare loads the same compiled program (and so the same code).
+    const first = groupSpec(this.programFile, this.opts)
+    const { compiled } = await compileProgram(first.programFile, first.tsconfig)
     const spares = this.opts.spares ?? 0
     if (spares > 0) {
-      const s = groupSpec(this.programFile, this.opts)
+      const s = first
       this.pool = new SparePool({
         programFile: s.programFile,
         tsconfig: s.tsconfig,
+        compiled,
         size: s.size,
         transport: s.transport ?? 'threads',
         heartbeatMs: s.heartbeatMs,
@@ -216,7 +229,8 @@ export class Supervisor<R = unknown> {
           // Each injected failure fires once per run, so a restarted run completes.
           injectFired: this.fired,
         })
-        this.emit({ event: 'start', attempt: this.attempt, ranks: spec.size, transport: spec.transport ?? 'threads', resume })
+        spec.compiled = compiled
+        this.emit({ event: 'start', attempt: this.attempt, ranks: spec.size, transport: spec.transport ?? 'threads', resume, ...(compiled ? { compiled: compiled.file } : {}) })
         const outcome = await this.runOne(spec)
         const attempt = this.attempt
         switch (outcome.kind) {

@@ -21,7 +21,7 @@ export const startThreadGroup: StartRankGroup = (spec, on) => {
   for (let rank = 0; rank < spec.size; rank++) {
     const init = { mode: 'run', ...threadRankInit(spec, rank, ports, headers, status) }
     const w = new Worker(BOOT, {
-      workerData: { programFile: spec.programFile, tsconfig: spec.tsconfig, init },
+      workerData: { programFile: spec.programFile, tsconfig: spec.tsconfig, compiled: spec.compiled, init },
       transferList: ports[rank].filter((p): p is MessagePort => p !== undefined),
     })
     workers.push(w)

@@ -64,6 +64,11 @@ describe("README's Writing a program, in a new directory outside the repository"
     expect(ev.filter((e) => e.event === 'failure').map((e) => e.event === 'failure' && [e.rank, e.step, e.phase])).toEqual([[2, 250, 'calculate']])
     expect(ev.filter((e) => e.event === 'recovery-line').map((e) => e.event === 'recovery-line' && e.step)).toEqual([199])
     expect(ev.filter((e) => e.event === 'checkpoint').map((e) => e.event === 'checkpoint' && e.step)).toEqual([99, 199, 299, 399, 499])
+    // The installed copy compiles the program once per run, into the project's own cache.
+    const compiled = ev.flatMap((e) => (e.event === 'start' ? [e.compiled] : []))
+    expect(compiled).toHaveLength(2)
+    expect(compiled[0]).toMatch(new RegExp(`^${join(project, 'node_modules/.cache/molotof/programs')}/[0-9a-f]{16}\\.mjs$`))
+    expect(compiled[1]).toBe(compiled[0])
   }, 120_000)
 
   it("runs the repository's own programs on the installed copy, not the repository's sources", () => {

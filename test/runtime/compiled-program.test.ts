@@ -1,0 +1,144 @@
+import { execFileSync } from 'node:child_process'
+import { createHash } from 'node:crypto'
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { dirname, join, resolve } from 'node:path'
+import { pathToFileURL } from 'node:url'
+import { afterAll, afterEach, describe, expect, it } from 'vitest'
+import { codeIdentityOf } from '../../src/checkpoint/identity/code.js'
+import { compileProgram, PRECOMPILE_ENV } from '../../src/runtime/compiled-program.js'
+
+const repo = resolve(import.meta.dirname, '../..')
+const sourcesEntry = pathToFileURL(join(repo, 'src/index.ts')).href
+const LOAD_PROGRAM = pathToFileURL(join(repo, 'src/runtime/load-program.mjs')).href
+const tmp: string[] = []
+afterAll(() => {
+  for (const d of tmp) rmSync(d, { recursive: true, force: true })
+})
+afterEach(() => {
+  delete process.env[PRECOMPILE_ENV]
+})
+
+/**
+ * A project of its own in a temporary folder: an (empty) node_modules, an ESM
+ * package.json, the given files, and a stand-in framework whose
+ * `defineProgram` marks the program as molotof's does.
+ */
+function project(files: Record<string, string>, opts: { nodeModules?: boolean } = {}): string {
+  const dir = mkdtempSync(join(tmpdir(), 'molotof-compile-'))
+  tmp.push(dir)
+  if (opts.nodeModules ?? true) mkdirSync(join(dir, 'node_modules'))
+  writeFileSync(join(dir, 'package.json'), JSON.stringify({ name: 'user-project', type: 'module' }))
+  writeFileSync(
+    join(dir, 'framework.mjs'),
+    "export const defineProgram = (p) => ({ ...p, [Symbol.for('molotof.rank-entry')]: () => undefined })\n",
+  )
+  for (const [name, text] of Object.entries(files)) {
+    mkdirSync(dirname(join(dir, name)), { recursive: true })
+    writeFileSync(join(dir, name), text)
+  }
+  return dir
+}
+const fakeFramework = (dir: string) => pathToFileURL(join(dir, 'framework.mjs')).href
+
+/** Run a module's code in a fresh Node (no tsx, no vitest): its JSON output. */
+function nodeEval(code: string): unknown {
+  return JSON.parse(execFileSync(process.execPath, ['--input-type=module', '-e', code], { encoding: 'utf8' }))
+}
+
+describe('compileProgram', () => {
+  it('bundles the local modules of Jacobi into one content-addressed module that imports molotof from the framework copy', async () => {
+    const program = join(repo, 'examples/jacobi/jacobi.ts')
+    const { compiled, why } = await compileProgram(program, join(repo, 'tsconfig.json'), sourcesEntry)
+    expect(why).toBeUndefined()
+    const c = compiled!
+    expect([...c.modules].sort()).toEqual(['jacobi.ts', 'plate.ts', 'relaxation.ts'].map((f) => pathToFileURL(join(repo, 'examples/jacobi', f)).href))
+    const bytes = readFileSync(c.file)
+    expect(c.file).toBe(join(repo, 'node_modules/.cache/molotof/programs', `${createHash('sha256').update(bytes).digest('hex').slice(0, 16)}.mjs`))
+    const text = bytes.toString('utf8')
+    expect(text).toContain(`from "${sourcesEntry}"`)
+    expect(text).not.toMatch(/from ["']molotof["']/)
+    // From the program's folder `molotof` is this repository's own package: no resolve hook needed.
+    expect(c.pinMolotof).toBe(false)
+    // The code identity is the one the ranks loading the sources through tsx compute: the three files.
+    expect(Object.keys(codeIdentityOf(program, c.modules).files).sort()).toEqual(['jacobi.ts', 'plate.ts', 'relaxation.ts'])
+    // The same program again: the same file, nothing half-written left beside it.
+    expect((await compileProgram(program, join(repo, 'tsconfig.json'), sourcesEntry)).compiled?.file).toBe(c.file)
+    expect(readdirSync(dirname(c.file)).filter((f) => f.endsWith('.tmp'))).toEqual([])
+  })
+
+  it("keeps each module's own import.meta.url, dirname and filename, and leaves packages as imports", async () => {
+    const dir = project({
+      'prog.ts': [
+        "import { defineProgram } from 'molotof'",
+        "import { where } from './lib/where.js'",
+        "import { readFileSync } from 'node:fs'",
+        'export const self = import.meta.url',
+        "export default defineProgram({ name: 'p', data: readFileSync(new URL('./lib/data.txt', import.meta.url), 'utf8'), where })",
+      ].join('\n'),
+      'lib/where.ts': 'export const where = { url: import.meta.url, dir: import.meta.dirname, file: import.meta.filename }\n',
+      'lib/data.txt': 'next to the program',
+    })
+    const { compiled, why } = await compileProgram(join(dir, 'prog.ts'), undefined, fakeFramework(dir))
+    expect(why).toBeUndefined()
+    expect(readFileSync(compiled!.file, 'utf8')).toMatch(/from "node:fs"/)
+    const out = nodeEval(
+      `const m = await import(${JSON.stringify(pathToFileURL(compiled!.file).href)}); console.log(JSON.stringify({ self: m.self, data: m.default.data, where: m.default.where }))`,
+    )
+    expect(out).toEqual({
+      self: pathToFileURL(join(dir, 'prog.ts')).href,
+      data: 'next to the program',
+      where: { url: pathToFileURL(join(dir, 'lib/where.ts')).href, dir: join(dir, 'lib'), file: join(dir, 'lib/where.ts') },
+    })
+    // `molotof` does not resolve from this project: a rank pins it with the resolve hook.
+    expect(compiled!.pinMolotof).toBe(true)
+  })
+
+  it('says why a program is loaded from its sources instead', async () => {
+    const fixtures = join(repo, 'test/fixtures')
+    // The framework running from its sources (these tests) cannot be imported by a plain-JS module.
+    expect((await compileProgram(join(repo, 'examples/jacobi/jacobi.ts'), undefined)).why).toMatch(/TypeScript sources/)
+    expect((await compileProgram(join(fixtures, 'cjs/program.ts'), undefined, sourcesEntry)).why).toMatch(/CommonJS/)
+    expect((await compileProgram(join(fixtures, 'where.ts'), undefined, sourcesEntry)).why).toMatch(/where\.ts uses import\.meta\.resolve/)
+    const dynamic = project({ 'prog.ts': "const name = './x.js'\nexport default await import(name)\n" })
+    expect((await compileProgram(join(dynamic, 'prog.ts'), undefined, fakeFramework(dynamic))).why).toMatch(/computed module name/)
+    const broken = project({ 'prog.ts': 'export default {\n' })
+    expect((await compileProgram(join(broken, 'prog.ts'), undefined, fakeFramework(broken))).why).toBe('the program does not compile')
+    const homeless = project({ 'prog.ts': 'export default 1\n' }, { nodeModules: false })
+    expect((await compileProgram(join(homeless, 'prog.ts'), undefined, fakeFramework(homeless))).why).toMatch(/no node_modules/)
+    process.env[PRECOMPILE_ENV] = '0'
+    expect((await compileProgram(join(repo, 'examples/jacobi/jacobi.ts'), undefined, sourcesEntry)).why).toBe(`${PRECOMPILE_ENV}=0`)
+  })
+})
+
+describe('a rank loading a compiled program (load-program.mjs)', () => {
+  const load = (programFile: string, compiled: object) =>
+    nodeEval(
+      `const { loadProgram } = await import(${JSON.stringify(LOAD_PROGRAM)})
+       const r = await loadProgram({ programFile: ${JSON.stringify(programFile)}, compiled: ${JSON.stringify(compiled)}, namespace: 'test' })
+       console.log(JSON.stringify('error' in r ? { error: r.error } : { name: r.program.name, modules: r.modules }))`,
+    )
+
+  it('takes the compiled module and its module list, and falls back to the sources when the file is not on this host', async () => {
+    const dir = project({ 'prog.ts': "import { defineProgram } from 'molotof'\nexport default defineProgram({ name: 'compiled' })\n" })
+    const { compiled } = await compileProgram(join(dir, 'prog.ts'), undefined, fakeFramework(dir))
+    const listed = { ...compiled!, modules: ['file:///listed/by/the/launcher.ts'] }
+    expect(load(join(dir, 'prog.ts'), listed)).toEqual({ name: 'compiled', modules: ['file:///listed/by/the/launcher.ts'] })
+    // Another host, without the file: tsx loads the sources (here the repository's Jacobi, molotof from sources).
+    const jacobi = join(repo, 'examples/jacobi/jacobi.ts')
+    const fallback = load(jacobi, { file: join(dir, 'missing.mjs'), modules: [], pinMolotof: false }) as { name: string; modules: string[] }
+    expect(fallback.name).toBe('jacobi')
+    expect(fallback.modules).toContain(pathToFileURL(join(repo, 'examples/jacobi/relaxation.ts')).href)
+  }, 60_000)
+
+  it("reports an error thrown by the program's own code at its place in the sources", async () => {
+    const dir = project({
+      'prog.ts': "import { defineProgram } from 'molotof'\nimport { check } from './check.js'\ncheck()\nexport default defineProgram({ name: 'x' })\n",
+      'check.ts': "export function check(): void {\n  throw new Error('bad setting')\n}\n",
+    })
+    const { compiled } = await compileProgram(join(dir, 'prog.ts'), undefined, fakeFramework(dir))
+    const out = load(join(dir, 'prog.ts'), compiled!) as { error: string }
+    // As with tsx: the first frame in the program file, at its line in the sources (not in the compiled module).
+    expect(out.error).toBe(`cannot load ${join(dir, 'prog.ts')}: ${join(dir, 'prog.ts')}:3:1: Error: bad setting`)
+  }, 60_000)
+})
