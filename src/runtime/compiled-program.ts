@@ -4,6 +4,7 @@ import { createRequire } from 'node:module'
 import { dirname, extname, join, resolve } from 'node:path'
 import { fileURLToPath, pathToFileURL } from 'node:url'
 import type { OnLoadArgs, PluginBuild } from 'esbuild'
+import { InternalError } from '../errors.js'
 
 /**
  * A program compiled once, at run start, into one ES module: its local
@@ -23,6 +24,8 @@ export interface CompiledProgram {
   file: string
   /** URLs of the program's local modules bundled into it: the code identity checkpoints carry. */
   modules: string[]
+  /** URL of the module the program imports as `molotof` (the framework compiled too when it runs from sources). */
+  framework: string
   /**
    * The program's directory resolves `molotof` to another copy than the one
    * starting the ranks: a package the program imports could then load that
@@ -38,8 +41,14 @@ export type CompileOutcome = { compiled: CompiledProgram; why?: undefined } | { 
 export const PRECOMPILE_ENV = 'MOLOTOF_PRECOMPILE'
 
 const PROGRAMS_DIR = join('node_modules', '.cache', 'molotof', 'programs')
-/** Compiled programs not used for this long are removed when another one is written next to them. */
-const STALE_MS = 30 * 24 * 3600 * 1000
+const FRAMEWORK_DIR = join('node_modules', '.cache', 'molotof', 'framework')
+/**
+ * Compiled modules not used for this long are removed when another one is
+ * written next to them (a rank that finds its module gone loads the sources
+ * through tsx). The framework's, rewritten at every change of its sources
+ * while it is developed, go sooner.
+ */
+const STALE_MS = { programs: 30 * 24 * 3600 * 1000, framework: 24 * 3600 * 1000 }
 const SOURCE = /\.[mc]?[jt]sx?$/
 /** What a bundle cannot reproduce: resolution relative to the module at run time, and imports of computed names. */
 const UNBUNDLABLE: readonly [RegExp, string][] = [
@@ -49,18 +58,20 @@ const UNBUNDLABLE: readonly [RegExp, string][] = [
 
 /**
  * Compile a program for its ranks when that changes nothing of how it runs;
- * otherwise say why not (the ranks then load it through tsx, as before).
- * Only a built framework (`dist/`) can be pinned in a plain-JS module; a
+ * otherwise say why not (the ranks then load it through tsx, as before). A
  * program Node would load as CommonJS, or one that needs its own location at
  * run time beyond `import.meta.url` / `dirname` / `filename` (which are
- * rewritten to the original file's), is not compiled.
+ * rewritten to the original file's), is not compiled. A framework running
+ * from its TypeScript sources (a checkout, the tests) is compiled too, the
+ * same way, into one module the program's imports as `molotof`.
  *
- * @param framework URL of the framework's ESM entry the compiled module
- *   imports as `molotof` (default: this copy's, when built)
+ * @param framework URL of the framework's ESM entry the program imports as
+ *   `molotof` (default: this copy's: `dist/index.js` built, `src/index.ts`
+ *   from sources)
  */
-export async function compileProgram(programFile: string, tsconfig: string | undefined, framework = builtFrameworkEntry()): Promise<CompileOutcome> {
+export async function compileProgram(programFile: string, tsconfig: string | undefined, framework = frameworkEntry()): Promise<CompileOutcome> {
   if (process.env[PRECOMPILE_ENV] === '0') return { why: `${PRECOMPILE_ENV}=0` }
-  if (framework === undefined) return { why: 'the framework runs from its TypeScript sources' }
+  if (framework === undefined) return { why: 'the framework has no entry module beside it' }
   if (!loadedAsEsm(programFile)) return { why: 'Node loads the program as CommonJS' }
   const root = projectRoot(programFile)
   if (root === undefined) return { why: 'no node_modules folder above the program to keep the compiled module in' }
@@ -71,60 +82,148 @@ export async function compileProgram(programFile: string, tsconfig: string | und
     // esbuild is a dependency of molotof (and of tsx): missing only from a damaged install, where tsx reports the real problem.
     return { why: 'esbuild cannot be loaded' }
   }
-  const outDir = join(root, PROGRAMS_DIR)
-  const refused: string[] = []
-  let result: import('esbuild').BuildResult<{ write: false; metafile: true }>
+  let molotof = framework
+  if (/\.[mc]?ts$/.test(new URL(framework).pathname)) {
+    const compiled = await compileFramework(esbuild, fileURLToPath(framework))
+    if (typeof compiled !== 'string') return compiled
+    molotof = pathToFileURL(compiled).href
+  }
+  let bundled: Bundled
   try {
-    result = await esbuild.build({
-      entryPoints: [programFile],
-      outfile: join(outDir, 'program.mjs'),
-      write: false,
-      bundle: true,
-      format: 'esm',
-      platform: 'node',
-      target: 'node20',
-      packages: 'external',
-      keepNames: true,
-      sourcemap: 'inline',
-      sourcesContent: false,
-      metafile: true,
-      logLevel: 'silent',
-      absWorkingDir: root,
-      ...(tsconfig !== undefined ? { tsconfig } : {}),
-      plugins: [
-        {
-          name: 'molotof-program',
-          setup(build: PluginBuild) {
-            build.onResolve({ filter: /^molotof$/ }, () => ({ path: framework, external: true }))
-            build.onLoad({ filter: SOURCE }, (args: OnLoadArgs) => {
-              if (args.path.split(/[\\/]/).includes('node_modules')) return undefined
-              const text = readFileSync(args.path, 'utf8')
-              for (const [pattern, why] of UNBUNDLABLE) if (pattern.test(text)) refused.push(`${args.path} ${why}`)
-              if (!text.includes('import.meta')) return undefined
-              return { contents: withOwnLocation(text, args.path), loader: loaderOf(args.path), resolveDir: dirname(args.path) }
-            })
-          },
-        },
-      ],
-    })
+    bundled = await bundle(esbuild, programFile, root, join(root, PROGRAMS_DIR), tsconfig, molotof, true)
   } catch {
     // A syntax error, a module not found: the ranks report it, located, as for any program (load-program.mjs).
     return { why: 'the program does not compile' }
   }
-  if (refused.length > 0) return { why: refused[0] }
-  const inputs = Object.entries(result.metafile.inputs)
-  const cjs = inputs.find(([, i]) => i.format === 'cjs')
-  if (cjs) return { why: `${cjs[0]} is a CommonJS module` }
-  const modules = inputs.map(([p]) => pathToFileURL(resolve(root, p)).href)
-  const bytes = result.outputFiles.find((f) => f.path.endsWith('.mjs'))?.contents
-  if (bytes === undefined) return { why: 'esbuild wrote no module' }
-  const file = join(outDir, `${createHash('sha256').update(bytes).digest('hex').slice(0, 16)}.mjs`)
+  if (bundled.refused.length > 0) return { why: bundled.refused[0] }
+  const cjs = bundled.inputs.find((i) => i.format === 'cjs')
+  if (cjs) return { why: `${cjs.path} is a CommonJS module` }
+  const modules = bundled.inputs.map((i) => pathToFileURL(i.path).href)
   try {
-    storeOnce(file, bytes)
+    const file = storeOnce(join(root, PROGRAMS_DIR), bundled.bytes, STALE_MS.programs)
+    return { compiled: { file, modules, framework: molotof, pinMolotof: !resolvesToFramework(programFile, framework) } }
   } catch (e) {
-    return { why: `cannot write ${file}: ${(e as Error).message}` }
+    return { why: `cannot store the compiled program: ${(e as Error).message}` }
   }
-  return { compiled: { file, modules, pinMolotof: !resolvesToFramework(programFile, framework) } }
+}
+
+/**
+ * The framework compiled from its sources: the module, and the size and time
+ * of every source file it was compiled from. Kept in memory and beside the
+ * module (`framework/last.json`), so a launcher reuses it while no source
+ * changed, without compiling again (about 100 ms).
+ */
+interface FrameworkBuild {
+  entry: string
+  file: string
+  inputs: { path: string; mtimeMs: number; size: number }[]
+}
+let frameworkBuild: FrameworkBuild | undefined
+
+/** Compile the framework's TypeScript sources (`src/index.ts`) into one module: its path, or why not. */
+async function compileFramework(esbuild: typeof import('esbuild'), entry: string): Promise<string | { why: string }> {
+  const root = resolve(dirname(entry), '..')
+  const record = join(root, FRAMEWORK_DIR, 'last.json')
+  for (const last of [frameworkBuild, readRecord(record)]) {
+    if (last?.entry === entry && existsSync(last.file) && last.inputs.every(unchanged)) return (frameworkBuild = last).file
+  }
+  let bundled: Bundled
+  try {
+    bundled = await bundle(esbuild, entry, root, join(root, FRAMEWORK_DIR), existsSync(join(root, 'tsconfig.json')) ? join(root, 'tsconfig.json') : undefined, undefined, false)
+  } catch (e) {
+    return { why: `the framework's sources do not compile: ${(e as Error).message.split('\n')[0]}` }
+  }
+  try {
+    const file = storeOnce(join(root, FRAMEWORK_DIR), bundled.bytes, STALE_MS.framework)
+    frameworkBuild = { entry, file, inputs: bundled.inputs.map(({ path }) => ({ path, ...sizeAndTime(path) })) }
+    const tmp = `${record}.${process.pid}.tmp`
+    writeFileSync(tmp, JSON.stringify(frameworkBuild))
+    renameSync(tmp, record)
+    return file
+  } catch (e) {
+    return { why: `cannot store the compiled framework: ${(e as Error).message}` }
+  }
+}
+
+function readRecord(path: string): FrameworkBuild | undefined {
+  try {
+    const r = JSON.parse(readFileSync(path, 'utf8')) as FrameworkBuild
+    return typeof r.entry === 'string' && typeof r.file === 'string' && Array.isArray(r.inputs) ? r : undefined
+  } catch {
+    // None yet, or unreadable: compiled again.
+    return undefined
+  }
+}
+
+function sizeAndTime(path: string): { mtimeMs: number; size: number } {
+  const st = statSync(path)
+  return { mtimeMs: st.mtimeMs, size: st.size }
+}
+
+function unchanged(input: { path: string; mtimeMs: number; size: number }): boolean {
+  try {
+    const now = sizeAndTime(input.path)
+    return now.mtimeMs === input.mtimeMs && now.size === input.size
+  } catch {
+    // Gone: the framework changed.
+    return false
+  }
+}
+
+interface Bundled {
+  bytes: Uint8Array
+  /** The local modules bundled (absolute paths), with the module format esbuild saw. */
+  inputs: { path: string; format: string | undefined }[]
+  /** Local modules a bundle cannot reproduce, with the reason. */
+  refused: string[]
+}
+
+/**
+ * One ES module of `entry` and the local modules it imports; packages stay
+ * imports, `molotof` (when given) becomes that URL. `check`: list the
+ * modules that use what a bundle cannot reproduce (a program's; the
+ * framework's own code is known not to). Throws what esbuild reports when
+ * the sources do not compile.
+ */
+async function bundle(esbuild: typeof import('esbuild'), entry: string, root: string, outDir: string, tsconfig: string | undefined, molotof: string | undefined, check: boolean): Promise<Bundled> {
+  const refused: string[] = []
+  const result = await esbuild.build({
+    entryPoints: [entry],
+    // Where the module will be stored, for the source map's relative paths: esbuild writes nothing.
+    outfile: join(outDir, 'bundle.mjs'),
+    write: false,
+    bundle: true,
+    format: 'esm',
+    platform: 'node',
+    target: 'node20',
+    packages: 'external',
+    keepNames: true,
+    sourcemap: 'inline',
+    sourcesContent: false,
+    metafile: true,
+    logLevel: 'silent',
+    absWorkingDir: root,
+    ...(tsconfig !== undefined ? { tsconfig } : {}),
+    plugins: [
+      {
+        name: 'molotof-program',
+        setup(build: PluginBuild) {
+          if (molotof !== undefined) build.onResolve({ filter: /^molotof$/ }, () => ({ path: molotof, external: true }))
+          build.onLoad({ filter: SOURCE }, (args: OnLoadArgs) => {
+            if (args.path.split(/[\\/]/).includes('node_modules')) return undefined
+            const text = readFileSync(args.path, 'utf8')
+            if (check) for (const [pattern, why] of UNBUNDLABLE) if (pattern.test(text)) refused.push(`${args.path} ${why}`)
+            if (!text.includes('import.meta')) return undefined
+            return { contents: withOwnLocation(text, args.path), loader: loaderOf(args.path), resolveDir: dirname(args.path) }
+          })
+        },
+      },
+    ],
+  })
+  const bytes = result.outputFiles.find((f) => f.path.endsWith('.mjs'))?.contents
+  if (bytes === undefined) throw new InternalError(`esbuild compiled ${entry} into no module`)
+  const inputs = Object.entries(result.metafile.inputs).map(([p, i]) => ({ path: resolve(root, p), format: i.format }))
+  return { bytes, inputs, refused }
 }
 
 /**
@@ -146,24 +245,29 @@ function loaderOf(path: string): 'ts' | 'tsx' | 'js' | 'jsx' {
   return ext.endsWith('jsx') ? 'jsx' : 'js'
 }
 
-/** Written beside its final name and renamed: ranks never see half a module; the same bytes are written once. */
-function storeOnce(file: string, bytes: Uint8Array): void {
-  const dir = dirname(file)
+/**
+ * Stored under a digest of its bytes, written beside its final name and
+ * renamed: ranks never see half a module, and the same bytes are written once.
+ * Returns the file.
+ */
+function storeOnce(dir: string, bytes: Uint8Array, staleMs: number): string {
+  const file = join(dir, `${createHash('sha256').update(bytes).digest('hex').slice(0, 16)}.mjs`)
   if (existsSync(file)) {
     // Used again: a recent time keeps it from being removed as stale while runs still start ranks from it.
     const now = new Date()
     utimesSync(file, now, now)
-    return
+    return file
   }
   mkdirSync(dir, { recursive: true })
-  removeStale(dir)
+  removeStale(dir, staleMs)
   const tmp = `${file}.${process.pid}.tmp`
   writeFileSync(tmp, bytes)
   renameSync(tmp, file)
+  return file
 }
 
-function removeStale(dir: string): void {
-  const old = Date.now() - STALE_MS
+function removeStale(dir: string, staleMs: number): void {
+  const old = Date.now() - staleMs
   for (const name of readdirSync(dir)) {
     const path = join(dir, name)
     try {
@@ -174,10 +278,13 @@ function removeStale(dir: string): void {
   }
 }
 
-/** The ESM entry of this framework copy when it is built (the file the boot files' `frameworkEntry` names). */
-function builtFrameworkEntry(): string | undefined {
-  const entry = new URL('./index.js', import.meta.url)
-  return entry.protocol === 'file:' && existsSync(entry) && existsSync(new URL('./load-program.mjs', import.meta.url)) ? entry.href : undefined
+/** The ESM entry of this framework copy: `dist/index.js` beside the built code, else `src/index.ts` of the sources. */
+function frameworkEntry(): string | undefined {
+  for (const candidate of ['./index.js', '../index.ts']) {
+    const entry = new URL(candidate, import.meta.url)
+    if (entry.protocol === 'file:' && existsSync(entry)) return entry.href
+  }
+  return undefined
 }
 
 /** Whether Node (and tsx) load this file as an ES module: by its extension, else by the nearest package.json's "type". */

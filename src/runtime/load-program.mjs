@@ -51,7 +51,7 @@ export async function runProgram({ programFile, tsconfig, compiled, rank, contro
 }
 
 /**
- * @typedef {{ file: string, modules: string[], pinMolotof: boolean }} Compiled
+ * @typedef {{ file: string, modules: string[], framework: string, pinMolotof: boolean }} Compiled
  * The program compiled by the launcher (compiled-program.ts), when it was.
  */
 
@@ -103,7 +103,7 @@ export async function loadProgram({ programFile, tsconfig, compiled, namespace }
  */
 async function loadCompiled(programFile, compiled) {
   if (!existsSync(compiled.file)) return undefined
-  if (compiled.pinMolotof) pinFramework(frameworkEntry())
+  if (compiled.pinMolotof) pinFramework({ ...frameworkEntry(), esm: compiled.framework })
   // Stack traces name the program's own files and lines, as with tsx.
   process.setSourceMapsEnabled(true)
   let mod

@@ -47,7 +47,7 @@ function nodeEval(code: string): unknown {
 }
 
 describe('compileProgram', () => {
-  it('bundles the local modules of Jacobi into one content-addressed module that imports molotof from the framework copy', async () => {
+  it('bundles the local modules of Jacobi into one content-addressed module that imports molotof from the compiled framework', async () => {
     const program = join(repo, 'examples/jacobi/jacobi.ts')
     const { compiled, why } = await compileProgram(program, join(repo, 'tsconfig.json'), sourcesEntry)
     expect(why).toBeUndefined()
@@ -56,7 +56,9 @@ describe('compileProgram', () => {
     const bytes = readFileSync(c.file)
     expect(c.file).toBe(join(repo, 'node_modules/.cache/molotof/programs', `${createHash('sha256').update(bytes).digest('hex').slice(0, 16)}.mjs`))
     const text = bytes.toString('utf8')
-    expect(text).toContain(`from "${sourcesEntry}"`)
+    // The framework's sources compiled too: the program imports that module for `molotof`.
+    expect(c.framework).toMatch(new RegExp(`^${pathToFileURL(join(repo, 'node_modules/.cache/molotof/framework')).href}/[0-9a-f]{16}\\.mjs$`))
+    expect(text).toContain(`from "${c.framework}"`)
     expect(text).not.toMatch(/from ["']molotof["']/)
     // From the program's folder `molotof` is this repository's own package: no resolve hook needed.
     expect(c.pinMolotof).toBe(false)
@@ -96,8 +98,6 @@ describe('compileProgram', () => {
 
   it('says why a program is loaded from its sources instead', async () => {
     const fixtures = join(repo, 'test/fixtures')
-    // The framework running from its sources (these tests) cannot be imported by a plain-JS module.
-    expect((await compileProgram(join(repo, 'examples/jacobi/jacobi.ts'), undefined)).why).toMatch(/TypeScript sources/)
     expect((await compileProgram(join(fixtures, 'cjs/program.ts'), undefined, sourcesEntry)).why).toMatch(/CommonJS/)
     expect((await compileProgram(join(fixtures, 'where.ts'), undefined, sourcesEntry)).why).toMatch(/where\.ts uses import\.meta\.resolve/)
     const dynamic = project({ 'prog.ts': "const name = './x.js'\nexport default await import(name)\n" })
@@ -109,6 +109,24 @@ describe('compileProgram', () => {
     process.env[PRECOMPILE_ENV] = '0'
     expect((await compileProgram(join(repo, 'examples/jacobi/jacobi.ts'), undefined, sourcesEntry)).why).toBe(`${PRECOMPILE_ENV}=0`)
   })
+})
+
+describe('the framework running from its sources (a checkout, these tests)', () => {
+  it('is compiled into one module too, reused while its sources do not change, that a plain Node runs the program on', async () => {
+    const program = join(repo, 'examples/jacobi/jacobi.ts')
+    const { compiled } = await compileProgram(program, join(repo, 'tsconfig.json'))
+    const c = compiled!
+    expect(c.framework).toMatch(new RegExp(`^${pathToFileURL(join(repo, 'node_modules/.cache/molotof/framework')).href}/[0-9a-f]{16}\\.mjs$`))
+    expect(readFileSync(c.file, 'utf8')).toContain(`from "${c.framework}"`)
+    expect((await compileProgram(program, join(repo, 'tsconfig.json'))).compiled?.framework).toBe(c.framework)
+    // A fresh Node with no TypeScript loader at all imports it: the program, marked by the compiled framework.
+    const out = nodeEval(
+      `const p = (await import(${JSON.stringify(pathToFileURL(c.file).href)})).default
+       console.log(JSON.stringify({ name: p.name, entry: typeof p[Symbol.for('molotof.rank-entry')] }))`,
+    ) as { name: string; entry: string }
+    expect(out.entry).toBe('function')
+    expect(out.name).toBe('jacobi')
+  }, 60_000)
 })
 
 describe('a rank loading a compiled program (load-program.mjs)', () => {
