@@ -441,18 +441,21 @@ export interface ErrorRecord {
 
 /**
  * An error as plain data that survives structured cloning (postMessage, IPC,
- * allgather), to be rebuilt with `reviveError`.
+ * allgather), to be rebuilt with `reviveError`; without its stack when nobody
+ * will read it.
  *
  * ```ts
  * control.postMessage({ type: 'error', ...errorRecord(e) })
  * ```
  */
-export function errorRecord(e: unknown): ErrorRecord {
+export function errorRecord(e: unknown, withStack = true): ErrorRecord {
   if (!(e instanceof Error)) return { name: 'Error', code: undefined, message: String(e), stack: undefined }
-  if (!(e instanceof MolotofError)) return { name: e.name, code: undefined, message: e.message, stack: e.stack }
+  // Reading `stack` formats it: with source maps on, tens of milliseconds the first time.
+  const stack = withStack ? e.stack : undefined
+  if (!(e instanceof MolotofError)) return { name: e.name, code: undefined, message: e.message, stack }
   const fields: Record<string, unknown> = {}
   for (const [k, v] of Object.entries(e)) if (isPlainData(v)) fields[k] = v
-  return { name: e.name, code: e.code, message: e.message, stack: e.stack, fields }
+  return { name: e.name, code: e.code, message: e.message, stack, fields }
 }
 
 /**

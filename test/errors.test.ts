@@ -157,4 +157,21 @@ describe('the error catalogue', () => {
 
     expect(reviveError(errorRecord('a string was thrown')).message).toBe('a string was thrown')
   })
+
+  it('leaves the stack out when asked, without reading it (formatting it can cost milliseconds)', () => {
+    const e = new ConfigError('stopped')
+    let read = false
+    Object.defineProperty(e, 'stack', {
+      get: () => {
+        read = true
+        return 'formatted'
+      },
+    })
+    const rec = errorRecord(e, false)
+    expect(read).toBe(false)
+    expect(rec.stack).toBeUndefined()
+    expect(reviveError(rec)).toBeInstanceOf(ConfigError)
+    expect(errorRecord(e).stack).toBe('formatted')
+    expect(read).toBe(true)
+  })
 })

@@ -159,7 +159,8 @@ export async function runRank(program: Program, init: RankInit): Promise<void> {
       skeleton: where.skeleton,
       step: where.step,
       phase: PHASES.includes(where.phase) ? where.phase : 'light',
-      ...errorRecord(e),
+      // Stopped from outside, the error is the stop's own echo: its stack would only delay the recovery.
+      ...errorRecord(e, !aborted),
     })
   } finally {
     comm?.close()
