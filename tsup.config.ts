@@ -9,7 +9,7 @@ const outDir = process.env.MOLOTOF_BUILD_DIR ?? 'dist'
 
 /** Ranks start from these plain-JS files, which must sit next to the bundles. */
 function copyBootFiles(): void {
-  for (const f of ['rank-boot.mjs', 'process-boot.mjs', 'load-program.mjs', 'resolve-molotof.mjs', 'spare-boot.mjs', 'spare-thread-boot.mjs', 'spare-host.mjs', 'boot-heartbeat.mjs']) copyFileSync(`src/runtime/${f}`, `${outDir}/${f}`)
+  for (const f of ['rank-boot.mjs', 'process-boot.mjs', 'load-program.mjs', 'resolve-molotof.mjs', 'spare-boot.mjs', 'spare-thread-boot.mjs', 'spare-host.mjs', 'boot-heartbeat.mjs', 'source-locations.mjs']) copyFileSync(`src/runtime/${f}`, `${outDir}/${f}`)
 }
 
 /**

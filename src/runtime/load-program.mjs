@@ -10,6 +10,7 @@ import { spawnSync } from 'node:child_process'
 import { existsSync } from 'node:fs'
 import Module, { register } from 'node:module'
 import { fileURLToPath, pathToFileURL } from 'node:url'
+import { withSourceLocations } from './source-locations.mjs'
 
 const RANK_ENTRY = Symbol.for('molotof.rank-entry')
 // This file's folder: the loader's own frames are not where a program went wrong.
@@ -46,7 +47,7 @@ export async function runProgram({ programFile, tsconfig, compiled, rank, contro
   try {
     await loaded.program[RANK_ENTRY]({ ...initFor(loaded.program), code: { programFile, modules: loaded.modules } })
   } catch (e) {
-    control.postMessage({ type: 'load-error', rank, message: `cannot run ${programFile}: ${describeLoadError(e, programFile)}` })
+    control.postMessage({ type: 'load-error', rank, message: `cannot run ${programFile}: ${describeLoadError(withSourceLocations(e), programFile)}` })
   }
 }
 
@@ -104,14 +105,13 @@ export async function loadProgram({ programFile, tsconfig, compiled, namespace }
 async function loadCompiled(programFile, compiled) {
   if (!existsSync(compiled.file)) return undefined
   if (compiled.pinMolotof) pinFramework({ ...frameworkEntry(), esm: compiled.framework })
-  // Stack traces name the program's own files and lines, as with tsx.
-  process.setSourceMapsEnabled(true)
+  // No process.setSourceMapsEnabled: an error reported names its source lines through its map, on demand.
   let mod
   try {
     mod = await import(pathToFileURL(compiled.file).href)
   } catch (e) {
     if (LINK_ERRORS.has(e?.code)) return undefined
-    return { error: `cannot load ${programFile}: ${describeLoadError(e, programFile, compiled.modules)}` }
+    return { error: `cannot load ${programFile}: ${describeLoadError(withSourceLocations(e), programFile, compiled.modules)}` }
   }
   const program = programOf(mod)
   if (!program) return { error: `${programFile} does not export a molotof program: write \`export default defineProgram({ ... })\`` }

@@ -17,6 +17,7 @@
 // launcher, whose supervisor makes every rank checkpoint and stop.
 import { deserialize } from 'node:v8'
 import { beat, PHASES, startHeartbeat } from './boot-heartbeat.mjs'
+import { sourceLocations } from './source-locations.mjs'
 import { runProgram } from './load-program.mjs'
 
 const HEARTBEAT_FD = 4
@@ -76,7 +77,7 @@ process.on('uncaughtException', (e) => {
     name: err.name,
     code: undefined,
     message: `uncaught ${err.message}`,
-    stack: err.stack,
+    stack: sourceLocations(err.stack),
   }
   if (process.connected) process.send(message, () => process.exit(1))
   else process.exit(1)

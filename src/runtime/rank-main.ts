@@ -19,6 +19,7 @@ import { formatSize } from '../domains/memory.js'
 import { connectTcpCommunicator, type TcpConnectOptions } from './tcp.js'
 import { RankStatus, readStatus } from './status.js'
 import { SparseClock } from '../skeletons/sparse-clock.js'
+import { withSourceLocations } from './source-locations.mjs'
 import { ThreadCommunicator, type ChannelHeaders } from './threads.js'
 
 /** How this rank reaches its peers. */
@@ -160,7 +161,7 @@ export async function runRank(program: Program, init: RankInit): Promise<void> {
       step: where.step,
       phase: PHASES.includes(where.phase) ? where.phase : 'light',
       // Stopped from outside, the error is the stop's own echo: its stack would only delay the recovery.
-      ...errorRecord(e, !aborted),
+      ...errorRecord(aborted ? e : withSourceLocations(e), !aborted),
     })
   } finally {
     comm?.close()

@@ -12,6 +12,7 @@
 // reports the status slot of the rank running now (none while idle).
 import { deserialize } from 'node:v8'
 import { beat, PHASES, startHeartbeat } from './boot-heartbeat.mjs'
+import { sourceLocations } from './source-locations.mjs'
 import { hostLoop } from './spare-host.mjs'
 
 const HEARTBEAT_FD = 4
@@ -59,7 +60,7 @@ process.on('uncaughtException', (e) => {
     name: err.name,
     code: undefined,
     message: `uncaught ${err.message}`,
-    stack: err.stack,
+    stack: sourceLocations(err.stack),
   }
   if (process.connected) process.send(message, () => process.exit(1))
   else process.exit(1)

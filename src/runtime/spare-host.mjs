@@ -10,6 +10,7 @@
 //                   and every message of the running rank (RankToLauncher).
 import { freemem } from 'node:os'
 import { loadProgram } from './load-program.mjs'
+import { sourceLocations } from './source-locations.mjs'
 
 const RANK_ENTRY = Symbol.for('molotof.rank-entry')
 
@@ -159,7 +160,7 @@ export async function hostLoop(host) {
         const recycle = (buffers) => (recycled = buffers)
         await loaded.program[RANK_ENTRY]({ ...host.initFor(init, control), code: { programFile: host.programFile, modules: loaded.modules }, recycle, ...(pool ? { warm: pool } : {}) })
       } catch (e) {
-        host.post({ type: 'load-error', rank: init.rank, message: `cannot run ${host.programFile}: ${e && e.stack ? e.stack : String(e)}` })
+        host.post({ type: 'load-error', rank: init.rank, message: `cannot run ${host.programFile}: ${e && e.stack ? sourceLocations(e.stack) : String(e)}` })
       }
       current = undefined
       early = []

@@ -11,6 +11,7 @@ import { compileProgram, PRECOMPILE_ENV } from '../../src/runtime/compiled-progr
 const repo = resolve(import.meta.dirname, '../..')
 const sourcesEntry = pathToFileURL(join(repo, 'src/index.ts')).href
 const LOAD_PROGRAM = pathToFileURL(join(repo, 'src/runtime/load-program.mjs')).href
+const SOURCE_LOCATIONS = pathToFileURL(join(repo, 'src/runtime/source-locations.mjs')).href
 const tmp: string[] = []
 afterAll(() => {
   for (const d of tmp) rmSync(d, { recursive: true, force: true })
@@ -159,4 +160,24 @@ describe('a rank loading a compiled program (load-program.mjs)', () => {
     // As with tsx: the first frame in the program file, at its line in the sources (not in the compiled module).
     expect(out.error).toBe(`cannot load ${join(dir, 'prog.ts')}: ${join(dir, 'prog.ts')}:3:1: Error: bad setting`)
   }, 60_000)
+})
+
+describe('sourceLocations (source-locations.mjs)', () => {
+  it("tells a stack thrown in a compiled module by the program's source lines, without Node's source maps on", async () => {
+    const dir = project({
+      'prog.ts': "import { defineProgram } from 'molotof'\nimport { step } from './kernel.js'\nexport default defineProgram({ name: 'x', step })\n",
+      'kernel.ts': "export function step(i: number): number {\n  if (i > 2) throw new Error(`diverged at ${i}`)\n  return i + 1\n}\n",
+    })
+    const { compiled } = await compileProgram(join(dir, 'prog.ts'), undefined, fakeFramework(dir))
+    const out = nodeEval(
+      `const { sourceLocations } = await import(${JSON.stringify(SOURCE_LOCATIONS)})
+       const p = (await import(${JSON.stringify(pathToFileURL(compiled!.file).href)})).default
+       try { p.step(3) } catch (e) { console.log(JSON.stringify({ raw: e.stack, mapped: sourceLocations(e.stack) })) }`,
+    ) as { raw: string; mapped: string }
+    // Node left the frame in the compiled module (no source maps on); mapped, it is kernel.ts line 2.
+    expect(out.raw.split('\n')[1]).toContain(compiled!.file)
+    expect(out.mapped.split('\n')[0]).toBe('Error: diverged at 3')
+    expect(out.mapped.split('\n')[1]).toMatch(new RegExp(`\\(${join(dir, 'kernel.ts')}:2:\\d+\\)$`))
+    expect(out.mapped).not.toContain('.cache/molotof')
+  })
 })
