@@ -1,4 +1,5 @@
 import { freeze } from 'immer'
+import type { CodeIdentity } from './format/code-record.js'
 import type { JsonObject } from './format/json.js'
 import type { CheckpointPolicy } from './policy/policy.js'
 export type { CheckpointLevel } from './events.js'
@@ -107,6 +108,8 @@ export interface ProgramIdentity {
    * The program file and the URLs of every module loaded with it, when the
    * program was loaded from a file: checkpoints then carry the code's identity
    * (identity/code.ts) and a resume with other code is refused unless allowed.
+   * `identity`: taken when the program was compiled for the run (the files
+   * then, not as they are on disk now).
    */
-  code?: { programFile: string; modules: readonly string[] }
+  code?: { programFile: string; modules: readonly string[]; identity?: CodeIdentity }
 }

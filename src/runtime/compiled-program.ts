@@ -4,6 +4,7 @@ import { createRequire } from 'node:module'
 import { dirname, extname, join, resolve } from 'node:path'
 import { fileURLToPath, pathToFileURL } from 'node:url'
 import type { OnLoadArgs, PluginBuild } from 'esbuild'
+import { codeIdentityOf, type CodeIdentity } from '../checkpoint/identity/code.js'
 import { InternalError } from '../errors.js'
 
 /**
@@ -26,6 +27,13 @@ export interface CompiledProgram {
   modules: string[]
   /** URL of the module the program imports as `molotof` (the framework compiled too when it runs from sources). */
   framework: string
+  /**
+   * The code identity of what was compiled, taken when it was: a rank of this
+   * run carries it, not the files as they are on disk when it starts, so a
+   * program edited during a run still resumes from the run's own checkpoints
+   * with the code that wrote them.
+   */
+  identity: CodeIdentity
   /**
    * The program's directory resolves `molotof` to another copy than the one
    * starting the ranks: a package the program imports could then load that
@@ -101,7 +109,8 @@ export async function compileProgram(programFile: string, tsconfig: string | und
   const modules = bundled.inputs.map((i) => pathToFileURL(i.path).href)
   try {
     const file = storeOnce(join(root, PROGRAMS_DIR), bundled.bytes, STALE_MS.programs)
-    return { compiled: { file, modules, framework: molotof, pinMolotof: !resolvesToFramework(programFile, framework) } }
+    const identity = codeIdentityOf(programFile, modules)
+    return { compiled: { file, modules, framework: molotof, pinMolotof: !resolvesToFramework(programFile, framework), identity } }
   } catch (e) {
     return { why: `cannot store the compiled program: ${(e as Error).message}` }
   }

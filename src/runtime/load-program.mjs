@@ -45,14 +45,14 @@ export async function runProgram({ programFile, tsconfig, compiled, rank, contro
     return
   }
   try {
-    await loaded.program[RANK_ENTRY]({ ...initFor(loaded.program), code: { programFile, modules: loaded.modules } })
+    await loaded.program[RANK_ENTRY]({ ...initFor(loaded.program), code: codeOf(programFile, loaded) })
   } catch (e) {
     control.postMessage({ type: 'load-error', rank, message: `cannot run ${programFile}: ${describeLoadError(withSourceLocations(e), programFile)}` })
   }
 }
 
 /**
- * @typedef {{ file: string, modules: string[], framework: string, pinMolotof: boolean }} Compiled
+ * @typedef {{ file: string, modules: string[], framework: string, pinMolotof: boolean, identity: object }} Compiled
  * The program compiled by the launcher (compiled-program.ts), when it was.
  */
 
@@ -64,7 +64,7 @@ export async function runProgram({ programFile, tsconfig, compiled, rank, contro
  * carry), or to the reason it cannot run.
  *
  * @param {{ programFile: string, tsconfig?: string, compiled?: Compiled, namespace: string }} what
- * @returns {Promise<{ program: object, modules: string[] } | { error: string }>}
+ * @returns {Promise<{ program: object, modules: string[], identity?: object } | { error: string }>}
  */
 export async function loadProgram({ programFile, tsconfig, compiled, namespace }) {
   if (compiled) {
@@ -115,7 +115,18 @@ async function loadCompiled(programFile, compiled) {
   }
   const program = programOf(mod)
   if (!program) return { error: `${programFile} does not export a molotof program: write \`export default defineProgram({ ... })\`` }
-  return { program, modules: compiled.modules }
+  return { program, modules: compiled.modules, identity: compiled.identity }
+}
+
+/**
+ * What the rank tells checkpoints about its code: the modules loaded, and for
+ * a compiled program the identity taken when it was compiled.
+ *
+ * @param {string} programFile
+ * @param {{ modules: string[], identity?: object }} loaded
+ */
+export function codeOf(programFile, loaded) {
+  return { programFile, modules: loaded.modules, ...(loaded.identity ? { identity: loaded.identity } : {}) }
 }
 
 /** Errors of resolving the compiled module's imports, raised before any of its code runs. */

@@ -1,6 +1,7 @@
 import type { MessagePort } from 'node:worker_threads'
 import type { FaultToleranceConfig } from '../checkpoint/config.js'
 import type { CheckpointControl } from '../checkpoint/control.js'
+import type { CodeIdentity } from '../checkpoint/identity/code.js'
 import { errorRecord, PreemptedError } from '../errors.js'
 import type { Communicator } from '../routing/communicator.js'
 import { formatOptions, parseOptions, type OptionSpecs, type OptionValues } from '../skeletons/options.js'
@@ -47,7 +48,7 @@ export interface RankInit {
   /** End this rank abruptly (SIGKILL for a process). */
   die: () => never
   /** The program file and every module URL loaded with it (load-program.mjs): the code identity checkpoints carry. */
-  code?: { programFile: string; modules: string[] }
+  code?: { programFile: string; modules: string[]; identity?: CodeIdentity }
   /** This rank's node (cluster runs; 0 otherwise): fills `{node}` in the checkpoint directory. */
   node?: number
   /** Memory a warm spare touched ahead for this rank, or a survivor's from its last run (spare-host.mjs; rank processes only). */

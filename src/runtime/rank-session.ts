@@ -1,4 +1,4 @@
-import type { FaultToleranceConfig } from '../checkpoint/config.js'
+import type { FaultToleranceConfig, ProgramIdentity } from '../checkpoint/config.js'
 import type { CheckpointControl } from '../checkpoint/control.js'
 import { CheckpointCoordinator } from '../checkpoint/coordination/coordinator.js'
 import { RecoveryLineDamagedError } from '../checkpoint/recovery/elastic/line.js'
@@ -22,7 +22,7 @@ export interface RankSession {
   /** Checkpointing and recovery; none when undefined. */
   ft: FaultToleranceConfig | undefined
   /** The program file and the modules loaded with it, when known: checkpoints then carry the code's identity. */
-  code?: { programFile: string; modules: readonly string[] }
+  code?: ProgramIdentity['code']
   control?: CheckpointControl
   log: (text: string) => void
   onCheckpoint?: (e: CheckpointEvent) => void

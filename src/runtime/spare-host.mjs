@@ -9,7 +9,7 @@
 //                   { type: 'host-idle' }       the run ended (its result or error was sent first)
 //                   and every message of the running rank (RankToLauncher).
 import { freemem } from 'node:os'
-import { loadProgram } from './load-program.mjs'
+import { codeOf, loadProgram } from './load-program.mjs'
 import { sourceLocations } from './source-locations.mjs'
 
 const RANK_ENTRY = Symbol.for('molotof.rank-entry')
@@ -158,7 +158,7 @@ export async function hostLoop(host) {
         warm = undefined
         recycled = []
         const recycle = (buffers) => (recycled = buffers)
-        await loaded.program[RANK_ENTRY]({ ...host.initFor(init, control), code: { programFile: host.programFile, modules: loaded.modules }, recycle, ...(pool ? { warm: pool } : {}) })
+        await loaded.program[RANK_ENTRY]({ ...host.initFor(init, control), code: codeOf(host.programFile, loaded), recycle, ...(pool ? { warm: pool } : {}) })
       } catch (e) {
         host.post({ type: 'load-error', rank: init.rank, message: `cannot run ${host.programFile}: ${e && e.stack ? sourceLocations(e.stack) : String(e)}` })
       }

@@ -1,11 +1,13 @@
 import { execFileSync } from 'node:child_process'
 import { createHash } from 'node:crypto'
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { cpSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { dirname, join, resolve } from 'node:path'
 import { pathToFileURL } from 'node:url'
 import { afterAll, afterEach, describe, expect, it } from 'vitest'
 import { codeIdentityOf } from '../../src/checkpoint/identity/code.js'
+import { Supervisor, type SupervisorEvent } from '../../src/runtime/supervisor.js'
+import { interiorSum, jacobiSerial } from '../../examples/jacobi/serial.js'
 import { compileProgram, PRECOMPILE_ENV } from '../../src/runtime/compiled-program.js'
 
 const repo = resolve(import.meta.dirname, '../..')
@@ -180,4 +182,37 @@ describe('sourceLocations (source-locations.mjs)', () => {
     expect(out.mapped.split('\n')[1]).toMatch(new RegExp(`\\(${join(dir, 'kernel.ts')}:2:\\d+\\)$`))
     expect(out.mapped).not.toContain('.cache/molotof')
   })
+})
+
+describe('a run is one version of its code', () => {
+  it('restarts on the code compiled at run start, and resumes its own checkpoints, when a source file is edited during the run', async () => {
+    const dir = project({})
+    for (const f of ['jacobi.ts', 'plate.ts', 'relaxation.ts']) cpSync(join(repo, 'examples/jacobi', f), join(dir, f))
+    const relaxation = join(dir, 'relaxation.ts')
+    const original = readFileSync(relaxation, 'utf8')
+    expect(original).toContain('0.25')
+    const events: SupervisorEvent[] = []
+    const sup = new Supervisor<{ checksum: number }>(join(dir, 'jacobi.ts'), {
+      ranks: 2,
+      transport: 'processes',
+      argv: ['--n', '48', '--iterations', '90'],
+      checkpoint: { dir: join(dir, 'ckpt'), policy: { every: 10 }, keep: 2, resume: false },
+      inject: [{ rank: 1, skeleton: 0, step: 55, phase: 'calculate' }],
+      onLog: () => {},
+      onEvent: (e) => {
+        events.push(e)
+        // Between the failure and the restart: the kernel's weight changes on disk (as a user editing it would).
+        if (e.event === 'failure') writeFileSync(relaxation, original.replaceAll('0.25', '0.2499'))
+      },
+    })
+    const r = await sup.run()
+    expect(r.kind).toBe('done')
+    if (r.kind !== 'done') return
+    // The restarted ranks resumed from step 49 with the code that wrote it: the bits of the unedited program.
+    expect(r.value.checksum).toBe(interiorSum(jacobiSerial(48, 90), 48))
+    expect(events.filter((e) => e.event === 'recovery-line').map((e) => e.event === 'recovery-line' && e.step)).toEqual([49])
+    const starts = events.flatMap((e) => (e.event === 'start' ? [e.compiled] : []))
+    expect(starts).toHaveLength(2)
+    expect(starts[1]).toBe(starts[0])
+  }, 60_000)
 })

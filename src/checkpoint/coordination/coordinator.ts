@@ -318,7 +318,7 @@ export class CheckpointCoordinator implements SkeletonHooks {
 function lineageOf(cfg: FaultToleranceConfig, id: ProgramIdentity, listed: Parameters<typeof newestComplete>[0]): { runId: string; code: CodeIdentity | undefined } {
   const newest = cfg.resume ? newestComplete(listed)?.marker : undefined
   const runId = cfg.runId ?? (newest !== undefined ? (newest.runId ?? '') : newRunId())
-  return { runId, code: id.code ? codeIdentityOf(id.code.programFile, id.code.modules) : undefined }
+  return { runId, code: id.code ? (id.code.identity ?? codeIdentityOf(id.code.programFile, id.code.modules)) : undefined }
 }
 
 /**
