@@ -50,5 +50,6 @@ describe('package build (tsup)', () => {
     const plain = execFileSync(process.execPath, [...args, ...ft.slice(0, 3), join(work, 'ckpt2'), '--events', events, '--quiet'], { encoding: 'utf8', env: { ...process.env, MOLOTOF_PRECOMPILE: '0' } })
     expect(plain).toContain(`checksum ${interiorSum(jacobiSerial(64, 120), 64)}`)
     expect(readFileSync(events, 'utf8')).not.toContain('"compiled"')
+    expect(readFileSync(events, 'utf8')).toContain('"loadedFromSources":"MOLOTOF_PRECOMPILE=0"')
   }, 120_000)
 })

@@ -71,7 +71,7 @@ const UNBUNDLABLE: readonly [RegExp, string][] = [
  * run time beyond `import.meta.url` / `dirname` / `filename` (which are
  * rewritten to the original file's), is not compiled. A framework running
  * from its TypeScript sources (a checkout, the tests) is compiled too, the
- * same way, into one module the program's imports as `molotof`.
+ * same way, into one module the program imports as `molotof`.
  *
  * @param framework URL of the framework's ESM entry the program imports as
  *   `molotof` (default: this copy's: `dist/index.js` built, `src/index.ts`

@@ -21,6 +21,8 @@ export type SupervisorEvent =
       resume: boolean
       /** The compiled module the ranks load (see compiled-program.ts); absent when they load the sources through tsx. */
       compiled?: string
+      /** Why the ranks load the program's sources through tsx, when they do (a CommonJS program, MOLOTOF_PRECOMPILE=0, …). */
+      loadedFromSources?: string
     }
   | { event: 'checkpoint'; attempt: number; seq: number; skeleton: number; step: number; bytes: number; totalBytes: number; ms: number; level: 'memory' | 'disk' | 'partner' | 'shared'; stallMs: number }
   | ({ event: 'failure'; attempt: number } & Omit<FailureRecord, 'attempt'>)
@@ -201,7 +203,7 @@ export class Supervisor<R = unknown> {
     const timer = this.startTimeLimit()
     // Once per run: every attempt and every spare loads the same compiled program (and so the same code).
     const first = groupSpec(this.programFile, this.opts)
-    const { compiled } = await compileProgram(first.programFile, first.tsconfig)
+    const { compiled, why: loadedFromSources } = await compileProgram(first.programFile, first.tsconfig)
     const spares = this.opts.spares ?? 0
     if (spares > 0) {
       const s = first
@@ -230,7 +232,7 @@ export class Supervisor<R = unknown> {
           injectFired: this.fired,
         })
         spec.compiled = compiled
-        this.emit({ event: 'start', attempt: this.attempt, ranks: spec.size, transport: spec.transport ?? 'threads', resume, ...(compiled ? { compiled: compiled.file } : {}) })
+        this.emit({ event: 'start', attempt: this.attempt, ranks: spec.size, transport: spec.transport ?? 'threads', resume, ...(compiled ? { compiled: compiled.file } : { loadedFromSources }) })
         const outcome = await this.runOne(spec)
         const attempt = this.attempt
         switch (outcome.kind) {
