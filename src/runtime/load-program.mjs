@@ -129,7 +129,12 @@ export function codeOf(programFile, loaded) {
   return { programFile, modules: loaded.modules, ...(loaded.identity ? { identity: loaded.identity } : {}) }
 }
 
-/** Errors of resolving the compiled module's imports, raised before any of its code runs. */
+/**
+ * Errors of resolving the compiled module's imports: raised while linking,
+ * before any of its code runs (its local modules are inside it; only a
+ * literal import() of a package could fail later, and would then run the
+ * module's top level a second time through tsx).
+ */
 const LINK_ERRORS = new Set(['ERR_MODULE_NOT_FOUND', 'ERR_PACKAGE_PATH_NOT_EXPORTED', 'ERR_UNSUPPORTED_DIR_IMPORT', 'ERR_PACKAGE_IMPORT_NOT_DEFINED'])
 
 /** The default export (`export default defineProgram(...)`), also when the module was compiled to CommonJS. */
