@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto'
 import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, statSync, unlinkSync, utimesSync, writeFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
-import { dirname, extname, join, resolve } from 'node:path'
+import { dirname, extname, isAbsolute, join, relative, resolve } from 'node:path'
 import { fileURLToPath, pathToFileURL } from 'node:url'
 import type { OnLoadArgs, PluginBuild } from 'esbuild'
 import { codeIdentityOf, type CodeIdentity } from '../checkpoint/identity/code.js'
@@ -47,6 +47,8 @@ export type CompileOutcome = { compiled: CompiledProgram; why?: undefined } | { 
 
 /** Set to 0 to load programs through tsx in every rank (to compare, or to rule compilation out). */
 export const PRECOMPILE_ENV = 'MOLOTOF_PRECOMPILE'
+/** The reason given for a program esbuild cannot compile (its ranks then report the error, located). */
+export const NOT_COMPILING = 'the program does not compile'
 
 const PROGRAMS_DIR = join('node_modules', '.cache', 'molotof', 'programs')
 const FRAMEWORK_DIR = join('node_modules', '.cache', 'molotof', 'framework')
@@ -101,11 +103,11 @@ export async function compileProgram(programFile: string, tsconfig: string | und
     bundled = await bundle(esbuild, programFile, root, join(root, PROGRAMS_DIR), tsconfig, molotof, true)
   } catch {
     // A syntax error, a module not found: the ranks report it, located, as for any program (load-program.mjs).
-    return { why: 'the program does not compile' }
+    return { why: NOT_COMPILING }
   }
   if (bundled.refused.length > 0) return { why: bundled.refused[0] }
   const cjs = bundled.inputs.find((i) => i.format === 'cjs')
-  if (cjs) return { why: `${cjs.path} is a CommonJS module` }
+  if (cjs) return { why: `${shownPath(cjs.path)} is a CommonJS module` }
   const modules = bundled.inputs.map((i) => pathToFileURL(i.path).href)
   try {
     const file = storeOnce(join(root, PROGRAMS_DIR), bundled.bytes, STALE_MS.programs)
@@ -221,7 +223,7 @@ async function bundle(esbuild: typeof import('esbuild'), entry: string, root: st
           build.onLoad({ filter: SOURCE }, (args: OnLoadArgs) => {
             if (args.path.split(/[\\/]/).includes('node_modules')) return undefined
             const text = readFileSync(args.path, 'utf8')
-            if (check) for (const [pattern, why] of UNBUNDLABLE) if (pattern.test(text)) refused.push(`${args.path} ${why}`)
+            if (check) for (const [pattern, why] of UNBUNDLABLE) if (pattern.test(text)) refused.push(`${shownPath(args.path)} ${why}`)
             if (!text.includes('import.meta')) return undefined
             return { contents: withOwnLocation(text, args.path), loader: loaderOf(args.path), resolveDir: dirname(args.path) }
           })
@@ -245,6 +247,12 @@ function withOwnLocation(text: string, path: string): string {
     .replace(/\bimport\.meta\.url\b/g, JSON.stringify(pathToFileURL(path).href))
     .replace(/\bimport\.meta\.dirname\b/g, JSON.stringify(dirname(path)))
     .replace(/\bimport\.meta\.filename\b/g, JSON.stringify(path))
+}
+
+/** A path as the user sees it: relative to the current directory when inside it. */
+function shownPath(path: string): string {
+  const r = relative(process.cwd(), path)
+  return r === '' || r.startsWith('..') || isAbsolute(r) ? path : r
 }
 
 function loaderOf(path: string): 'ts' | 'tsx' | 'js' | 'jsx' {

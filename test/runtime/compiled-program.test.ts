@@ -184,6 +184,24 @@ describe('sourceLocations (source-locations.mjs)', () => {
   })
 })
 
+describe('the supervisor', () => {
+  it('notes, once, when each rank must compile the program itself and why', async () => {
+    const logs: string[] = []
+    const ckpt = mkdtempSync(join(tmpdir(), 'molotof-compile-note-'))
+    tmp.push(ckpt)
+    const r = await new Supervisor<number>(join(repo, 'test/fixtures/cjs/program.ts'), {
+      ranks: 2,
+      argv: ['--base', '3'],
+      checkpoint: { dir: ckpt, policy: { every: 1 }, keep: 1, resume: false },
+      onLog: (_rank, text) => logs.push(text),
+    }).run()
+    expect(r.kind).toBe('done')
+    expect(logs.filter((l) => l.startsWith('note: each rank compiles'))).toEqual([
+      'note: each rank compiles the program itself (Node loads the program as CommonJS), about 0.25 s more per rank start',
+    ])
+  }, 60_000)
+})
+
 describe('a run is one version of its code', () => {
   it('restarts on the code compiled at run start, and resumes its own checkpoints, when a source file is edited during the run', async () => {
     const dir = project({})
