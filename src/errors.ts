@@ -450,7 +450,7 @@ export interface ErrorRecord {
  */
 export function errorRecord(e: unknown, withStack = true): ErrorRecord {
   if (!(e instanceof Error)) return { name: 'Error', code: undefined, message: String(e), stack: undefined }
-  // Reading `stack` formats it: with source maps on, tens of milliseconds the first time.
+  // Reading `stack` formats it: with Node's source maps on (tsx turns them on), tens of milliseconds the first time.
   const stack = withStack ? e.stack : undefined
   if (!(e instanceof MolotofError)) return { name: e.name, code: undefined, message: e.message, stack }
   const fields: Record<string, unknown> = {}

@@ -1,10 +1,10 @@
 import { createHash } from 'node:crypto'
 import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, statSync, unlinkSync, utimesSync, writeFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
-import { dirname, extname, isAbsolute, join, relative, resolve } from 'node:path'
+import { dirname, extname, join, resolve } from 'node:path'
 import { fileURLToPath, pathToFileURL } from 'node:url'
 import type { OnLoadArgs, PluginBuild } from 'esbuild'
-import { codeIdentityOf, type CodeIdentity } from '../checkpoint/identity/code.js'
+import { codeIdentityOf, shownPath, type CodeIdentity } from '../checkpoint/identity/code.js'
 import { InternalError } from '../errors.js'
 
 /**
@@ -42,13 +42,16 @@ export interface CompiledProgram {
   pinMolotof: boolean
 }
 
-/** The compiled program, or why the ranks load the program through tsx instead. */
-export type CompileOutcome = { compiled: CompiledProgram; why?: undefined } | { compiled?: undefined; why: string }
+/**
+ * The compiled program, or why the ranks load the program through tsx
+ * instead, and whether to say so at run start (`note`: the user can act on
+ * it; not when asked for, nor for a program that does not compile, whose
+ * ranks report the error).
+ */
+export type CompileOutcome = { compiled: CompiledProgram; why?: undefined; note?: undefined } | { compiled?: undefined; why: string; note: boolean }
 
 /** Set to 0 to load programs through tsx in every rank (to compare, or to rule compilation out). */
 export const PRECOMPILE_ENV = 'MOLOTOF_PRECOMPILE'
-/** The reason given for a program esbuild cannot compile (its ranks then report the error, located). */
-export const NOT_COMPILING = 'the program does not compile'
 
 const PROGRAMS_DIR = join('node_modules', '.cache', 'molotof', 'programs')
 const FRAMEWORK_DIR = join('node_modules', '.cache', 'molotof', 'framework')
@@ -80,22 +83,22 @@ const UNBUNDLABLE: readonly [RegExp, string][] = [
  *   from sources)
  */
 export async function compileProgram(programFile: string, tsconfig: string | undefined, framework = frameworkEntry()): Promise<CompileOutcome> {
-  if (process.env[PRECOMPILE_ENV] === '0') return { why: `${PRECOMPILE_ENV}=0` }
-  if (framework === undefined) return { why: 'the framework has no entry module beside it' }
-  if (!loadedAsEsm(programFile)) return { why: 'Node loads the program as CommonJS' }
+  if (process.env[PRECOMPILE_ENV] === '0') return { why: `${PRECOMPILE_ENV}=0`, note: false }
+  if (framework === undefined) return { why: 'the framework has no entry module beside it', note: true }
+  if (!loadedAsEsm(programFile)) return { why: 'Node loads the program as CommonJS', note: true }
   const root = projectRoot(programFile)
-  if (root === undefined) return { why: 'no node_modules folder above the program to keep the compiled module in' }
+  if (root === undefined) return { why: 'no node_modules folder above the program to keep the compiled module in', note: true }
   let esbuild: typeof import('esbuild')
   try {
     esbuild = await import('esbuild')
   } catch {
     // esbuild is a dependency of molotof (and of tsx): missing only from a damaged install, where tsx reports the real problem.
-    return { why: 'esbuild cannot be loaded' }
+    return { why: 'esbuild cannot be loaded', note: true }
   }
   let molotof = framework
   if (/\.[mc]?ts$/.test(new URL(framework).pathname)) {
     const compiled = await compileFramework(esbuild, fileURLToPath(framework))
-    if (typeof compiled !== 'string') return compiled
+    if (typeof compiled !== 'string') return { why: compiled.why, note: true }
     molotof = pathToFileURL(compiled).href
   }
   let bundled: Bundled
@@ -103,18 +106,18 @@ export async function compileProgram(programFile: string, tsconfig: string | und
     bundled = await bundle(esbuild, programFile, root, join(root, PROGRAMS_DIR), tsconfig, molotof, true)
   } catch {
     // A syntax error, a module not found: the ranks report it, located, as for any program (load-program.mjs).
-    return { why: NOT_COMPILING }
+    return { why: 'the program does not compile', note: false }
   }
-  if (bundled.refused.length > 0) return { why: bundled.refused[0] }
+  if (bundled.refused.length > 0) return { why: bundled.refused[0], note: true }
   const cjs = bundled.inputs.find((i) => i.format === 'cjs')
-  if (cjs) return { why: `${shownPath(cjs.path)} is a CommonJS module` }
+  if (cjs) return { why: `${shownPath(cjs.path)} is a CommonJS module`, note: true }
   const modules = bundled.inputs.map((i) => pathToFileURL(i.path).href)
   try {
     const file = storeOnce(join(root, PROGRAMS_DIR), bundled.bytes, STALE_MS.programs)
     const identity = codeIdentityOf(programFile, modules)
     return { compiled: { file, modules, framework: molotof, pinMolotof: !resolvesToFramework(programFile, framework), identity } }
   } catch (e) {
-    return { why: `cannot store the compiled program: ${(e as Error).message}` }
+    return { why: `cannot store the compiled program: ${(e as Error).message}`, note: true }
   }
 }
 
@@ -147,9 +150,7 @@ async function compileFramework(esbuild: typeof import('esbuild'), entry: string
   try {
     const file = storeOnce(join(root, FRAMEWORK_DIR), bundled.bytes, STALE_MS.framework)
     frameworkBuild = { entry, file, inputs: bundled.inputs.map(({ path }) => ({ path, ...sizeAndTime(path) })) }
-    const tmp = `${record}.${process.pid}.tmp`
-    writeFileSync(tmp, JSON.stringify(frameworkBuild))
-    renameSync(tmp, record)
+    replaceFile(record, JSON.stringify(frameworkBuild))
     return file
   } catch (e) {
     return { why: `cannot store the compiled framework: ${(e as Error).message}` }
@@ -249,12 +250,6 @@ function withOwnLocation(text: string, path: string): string {
     .replace(/\bimport\.meta\.filename\b/g, JSON.stringify(path))
 }
 
-/** A path as the user sees it: relative to the current directory when inside it. */
-function shownPath(path: string): string {
-  const r = relative(process.cwd(), path)
-  return r === '' || r.startsWith('..') || isAbsolute(r) ? path : r
-}
-
 function loaderOf(path: string): 'ts' | 'tsx' | 'js' | 'jsx' {
   const ext = extname(path)
   if (ext.endsWith('tsx')) return 'tsx'
@@ -277,10 +272,15 @@ function storeOnce(dir: string, bytes: Uint8Array, staleMs: number): string {
   }
   mkdirSync(dir, { recursive: true })
   removeStale(dir, staleMs)
-  const tmp = `${file}.${process.pid}.tmp`
-  writeFileSync(tmp, bytes)
-  renameSync(tmp, file)
+  replaceFile(file, bytes)
   return file
+}
+
+/** Written beside its name and renamed over it: a reader sees the old file or the whole new one (no fsync: a cache). */
+function replaceFile(path: string, data: Uint8Array | string): void {
+  const tmp = `${path}.${process.pid}.tmp`
+  writeFileSync(tmp, data)
+  renameSync(tmp, path)
 }
 
 function removeStale(dir: string, staleMs: number): void {

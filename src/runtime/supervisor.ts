@@ -3,7 +3,7 @@ import { openRunDirectory } from '../checkpoint/identity/run-directory.js'
 import { ConfigError, RestartBudgetExhaustedError, RunStoppedError, type FailureRecord } from '../errors.js'
 import { runAttempt, type AttemptOutcome } from './attempt.js'
 import { expandDir } from './cluster-env.js'
-import { compileProgram, NOT_COMPILING, PRECOMPILE_ENV } from './compiled-program.js'
+import { compileProgram } from './compiled-program.js'
 import { partnerDirOf } from '../checkpoint/store/partner.js'
 import type { RankGroup, StartRankGroup } from './group.js'
 import { GROUP_STARTERS, groupSpec, hangTimeoutOf, type LaunchOptions, type RunResult } from './launcher.js'
@@ -203,21 +203,17 @@ export class Supervisor<R = unknown> {
     const timer = this.startTimeLimit()
     // Once per run: every attempt and every spare loads the same compiled program (and so the same code).
     const first = groupSpec(this.programFile, this.opts)
-    const { compiled, why: loadedFromSources } = await compileProgram(first.programFile, first.tsconfig)
-    // Said when the user can act on it: not when asked for (MOLOTOF_PRECOMPILE=0), nor for a program that does not compile (the ranks say where).
-    if (loadedFromSources !== undefined && !loadedFromSources.startsWith(PRECOMPILE_ENV) && loadedFromSources !== NOT_COMPILING) {
-      this.opts.onLog?.(0, `note: each rank compiles the program itself (${loadedFromSources}), about 0.25 s more per rank start`)
-    }
+    const { compiled, why: loadedFromSources, note } = await compileProgram(first.programFile, first.tsconfig)
+    if (note) this.opts.onLog?.(0, `note: each rank compiles the program itself (${loadedFromSources}), about 0.25 s more per rank start`)
     const spares = this.opts.spares ?? 0
     if (spares > 0) {
-      const s = first
       this.pool = new SparePool({
-        programFile: s.programFile,
-        tsconfig: s.tsconfig,
+        programFile: first.programFile,
+        tsconfig: first.tsconfig,
         compiled,
-        size: s.size,
-        transport: s.transport ?? 'threads',
-        heartbeatMs: s.heartbeatMs,
+        size: first.size,
+        transport: first.transport ?? 'threads',
+        heartbeatMs: first.heartbeatMs,
         spares,
         // A survivor's background checkpoint writes (memory level, flush, copies) end before it reports idle
         // (see runSession): it is kept with every level.

@@ -60,10 +60,10 @@ export class RankAllocations {
 
   readonly allocate: BufferAllocator = (byteLength) => {
     if (byteLength < WARM_MIN_BYTES) return new ArrayBuffer(byteLength)
+    // take() hands out a buffer of exactly this size, or none.
     const warm = this.warm?.take(byteLength)
-    const fromWarm = warm !== undefined && warm.byteLength === byteLength
-    const buffer = fromWarm ? warm : new ArrayBuffer(byteLength)
-    if (fromWarm) this.warmBytes += byteLength
+    const buffer = warm ?? new ArrayBuffer(byteLength)
+    if (warm) this.warmBytes += byteLength
     if (this.live.size < MAX_REPORTED) {
       const id = this.nextId++
       this.live.set(id, { bytes: byteLength, buffer: new WeakRef(buffer) })

@@ -104,11 +104,19 @@ export function describeCodeChanges(changes: readonly CodeChange[], programFile:
  */
 export function shownFiles(changes: readonly CodeChange[], programFile: string): string[] {
   const base = dirname(resolve(programFile))
-  return changes.map((c) => {
-    const path = join(base, c.file)
-    const r = relative(process.cwd(), path)
-    return r === '' || r.startsWith('..') || isAbsolute(r) ? path : r
-  })
+  return changes.map((c) => shownPath(join(base, c.file)))
+}
+
+/**
+ * An absolute path as the user sees it: relative to the current directory when inside it.
+ *
+ * ```ts
+ * shownPath(resolve('examples/jacobi/plate.ts'))  // 'examples/jacobi/plate.ts'
+ * ```
+ */
+export function shownPath(path: string): string {
+  const r = relative(process.cwd(), path)
+  return r === '' || r.startsWith('..') || isAbsolute(r) ? path : r
 }
 
 function hashOf(files: Record<string, string>): string {
