@@ -1,4 +1,4 @@
-import { ConfigError } from '../errors.js'
+import { ConfigError, InternalError } from '../errors.js'
 import { formatSize } from './memory.js'
 import { DomainDesc, type StorageOrder } from './desc.js'
 import { arrayOver, DTYPES, plainAllocator, type BufferAllocator, type DType, type NumericArray } from './dtype.js'
@@ -52,6 +52,7 @@ export abstract class Domain<N extends number = number, A extends NumericArray =
   private _data: A
   private _strides: number[]
   private _offset = 0
+  private _lease: DomainLease | undefined
 
   constructor(dims: N, options: DomainOptions = {}) {
     if (!Number.isInteger(dims) || dims < 1) throw new ConfigError(`a domain needs at least one dimension (got ${dims})`)
@@ -111,6 +112,36 @@ export abstract class Domain<N extends number = number, A extends NumericArray =
     this._possessed = box
   }
 
+  /**
+   * @internal True while a background copy reads this domain's memory (a
+   * memory checkpoint's payload copied by the checkpoint I/O thread during
+   * the next superstep): nothing may write or resize it until `returned()`.
+   */
+  get lent(): boolean {
+    return this._lease !== undefined
+  }
+
+  /**
+   * @internal Lend the memory to a reader that is done when `until` settles
+   * (either way); `waited` learns how long the owner had to wait for it.
+   */
+  lend(until: Promise<unknown>, waited: (ms: number) => void): void {
+    const lease: DomainLease = { until: until.then(noop, noop), waited }
+    lease.until = lease.until.then(() => {
+      if (this._lease === lease) this._lease = undefined
+    })
+    this._lease = lease
+  }
+
+  /** @internal Resolves once no background copy reads the memory any more (see `lent`). */
+  async returned(): Promise<void> {
+    const lease = this._lease
+    if (!lease) return
+    const t0 = performance.now()
+    await lease.until
+    lease.waited(performance.now() - t0)
+  }
+
   /** The box currently allocated. */
   get box(): DomainDesc<N> {
     return this._box
@@ -136,6 +167,8 @@ export abstract class Domain<N extends number = number, A extends NumericArray =
   resize(box: DomainDesc<N>): void {
     if (box.dims !== this.dims) throw new ConfigError(`resize: box has ${box.dims} dimensions, domain has ${this.dims}`)
     if (box.equals(this._box) && this._data.length === box.volume) return
+    // A background copy still reads the old memory, which may be reused below: the skeleton waits first.
+    if (this._lease) throw new InternalError('a domain was resized while a checkpoint copy still read it')
     const old = { box: this._box, data: this._data, strides: this._strides, offset: this._offset }
     const volume = box.volume
     const keep = this.preserveOnResize && !old.box.isEmpty && old.box.overlaps(box)
@@ -312,3 +345,11 @@ export function copyBox(
     dst.set(src.subarray(s, s + len) as never, t)
   })
 }
+
+/** A background reader of a domain's memory (see `Domain.lend`). */
+interface DomainLease {
+  until: Promise<void>
+  readonly waited: (ms: number) => void
+}
+
+const noop = () => {}

@@ -85,7 +85,7 @@ export async function runRank(program: Program, init: RankInit): Promise<void> {
   const allocations = new RankAllocations(init.warm)
   // Taken when the run is told to stop, while its domains are certainly alive: a collection during the
   // unwinding could otherwise drop them before they are handed to the next run.
-  let stoppedBuffers: ArrayBuffer[] = []
+  let stoppedBuffers: SharedArrayBuffer[] = []
   control.onMessage((m) => {
     if (m.type === 'preempt') session.preemptRequested = true
     if (m.type === 'checkpoint') session.checkpointRequested = true

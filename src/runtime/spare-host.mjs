@@ -20,7 +20,7 @@ const RANK_ENTRY = Symbol.for('molotof.rank-entry')
  * the buffers hold old data, zeroed as they are handed out.
  *
  * @param {'touched' | 'last-run'} from
- * @param {ArrayBuffer[]} buffers
+ * @param {SharedArrayBuffer[]} buffers
  * @param {boolean} zeroOnTake
  */
 function handOut(from, buffers, zeroOnTake) {
@@ -59,7 +59,8 @@ export function warmPool(sizes, stop = () => false) {
     if (sizes.reduce((a, b) => a + b, 0) > freemem() / 2) return
     for (const n of sizes) {
       if (stop()) return
-      const b = new ArrayBuffer(n)
+      // Shared, as the rank's own large buffers are (RankAllocations in warm-memory.ts).
+      const b = new SharedArrayBuffer(n)
       // A zero written to a page that was never written maps it: no fault left for the rank.
       new Uint8Array(b).fill(0)
       buffers.push(b)
@@ -75,7 +76,7 @@ export function warmPool(sizes, stop = () => false) {
  * taken: a memset of mapped pages, several times cheaper than faulting fresh
  * ones in.
  *
- * @param {ArrayBuffer[]} buffers
+ * @param {SharedArrayBuffer[]} buffers
  */
 export function recycledPool(buffers) {
   return handOut('last-run', [...buffers], true)

@@ -18,7 +18,7 @@ export interface WarmMemory {
   /** Touched ahead by an idle spare, or left by the last run in this process (a kept survivor). */
   readonly from: 'touched' | 'last-run'
   /** A zeroed buffer of exactly `byteLength` bytes whose pages are mapped, or undefined. */
-  take(byteLength: number): ArrayBuffer | undefined
+  take(byteLength: number): SharedArrayBuffer | undefined
   /** Drop the buffers not taken (the rank has what it needed). */
   release(): void
 }
@@ -29,11 +29,13 @@ export interface WarmMemory {
  * process as its warm memory (spare-host.mjs): a survivor's new domains
  * would otherwise fault in fresh pages as a cold spare's did.
  */
-export type RecycleBuffers = (buffers: ArrayBuffer[]) => void
+export type RecycleBuffers = (buffers: SharedArrayBuffer[]) => void
 
 /**
  * The allocator of a rank process: large buffers come from `warm` when it
- * has one of the size, fresh otherwise. It keeps the sizes of
+ * has one of the size, fresh otherwise. Every buffer is a SharedArrayBuffer,
+ * as in rank threads, so that the checkpoint I/O thread can copy a domain
+ * while the rank computes the next superstep (see Domain.lend). It keeps the sizes of
  * the large buffers still alive (a FinalizationRegistry forgets those
  * collected: a domain that grew left its old buffer behind), for the
  * launcher to pass to the next spares.
@@ -50,7 +52,7 @@ export class RankAllocations {
   warmBytes = 0
   /** Where that memory came from. */
   readonly warmFrom: WarmMemory['from'] | undefined
-  private readonly live = new Map<number, { bytes: number; buffer: WeakRef<ArrayBuffer> }>()
+  private readonly live = new Map<number, { bytes: number; buffer: WeakRef<SharedArrayBuffer> }>()
   private readonly collected = new FinalizationRegistry<number>((id) => this.live.delete(id))
   private nextId = 0
 
@@ -59,10 +61,10 @@ export class RankAllocations {
   }
 
   readonly allocate: BufferAllocator = (byteLength) => {
-    if (byteLength < WARM_MIN_BYTES) return new ArrayBuffer(byteLength)
+    if (byteLength < WARM_MIN_BYTES) return new SharedArrayBuffer(byteLength)
     // take() hands out a buffer of exactly this size, or none.
     const warm = this.warm?.take(byteLength)
-    const buffer = warm ?? new ArrayBuffer(byteLength)
+    const buffer = warm ?? new SharedArrayBuffer(byteLength)
     if (warm) this.warmBytes += byteLength
     if (this.live.size < MAX_REPORTED) {
       const id = this.nextId++
@@ -83,8 +85,8 @@ export class RankAllocations {
    * They may be handed over only once this run has ended, background writes
    * included: nothing of it may touch them afterwards.
    */
-  liveBuffers(): ArrayBuffer[] {
-    const out: ArrayBuffer[] = []
+  liveBuffers(): SharedArrayBuffer[] {
+    const out: SharedArrayBuffer[] = []
     for (const { buffer } of this.live.values()) {
       const b = buffer.deref()
       if (b !== undefined) out.push(b)

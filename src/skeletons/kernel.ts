@@ -56,7 +56,13 @@ export abstract class CalcKernel<It, D extends Domain = Domain> {
   abstract end(it: It): boolean
   /** The iterator value of the following superstep. */
   abstract next(it: It): It
-  /** Heavy work of one superstep: compute the possessed cells of `write` from `read`. */
+  /**
+   * Heavy work of one superstep: compute the possessed cells of `write` from
+   * `read`. In `border` mode `read` is read-only here: a memory checkpoint
+   * taken at the end of the previous superstep may still be copying it in the
+   * background. (In `circulation` mode a kernel may change its block in
+   * `read` before routing moves it on; that domain is copied at the point.)
+   */
   abstract calculate(read: D, write: D, it: It, step: number): void
 
   /**

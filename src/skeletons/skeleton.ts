@@ -190,6 +190,8 @@ export class Skeleton<It, D extends Domain> {
     // something is really pending (an await costs a few hundred bytes).
     for (;;) {
       rt.status.set(this.index, step, 'calculate')
+      // A memory checkpoint two points ago may still be copying this domain (it was read-only since).
+      if (write.lent) await write.returned()
       const settled = router.settle(write)
       if (settled) await settled
       write.resize(this.writeBox(part, partNext, rank))
@@ -259,6 +261,8 @@ export class Skeleton<It, D extends Domain> {
    */
   private async finish(read: D, part: Partition, step: number): Promise<D> {
     await this.router.settleAll()
+    // The caller may change the domains once run() returns: no checkpoint copy may still read them.
+    for (const d of this.domains) if (d.lent) await d.returned()
     if (this.mode === 'border') {
       this.rt.status.phase('route')
       const routed = this.router.route(this.router.plan(part, part), read, read, this.tag(step + 1))

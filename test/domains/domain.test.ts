@@ -90,3 +90,39 @@ describe('Domain', () => {
     expect(() => new Bad(2, { order: 'X' as StorageOrder })).toThrow(/storage order/)
   })
 })
+
+describe('Domain lending (a checkpoint copy reading the memory during the next superstep)', () => {
+  it('is lent until the reader settles, refuses a resize meanwhile, and tells the lender how long the owner waited', async () => {
+    const d = new Free2D()
+    d.resize(DomainDesc.of([0, 0], [4, 4]))
+    let done!: () => void
+    const reading = new Promise<void>((resolve) => (done = resolve))
+    const waits: number[] = []
+    d.lend(reading, (ms) => waits.push(ms))
+    expect(d.lent).toBe(true)
+    // The same box is no change; another would reuse or replace memory the reader still reads.
+    d.resize(DomainDesc.of([0, 0], [4, 4]))
+    expect(() => d.resize(DomainDesc.of([0, 0], [2, 4]))).toThrow(/resized while a checkpoint copy still read it/)
+    const back = d.returned()
+    await new Promise((r) => setTimeout(r, 20))
+    expect(d.lent).toBe(true)
+    done()
+    await back
+    expect(d.lent).toBe(false)
+    expect(waits.length).toBe(1)
+    expect(waits[0]).toBeGreaterThanOrEqual(15)
+    d.resize(DomainDesc.of([0, 0], [2, 4]))
+    expect(d.box.upper).toEqual([2, 4])
+  })
+
+  it('a reader that failed returns the memory too (its checkpoint fails on its own); returned() on a domain not lent waits for nothing', async () => {
+    const d = new Free2D()
+    d.resize(DomainDesc.of([0, 0], [4, 4]))
+    const waits: number[] = []
+    await d.returned()
+    d.lend(Promise.reject(new Error('the I/O thread exited')), (ms) => waits.push(ms))
+    await d.returned()
+    expect(d.lent).toBe(false)
+    expect(waits.length).toBe(1)
+  })
+})

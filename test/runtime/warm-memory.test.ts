@@ -13,7 +13,7 @@ interface Pool extends WarmMemory {
   readonly bytes: number
 }
 const pool = warmPool as (sizes: number[], stop?: () => boolean) => Pool
-const recycled = recycledPool as (buffers: ArrayBuffer[]) => Pool
+const recycled = recycledPool as (buffers: SharedArrayBuffer[]) => Pool
 
 describe('warmPool (a spare touching memory ahead)', () => {
   it('holds zeroed buffers of the sizes asked for, each handed out once and only for its exact size', async () => {
@@ -24,6 +24,8 @@ describe('warmPool (a spare touching memory ahead)', () => {
     expect(p.take(2 * MiB + 8)).toBeUndefined()
     const a = p.take(2 * MiB)!
     expect(a.byteLength).toBe(2 * MiB)
+    // Shared, as the rank's own large buffers (the checkpoint I/O thread copies domains from them).
+    expect(a).toBeInstanceOf(SharedArrayBuffer)
     expect(new Uint8Array(a).every((x) => x === 0)).toBe(true)
     const b = p.take(2 * MiB)!
     expect(b).not.toBe(a)
@@ -48,9 +50,9 @@ describe('warmPool (a spare touching memory ahead)', () => {
 
 describe('recycledPool (a kept survivor reusing its last run\'s buffers)', () => {
   it('hands each buffer out once, for its exact size, zeroed', () => {
-    const a = new ArrayBuffer(2 * MiB)
+    const a = new SharedArrayBuffer(2 * MiB)
     new Uint8Array(a).fill(7)
-    const b = new ArrayBuffer(3 * MiB)
+    const b = new SharedArrayBuffer(3 * MiB)
     const p = recycled([a, b])
     expect(p.from).toBe('last-run')
     expect(p.take(4 * MiB)).toBeUndefined()
@@ -68,7 +70,7 @@ describe('RankAllocations (a rank process allocating its large buffers)', () => 
     const given: number[] = []
     const warm: WarmMemory = {
       from: 'touched',
-      take: (n) => (n === 4 * MiB ? (given.push(n), new ArrayBuffer(n)) : undefined),
+      take: (n) => (n === 4 * MiB ? (given.push(n), new SharedArrayBuffer(n)) : undefined),
       release: () => given.push(-1),
     }
     const a = new RankAllocations(warm)
@@ -118,6 +120,9 @@ describe('RankAllocations (a rank process allocating its large buffers)', () => 
     const a = new RankAllocations(undefined)
     const b = a.allocate(2 * MiB)
     expect(new Uint8Array(b).every((x) => x === 0)).toBe(true)
+    // Shared, large or small: the checkpoint I/O thread copies domains from them.
+    expect(b).toBeInstanceOf(SharedArrayBuffer)
+    expect(a.allocate(1000)).toBeInstanceOf(SharedArrayBuffer)
     expect(a.warmBytes).toBe(0)
   })
 })

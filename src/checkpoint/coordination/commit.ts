@@ -230,15 +230,20 @@ export class CheckpointCommitter {
       await this.commit({ seq, skeleton: state.index, step: state.step, clock, started, durable, done: false, background: false, stallMs: 0 })
       return
     }
-    // The stall: copy the payloads (the program overwrites its arrays from the next superstep on).
-    // Packed payloads are already copies in a shared buffer; views of the program's arrays are copied.
-    const staged = this.entries(state, this.shared).map((e) => (e.kind === 'heavy' && !isShared(e.bytes) ? { ...e, bytes: this.shared.copy(e.name, e.bytes) } : e))
+    // The stall: copy the payloads the next superstep may change (the program's arrays, the domain it
+    // writes). Domain payloads are already copies in a shared buffer; views of arrays are copied here.
+    const staged = this.entries(state, this.shared, true).map((e) => (e.kind === 'heavy' && !e.staged ? { ...e, bytes: this.shared.copy(e.name, e.bytes) } : e))
+    // The domain the next superstep only reads, when it lives in shared memory, is copied by the I/O
+    // thread meanwhile; the skeleton waits for that copy before it writes the domain again.
+    const deferred = this.shared.takeDeferred()
+    const copied = deferred.length > 0 ? this.io.copy(deferred) : undefined
     // Subdomains with halos were copied as one piece each; the I/O thread moves their runs together first.
     const uncompacted = this.shared.takeUncompacted()
     if (!this.ramChecked.has(state.index)) await this.refuseBeyondRam(state, staged, memory)
     const durable = this.background.track(
       (async (): Promise<WriteResult> => {
         try {
+          if (copied) await copied
           if (uncompacted.length > 0) await this.io.compact(uncompacted)
           const heavy = staged.filter((e) => e.kind === 'heavy')
           const sums = await this.io.sums(heavy.map((e) => (e.bytes instanceof Uint8Array ? [e.bytes] : e.bytes)))
@@ -268,6 +273,8 @@ export class CheckpointCommitter {
       flush: level === 'disk',
     }
     void durable.then(() => (pending.done = true))
+    // A superstep that has to wait for the deferred copy stalls too: that wait counts in the stall.
+    if (copied) state.write.lend(copied, (ms) => (pending.stallMs += ms))
     this.pendingMemory = pending
     if (final) await this.finishPending(true)
   }
@@ -463,19 +470,26 @@ export class CheckpointCommitter {
   }
 
 
-  /** The payloads of a checkpoint, as views of the program's memory (written before the next superstep). */
-  private entries(state: SkeletonState, staging: StagingBuffers): EntryInput[] {
+  /**
+   * The payloads of a checkpoint: views of the program's memory (written
+   * before the next superstep), or, with shared staging, copies of the
+   * domains (`staged`). `defer`: the domain the next superstep only reads may
+   * be left for the I/O thread to copy (see domainPayload).
+   */
+  private entries(state: SkeletonState, staging: StagingBuffers, defer = false): (EntryInput & { staged?: boolean })[] {
     const { rank } = this.comm
     const reg = state.registry
     const all = this.cfg.contents === 'default'
     const includes = (name: 'read' | 'write' | 'iterator') => all || reg.includes(name)
-    const out: EntryInput[] = []
+    const out: (EntryInput & { staged?: boolean })[] = []
     if (includes('read')) {
       // In circulation the blocks have already moved: save what this rank now holds for the next step.
       const box = state.mode === 'circulation' && state.next ? state.next.needed[rank] : state.partition.possessed[rank]
-      out.push(domainEntry('read', state.write, box, staging))
+      // `state.write` is the domain the next superstep reads (the domains swap after this point). Only in
+      // border mode is it read-only then: a circulation kernel may change its block in place before it moves on.
+      out.push(domainEntry('read', state.write, box, staging, defer && state.mode === 'border'))
     }
-    if (includes('write')) out.push(domainEntry('write', state.read, state.partition.possessed[rank].intersect(state.read.box), staging))
+    if (includes('write')) out.push(domainEntry('write', state.read, state.partition.possessed[rank].intersect(state.read.box), staging, false))
     if (includes('iterator')) out.push({ name: 'iterator', kind: 'light', bytes: encodeLight(state.it, undefined, 'iterator') })
     for (const h of reg.heavy.values()) {
       out.push({ name: h.name, kind: 'heavy', dtype: dtypeOf(h.array), ...(h.box ? { box: h.box.toJSON() } : {}), bytes: bytesOf(h.array) })
@@ -486,14 +500,10 @@ export class CheckpointCommitter {
 
 }
 
-/** A domain's cells in `box` as a payload written from the domain's memory (see domainPayload). */
-function domainEntry(name: string, d: Domain, box: DomainDesc, staging: StagingBuffers): EntryInput {
+/** A domain's cells in `box` as a payload (see domainPayload): `staged` when it is a copy, not a view of the domain. */
+function domainEntry(name: string, d: Domain, box: DomainDesc, staging: StagingBuffers, defer: boolean): EntryInput & { staged: boolean } {
   const record = { lower: [...box.lower], upper: [...box.upper] }
-  return { name, kind: 'heavy', dtype: d.dtype, box: record, bytes: domainPayload(d, box, staging, name) }
-}
-
-function isShared(bytes: Uint8Array | readonly Uint8Array[]): boolean {
-  return bytes instanceof Uint8Array && bytes.buffer instanceof SharedArrayBuffer
+  return { name, kind: 'heavy', dtype: d.dtype, box: record, bytes: domainPayload(d, box, staging, name, defer), staged: staging.sharesBuffers }
 }
 
 function formatMiB(n: number): string {
@@ -510,3 +520,4 @@ async function startCopies(copies: CheckpointCopies | undefined, marker: CommitM
   await copies.finish()
   copies.start(marker, started, shared)
 }
+

@@ -1,6 +1,6 @@
 import { Worker } from 'node:worker_threads'
 import { CheckpointError } from '../../errors.js'
-import { compactRuns, type UncompactedPayload } from './staging.js'
+import { compactRuns, copyRuns, type DeferredCopy, type UncompactedPayload } from './staging.js'
 
 // Plain JavaScript on purpose: the thread needs only zlib's crc32 and fs, and
 // loads in a few milliseconds without TypeScript or the rest of molotof.
@@ -13,6 +13,7 @@ const { crc32 } = require('node:zlib')
 const fs = require('node:fs')
 // staging.ts's own function (its source: it uses nothing but its argument), so the thread runs the tested code.
 const compactRuns = (${compactRuns.toString()})
+const copyRuns = (${copyRuns.toString()})
 function write(m) {
   const reused = (() => {
     if (m.reuse === undefined) return false
@@ -38,7 +39,10 @@ function write(m) {
 }
 parentPort.on('message', (m) => {
   try {
-    if (m.op === 'compact') {
+    if (m.op === 'copy') {
+      for (const c of m.copies) copyRuns(c)
+      parentPort.postMessage({ id: m.id, value: m.copies.length })
+    } else if (m.op === 'compact') {
       for (const p of m.payloads) compactRuns(p)
       parentPort.postMessage({ id: m.id, value: m.payloads.length })
     } else if (m.op === 'sums') {
@@ -59,9 +63,11 @@ parentPort.on('message', (m) => {
 `
 
 /**
- * A helper thread for the memory level: it computes the CRC32 of checkpoint
- * payloads and writes rank files to RAM, so that the checkpoint point only
- * copies the payloads. CRC32 runs at about the speed of a memory copy (on the
+ * A helper thread for the memory level: it copies domains in shared memory
+ * to the staging buffers while the next superstep runs, computes the CRC32
+ * of checkpoint payloads and writes rank files to RAM, so that the
+ * checkpoint point copies at most the payloads that the next superstep may
+ * change. CRC32 runs at about the speed of a memory copy (on the
  * rank's own thread it doubled the stall), and asynchronous file calls from a
  * rank's thread advance only when its compute yields (several hops, each up
  * to a superstep): here a whole file is one message there and one back.
@@ -71,6 +77,7 @@ parentPort.on('message', (m) => {
  *
  * ```ts
  * const io = new CheckpointIoThread()
+ * const copied = io.copy(staging.takeDeferred())  // domains' cells to staging, during the next superstep
  * await io.compact(staging.takeUncompacted())    // hull copies moved together, off the checkpoint point
  * const [sum] = await io.sums([[stagedBytes]])   // one CRC per entry, over its pieces
  * await io.write('/dev/shm/molotof-1a2b/ckpt-00000007/rank-0.mlf', parts, '/dev/shm/molotof-1a2b/spare/rank-0.mlf')
@@ -80,6 +87,14 @@ export class CheckpointIoThread {
   private worker: Worker | undefined
   private nextId = 0
   private readonly waiting = new Map<number, { resolve: (v: never) => void; reject: (e: Error) => void }>()
+
+  /**
+   * Copies payloads out of their domains (see StagingBuffers.takeDeferred),
+   * while the rank computes; the buffers must be shared.
+   */
+  copy(copies: readonly DeferredCopy[]): Promise<number> {
+    return this.call<number>({ op: 'copy', copies })
+  }
 
   /** Moves each payload's runs together (see StagingBuffers.takeUncompacted); the buffers must be shared. */
   compact(payloads: readonly UncompactedPayload[]): Promise<number> {

@@ -38,6 +38,35 @@ export function compactRuns(p: UncompactedPayload): void {
 }
 
 /**
+ * A payload still to be copied out of a domain's shared memory: run `i`
+ * starts at byte `runs[2i]` of `from` and is `runs[2i+1]` bytes long; the
+ * runs go one after another into `to`. The checkpoint I/O thread does it
+ * during the next superstep, which only reads that domain (the skeleton waits
+ * for it before writing the domain again: see `Domain.lend`).
+ */
+export interface DeferredCopy {
+  readonly from: Uint8Array
+  readonly to: Uint8Array
+  readonly runs: Float64Array
+}
+
+/**
+ * Copies the runs of `c` into its staging buffer. The I/O thread runs the
+ * same loop (io-thread.ts).
+ *
+ * ```ts
+ * for (const c of staging.takeDeferred()) copyRuns(c)
+ * ```
+ */
+export function copyRuns(c: DeferredCopy): void {
+  let pos = 0
+  for (let i = 0; i < c.runs.length; i += 2) {
+    c.to.set(c.from.subarray(c.runs[i], c.runs[i] + c.runs[i + 1]), pos)
+    pos += c.runs[i + 1]
+  }
+}
+
+/**
  * Buffers a rank reuses from one checkpoint to the next: packed strided
  * subdomains and the staging copies of background checkpoints. Reusing them
  * keeps checkpoints allocation-free in steady state — a fresh 16 MiB buffer
@@ -55,6 +84,7 @@ export function compactRuns(p: UncompactedPayload): void {
 export class StagingBuffers {
   private readonly buffers = new Map<string, Uint8Array>()
   private uncompacted: UncompactedPayload[] = []
+  private deferred: DeferredCopy[] = []
 
   /** `shared`: buffers in SharedArrayBuffers, which another thread reads without a copy (see ChecksumThread). */
   constructor(private readonly shared = false) {}
@@ -85,9 +115,25 @@ export class StagingBuffers {
     return out
   }
 
+  /**
+   * The payloads staged since the last call whose cells are still in their
+   * domain (shared staging of a shared domain, `defer` on): until copyRuns has
+   * run over each, the payloads domainPayload returned for them are empty.
+   */
+  takeDeferred(): DeferredCopy[] {
+    const out = this.deferred
+    this.deferred = []
+    return out
+  }
+
   /** Records a hull copy for takeUncompacted. */
   deferCompaction(p: UncompactedPayload): void {
     this.uncompacted.push(p)
+  }
+
+  /** Records a copy left to another thread, for takeDeferred. */
+  deferCopy(c: DeferredCopy): void {
+    this.deferred.push(c)
   }
 
   /** `bytes` (one piece or a gather list) copied into the reused buffer of `name`. */
@@ -113,8 +159,11 @@ export class StagingBuffers {
  * subdomain with halo columns) the copy is one memcpy of the runs' hull, and
  * the runs are moved together later, off the checkpoint point (see
  * `StagingBuffers.takeUncompacted`); otherwise they are packed run by run.
+ * With `defer` and a domain in shared memory nothing is copied here: the
+ * copy is left to another thread (`StagingBuffers.takeDeferred`), and the
+ * domain must not change until it is done.
  */
-export function domainPayload(d: Domain, box: DomainDesc, staging: StagingBuffers, name: string): Uint8Array | Uint8Array[] {
+export function domainPayload(d: Domain, box: DomainDesc, staging: StagingBuffers, name: string, defer = false): Uint8Array | Uint8Array[] {
   const copy = staging.sharesBuffers
   if (!copy && d.isContiguous(box)) return bytesOf(d.view(box))
   const bpe = d.data.BYTES_PER_ELEMENT
@@ -128,6 +177,13 @@ export function domainPayload(d: Domain, box: DomainDesc, staging: StagingBuffer
   }
   const all = bytesOf(d.data)
   const payloadBytes = box.volume * bpe
+  if (copy && defer && all.buffer instanceof SharedArrayBuffer) {
+    const to = staging.get(`pack:${name}`, payloadBytes)
+    const at = new Float64Array(runs.length)
+    for (let i = 0; i < runs.length; i++) at[i] = runs[i] * bpe
+    staging.deferCopy({ from: all, to, runs: at })
+    return to
+  }
   if (copy && runCount > 1) {
     const hullFrom = runs[0]
     const hullBytes = (runs[runs.length - 2] + runs[runs.length - 1] - hullFrom) * bpe

@@ -10,6 +10,7 @@ import { Supervisor, type SupervisorEvent } from '../../../src/runtime/superviso
 import jacobi, { type JacobiResult } from '../../../examples/jacobi/jacobi.js'
 import { interiorSum, jacobiSerial } from '../../../examples/jacobi/serial.js'
 import type { SwingResult } from '../../../examples/swing/swing.js'
+import line, { type ElasticResult } from '../../fixtures/elastic.js'
 import { resolveParams } from '../../../examples/swing/model/params.js'
 import { valueSwing } from '../../../examples/swing/model/serial.js'
 
@@ -177,6 +178,55 @@ describe('elastic restart from the memory level', () => {
     const r = await runLocal(jacobi, { ranks: 3, argv, checkpoint: { ...cfg, resume: true }, onLog: (_r, t) => logs.push(t) })
     expect(logs.join('\n')).toMatch(/resuming from checkpoint \d+ \(skeleton 0, step 7\) from the disk level/)
     expect(grid(r)).toEqual(reference)
+  })
+})
+
+describe('a memory checkpoint copies the domain the next superstep reads in the background', () => {
+  // 32 MiB lines whose supersteps take microseconds: the copy of a checkpoint outlasts the superstep after
+  // it, so the skeleton must wait before it writes that domain again (the kernel throws if it is handed
+  // a domain a copy still reads), and a checkpoint must hold the values of its own point (kills resumed).
+  type Ends = { first: number; last: number }
+  it.each(['threads', 'processes'] as const)('%s: no superstep writes a domain being copied, and kills recover the exact values', async (transport) => {
+    const steps = 40
+    const events: SupervisorEvent[] = []
+    const s = new Supervisor<Ends>('test/fixtures/lent.ts', {
+      ranks: 1,
+      transport,
+      argv: ['--steps', String(steps)],
+      checkpoint: levels({ policy: { every: 1000 }, memory: { policy: { every: 2 }, dir: join(freshDir('molotof-levels-ram-', ramRoot), 'm') } }),
+      inject: [
+        { rank: 0, skeleton: 0, step: 13, phase: 'calculate' },
+        { rank: 0, skeleton: 0, step: 27, phase: 'checkpoint' },
+      ],
+      onLog: () => {},
+      onEvent: (e) => events.push(e),
+    })
+    const r = await s.run()
+    expect(r.kind, JSON.stringify(r)).toBe('done')
+    if (r.kind === 'done') expect(r.value).toEqual({ first: steps, last: steps })
+    expect(events.filter((e) => e.event === 'recovery-line').map((e) => (e as { level: string }).level)).toEqual(['memory', 'memory'])
+    const memory = events.filter((e) => e.event === 'checkpoint' && e.level === 'memory') as { bytes: number }[]
+    expect(memory.length).toBeGreaterThan(10)
+    expect(memory[0].bytes).toBeGreaterThan(32 * 2 ** 20)
+  })
+})
+
+describe('a circulation kernel that changes its block in place before it moves on', () => {
+  it('threads: its memory checkpoints hold the block of their own point (copied at the point), kills recovered exactly', async () => {
+    const argv = ['--n', '400000', '--steps', '12', '--routing', 'circulation']
+    const reference = await runLocal(line, { ranks: 2, argv })
+    const s = new Supervisor<ElasticResult>('test/fixtures/elastic.ts', {
+      ranks: 2,
+      transport: 'threads',
+      argv,
+      checkpoint: levels({ policy: { every: 1000 }, memory: { policy: { every: 2 }, dir: join(freshDir('molotof-levels-ram-', ramRoot), 'm') } }),
+      inject: [{ rank: 1, skeleton: 0, step: 8, phase: 'calculate' }],
+      onLog: () => {},
+    })
+    const r = await s.run()
+    expect(r.kind).toBe('done')
+    // Rank 0's block at the end went round the ring through rank 1, which was killed.
+    if (r.kind === 'done') expect(r.value.values).toEqual(reference[0].values)
   })
 })
 

@@ -1,7 +1,8 @@
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
 import { CheckpointIoThread } from '../../../src/checkpoint/store/io-thread.js'
-import { compactRuns, domainPayload, StagingBuffers } from '../../../src/checkpoint/store/staging.js'
+import { compactRuns, copyRuns, domainPayload, StagingBuffers } from '../../../src/checkpoint/store/staging.js'
+import { sharedAllocator } from '../../../src/domains/dtype.js'
 import { Domain, DomainDesc, type StorageOrder } from '../../../src/index.js'
 import { dtypeArb } from '../arbitraries.js'
 
@@ -88,6 +89,73 @@ describe('domainPayload', () => {
       ),
       { numRuns: 200 },
     )
+  })
+
+  it('deferred: a domain in shared memory is not copied at the point; copyRuns later gives exactly the cells of the box, for random domains and boxes', () => {
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 1, max: 3 }).chain((dims) =>
+          fc.record({
+            ext: fc.array(fc.integer({ min: 1, max: 60 }), { minLength: dims, maxLength: dims }),
+            cut: fc.array(fc.tuple(fc.double({ min: 0, max: 1, noNaN: true }), fc.double({ min: 0, max: 1, noNaN: true })), { minLength: dims, maxLength: dims }),
+            order: fc.constantFrom<StorageOrder>('C', 'F'),
+            dtype: dtypes,
+          }),
+        ),
+        ({ ext, cut, order, dtype }) => {
+          const d = new Free(ext.length, { order, dtype: dtype as never })
+          d.allocator = sharedAllocator
+          d.resize(DomainDesc.of(ext.map(() => 0), ext))
+          for (let i = 0; i < d.data.length; i++) d.data[i] = (i * 7 + 3) % 120 + 1
+          const lower = ext.map((e, k) => Math.min(e - 1, Math.floor(Math.min(cut[k][0], cut[k][1]) * e)))
+          const upper = ext.map((e, k) => Math.min(e, Math.max(lower[k] + 1, Math.ceil(Math.max(cut[k][0], cut[k][1]) * e))))
+          const box = DomainDesc.of(lower, upper)
+          const staging = new StagingBuffers(true)
+          const p = domainPayload(d, box, staging, 'read', true) as Uint8Array
+          expect(p.buffer).toBeInstanceOf(SharedArrayBuffer)
+          expect(staging.takeUncompacted()).toEqual([])
+          // Nothing copied yet: the cells (all non-zero) are still only in the domain.
+          expect(p.every((b) => b === 0)).toBe(true)
+          const copies = staging.takeDeferred()
+          expect(copies.length).toBe(1)
+          expect(staging.takeDeferred()).toEqual([])
+          for (const c of copies) copyRuns(c)
+          const want = Buffer.from(expectedBytes(d, box))
+          d.data.fill(0 as never)
+          expect(Buffer.from(p).equals(want)).toBe(true)
+        },
+      ),
+      { numRuns: 200 },
+    )
+  })
+
+  it('deferred: a domain in a plain ArrayBuffer (no thread can read it) is copied at the point, as without defer', () => {
+    const d = new Free(2)
+    d.resize(DomainDesc.of([0, 0], [10, 12]))
+    for (let i = 0; i < d.data.length; i++) d.data[i] = i + 1
+    const box = DomainDesc.of([1, 1], [9, 11])
+    const staging = new StagingBuffers(true)
+    const p = domainPayload(d, box, staging, 'read', true) as Uint8Array
+    for (const u of staging.takeUncompacted()) compactRuns(u)
+    expect(staging.takeDeferred()).toEqual([])
+    expect(Buffer.from(p).equals(Buffer.from(expectedBytes(d, box)))).toBe(true)
+  })
+
+  it('deferred: the I/O thread copies a subdomain with halo columns out of the shared domain', async () => {
+    const d = new Free(2)
+    d.allocator = sharedAllocator
+    d.resize(DomainDesc.of([0, 0], [66, 1026]))
+    for (let i = 0; i < d.data.length; i++) d.data[i] = i
+    const box = DomainDesc.of([1, 1], [65, 1025])
+    const staging = new StagingBuffers(true)
+    const p = domainPayload(d, box, staging, 'read', true) as Uint8Array
+    const io = new CheckpointIoThread()
+    try {
+      expect(await io.copy(staging.takeDeferred())).toBe(1)
+    } finally {
+      await io.close()
+    }
+    expect(Buffer.from(p).equals(Buffer.from(expectedBytes(d, box)))).toBe(true)
   })
 
   it('with shared staging, a subdomain with halo columns is copied as one hull that the I/O thread compacts', async () => {
