@@ -6,7 +6,12 @@
  * memory checkpoints every 2 s plus disk checkpoints every 60 s, against runs
  * without checkpoints (interleaved): on the whole run, and in the steady state
  * (supersteps per second away from both ends, which leaves out the one-time
- * costs of a short run: the first checkpoint's buffers and helper thread).
+ * costs of a short run: the first checkpoint's buffers and helper thread), and
+ * within each run: the time the supersteps around each checkpoint took beyond
+ * their neighbours (src/bench/local-excess.ts), which the machine's slow drift
+ * does not reach, next to the same estimate at phantom points of the runs
+ * without checkpoints (its noise floor). The last misses costs spread evenly
+ * over a run, such as the votes of the time policy (every ~100 ms).
  *
  *   npm run bench:levels -- [--n 2048] [--seconds 20] [--repeats 3] [--transport processes]
  */
@@ -19,6 +24,7 @@ import type { CheckpointEvent } from '../src/checkpoint/events.js'
 import type { FaultToleranceConfig } from '../src/checkpoint/config.js'
 import { summary } from '../src/bench/stats.js'
 import type { Transport } from '../src/runtime/group.js'
+import { excessAt, stepsEvery } from '../src/bench/local-excess.js'
 import { timedJacobi } from './timed-jacobi.js'
 
 const { values } = parseArgs({
@@ -44,6 +50,14 @@ const pct = (xs: number[], p: number) => {
   return s.length === 0 ? NaN : s[Math.min(s.length - 1, Math.floor(p * s.length))]
 }
 const f1 = (x: number) => x.toFixed(1)
+/** Mean and its standard error. */
+const meanAndError = (xs: number[]): [number, number] => {
+  const m = xs.reduce((a, b) => a + b, 0) / xs.length
+  const v = xs.reduce((a, b) => a + (b - m) ** 2, 0) / Math.max(1, xs.length - 1)
+  return [m, Math.sqrt(v / xs.length)]
+}
+// Checkpoints 2 s apart leave room for windows of 4 × this around each.
+const EXCESS_HALF_WINDOW_MS = 450
 const f2 = (x: number) => x.toFixed(2)
 
 /** One Jacobi run; its wall time (first to last superstep) and its checkpoint events (rank 0). */
@@ -119,6 +133,12 @@ try {
   const noneRate: number[] = []
   const levelsRate: number[] = []
   let counts = { memory: 0, disk: 0 }
+  // Within each run: what every checkpoint added to the supersteps around it (see excessAt), and, in
+  // the runs without checkpoints, the same estimate at phantom points every 2 s (its noise floor).
+  const excess: number[] = []
+  const phantom: number[] = []
+  let levelsMs = 0
+  let levelsCheckpoints = 0
   for (let rep = 0; rep < repeats; rep++) {
     // Alternate which of the pair runs first, so that neither always gets the machine just after a run.
     const withLevels = async () => {
@@ -126,11 +146,17 @@ try {
       levels.push(r.ms)
       levelsRate.push(r.steady ?? NaN)
       counts = { memory: r.events.filter((e) => e.level === 'memory').length, disk: r.events.filter((e) => e.level === 'disk').length }
+      // A disk checkpoint is a memory checkpoint flushed: one point, one step.
+      const points = [...new Set(r.events.map((e) => e.step))]
+      excess.push(...excessAt(r.progress, points, EXCESS_HALF_WINDOW_MS).filter(Number.isFinite))
+      levelsMs += r.ms
+      levelsCheckpoints += points.length
     }
     if (rep % 2 === 1) await withLevels()
     const plain = await run(iterations, undefined)
     none.push(plain.ms)
     noneRate.push(plain.steady ?? NaN)
+    phantom.push(...excessAt(plain.progress, stepsEvery(plain.progress, 2000), EXCESS_HALF_WINDOW_MS).filter(Number.isFinite))
     if (rep % 2 === 0) await withLevels()
   }
   const overhead = (median(levels) / median(none) - 1) * 100
@@ -147,6 +173,15 @@ try {
       `${f1(median(levelsRate))} with the levels: ${f2(rateOverhead)} % (medians), ${f2(pairRateOverhead)} % (median of the paired ratios)`,
   )
   console.log(`  stall-based estimate: ${f2((median(stalls) / 2000) * 100)} % (memory stall every 2 s; disk flushes cost no stall)`)
+  // Mean excess per checkpoint times checkpoints per ms of run; the phantom points are 2 s apart.
+  const perMs = levelsCheckpoints / levelsMs
+  const [e, se] = meanAndError(excess)
+  const [p, pse] = meanAndError(phantom)
+  console.log(
+    `  within each run (time the supersteps within ${EXCESS_HALF_WINDOW_MS} ms of a checkpoint took beyond their neighbours', drift-free): ` +
+      `${f2(e)} ± ${f2(se)} ms per checkpoint (${excess.length} checkpoints) → overhead ${f2(e * perMs * 100)} ± ${f2(se * perMs * 100)} %`,
+  )
+  console.log(`  the same estimate in the runs without checkpoints, at points every 2 s (its noise floor): ${f2(p)} ± ${f2(pse)} ms → ${f2((p / 2000) * 100)} ± ${f2((pse / 2000) * 100)} %`)
 } finally {
   rmSync(root, { recursive: true, force: true })
 }

@@ -3,6 +3,7 @@
 import { performance } from 'node:perf_hooks'
 import type { FaultToleranceConfig } from '../src/checkpoint/config.js'
 import type { CheckpointEvent } from '../src/checkpoint/events.js'
+import type { ProgressSample } from '../src/bench/local-excess.js'
 import { launch } from '../src/index.js'
 import type { Transport } from '../src/runtime/group.js'
 
@@ -21,15 +22,15 @@ export interface TimedJacobi {
  * rank 0's progress reports (about every 250 ms) from 1 s after the first
  * superstep to 0.5 s before the last report, which leaves out one-time costs
  * at either end (the first checkpoint's buffers and helper thread, the final
- * commit).
+ * commit). `progress` is every report: when rank 0 reached which superstep.
  *
  * ```ts
  * const { ms, events, steady } = await timedJacobi({ ranks: 2, transport: 'processes', n: 2048, iterations: 400, checkpoint })
  * ```
  */
-export async function timedJacobi(o: TimedJacobi): Promise<{ ms: number; events: CheckpointEvent[]; steady: number | undefined }> {
+export async function timedJacobi(o: TimedJacobi): Promise<{ ms: number; events: CheckpointEvent[]; steady: number | undefined; progress: ProgressSample[] }> {
   const events: CheckpointEvent[] = []
-  const progress: Array<{ at: number; step: number }> = []
+  const progress: ProgressSample[] = []
   let first: number | undefined
   await launch('examples/jacobi/jacobi.ts', {
     ranks: o.ranks,
@@ -46,7 +47,7 @@ export async function timedJacobi(o: TimedJacobi): Promise<{ ms: number; events:
       progress.push({ at, step })
     },
   })
-  return { ms: performance.now() - (first ?? performance.now()), events, steady: steadyRate(progress) }
+  return { ms: performance.now() - (first ?? performance.now()), events, steady: steadyRate(progress), progress }
 }
 
 /** Supersteps per second from 1 s after the first progress report to 0.5 s before the last. */
