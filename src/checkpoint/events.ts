@@ -36,6 +36,14 @@ export interface CheckpointEvent {
    * carries the stall).
    */
   stallMs: number
+  /**
+   * Memory and disk events: the votes of time-based policies (one allreduce
+   * every ~100 ms of supersteps) this rank took part in since its previous
+   * such event, and the time it spent in them (ms; waiting for slower ranks
+   * included, so an upper bound of what they cost).
+   */
+  votes?: number
+  voteMs?: number
 }
 
 /** What recovery found, for logs and events. */

@@ -4,7 +4,7 @@ export type RankToLauncher =
   | { type: 'config-error'; rank: number; message: string }
   | { type: 'load-error'; rank: number; message: string }
   | { type: 'log'; rank: number; text: string }
-  | { type: 'checkpoint'; rank: number; seq: number; skeleton: number; step: number; bytes: number; totalBytes: number; ms: number; level: 'memory' | 'disk' | 'partner' | 'shared'; stallMs: number }
+  | { type: 'checkpoint'; rank: number; seq: number; skeleton: number; step: number; bytes: number; totalBytes: number; ms: number; level: 'memory' | 'disk' | 'partner' | 'shared'; stallMs: number; votes?: number; voteMs?: number }
   | { type: 'resumed'; rank: number; seq: number; skeleton: number; step: number; negotiateMs: number; loadMs: number; replayMs: number; restoreMs: number; level: string }
   | { type: 'progress'; rank: number; skeleton: number; step: number; total: number | undefined }
   | { type: 'result'; rank: number; value: unknown; text: string | undefined }

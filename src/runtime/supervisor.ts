@@ -24,7 +24,7 @@ export type SupervisorEvent =
       /** Why the ranks load the program's sources through tsx, when they do (a CommonJS program, MOLOTOF_PRECOMPILE=0, …). */
       loadedFromSources?: string
     }
-  | { event: 'checkpoint'; attempt: number; seq: number; skeleton: number; step: number; bytes: number; totalBytes: number; ms: number; level: 'memory' | 'disk' | 'partner' | 'shared'; stallMs: number }
+  | { event: 'checkpoint'; attempt: number; seq: number; skeleton: number; step: number; bytes: number; totalBytes: number; ms: number; level: 'memory' | 'disk' | 'partner' | 'shared'; stallMs: number; votes?: number; voteMs?: number }
   | ({ event: 'failure'; attempt: number } & Omit<FailureRecord, 'attempt'>)
   | { event: 'recovery-line'; attempt: number; seq: number; skeleton: number; step: number; negotiateMs: number; level: string }
   | { event: 'replay-done'; attempt: number; replayMs: number }
@@ -308,8 +308,8 @@ export class Supervisor<R = unknown> {
       onCheckpoint: (c) => {
         // The time limit leaves room for the checkpoint a preemption writes: a disk one.
         if (c.level === 'disk') this.lastCheckpointMs = c.ms
-        const { seq, skeleton, step, bytes, totalBytes, ms, level, stallMs } = c
-        this.emit({ event: 'checkpoint', attempt, seq, skeleton, step, bytes, totalBytes, ms, level, stallMs })
+        const { seq, skeleton, step, bytes, totalBytes, ms, level, stallMs, votes, voteMs } = c
+        this.emit({ event: 'checkpoint', attempt, seq, skeleton, step, bytes, totalBytes, ms, level, stallMs, ...(votes === undefined ? {} : { votes, voteMs }) })
         this.opts.onCheckpoint?.(c)
       },
       onResumed: (r: ResumedFigures) => {

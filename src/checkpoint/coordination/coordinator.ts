@@ -138,7 +138,10 @@ export class CheckpointCoordinator implements SkeletonHooks {
     // Not when memory is only the staging of background disk writes (`async` alone): their disk copies go anyway.
     const memoryTargets: CopyTargets | undefined = ring && memory && memoryPartner && cfg.memory ? { partner: { store: memoryPartner, ring, writesMarker: writesMarker.memory, tag: FRAMEWORK_TAGS.partnerCopyMemory } } : undefined
     const memoryCopies = memoryTargets ? new CheckpointCopies(comm, memory!, memoryTargets, 1, runId, hooks.onCheckpoint, await copiedIn(memoryPartnerListed)) : undefined
-    const commits = new CheckpointCommitter(comm, cfg, id, stores, seq, hooks, { runId, code }, writesMarker, copies, memoryCopies)
+    // Memory and disk events carry this rank's votes since the previous one: part of what checkpointing costs a run.
+    const onCheckpoint = hooks.onCheckpoint
+    const committerHooks = onCheckpoint ? { ...hooks, onCheckpoint: (e: CheckpointEvent) => onCheckpoint({ ...e, ...vote.takeTally() }) } : hooks
+    const commits = new CheckpointCommitter(comm, cfg, id, stores, seq, committerHooks, { runId, code }, writesMarker, copies, memoryCopies)
     if (!cfg.resume) return new CheckpointCoordinator(comm, cfg, store, memory, vote, commits, undefined, log, hooks)
 
     // Fastest first: this rank's own copies, then the one its partner holds (sent over at restore), then the shared one.

@@ -65,6 +65,8 @@ const VOTE_PERIOD_MS = 100
 export class CheckpointVote {
   private readonly clocks = new Map<number, ClockState>()
   private requested = false
+  private votes = 0
+  private voteMs = 0
 
   constructor(
     private readonly comm: Communicator,
@@ -143,7 +145,10 @@ export class CheckpointVote {
             ? 1
             : 0
       // One allreduce carries both: the vote (3 preempt, 2 disk, 1 memory) and the spacing (min over ranks).
+      const voteStart = performance.now()
       const agreed = await this.comm.allreduce(vote * 4096 - every, 'max')
+      this.votes++
+      this.voteMs += performance.now() - voteStart
       const decided = Math.ceil(agreed / 4096)
       preempt = decided === 3
       disk = disk || decided >= 2
@@ -161,6 +166,14 @@ export class CheckpointVote {
     }
     // Without votes, a background checkpoint is polled at every checkpoint point until all ranks are done.
     return outcome(true)
+  }
+
+  /** The votes this rank took part in since the last call, and the time it spent in them (ms). */
+  takeTally(): { votes: number; voteMs: number } {
+    const t = { votes: this.votes, voteMs: this.voteMs }
+    this.votes = 0
+    this.voteMs = 0
+    return t
   }
 
   private clearRequests(): void {

@@ -118,7 +118,10 @@ describe('time policies with the memory level', () => {
     // A background checkpoint commits at a later vote (about 100 ms of supersteps on); that vote once found the
     // level due again, since its clock restarted only at the commit, and wrote a second checkpoint right behind.
     const points: number[] = []
+    const votes: number[] = []
+    const voteMs: number[] = []
     const cfg = levels({ policy: { kind: 'off' }, memory: { policy: { seconds: 0.4 }, dir: join(freshDir('molotof-levels-ram-', ramRoot), 'memory') } })
+    const started = performance.now()
     await runLocal(jacobi, {
       ranks: 2,
       // About 5 s here: a machine several times faster still runs long enough for two periods and more.
@@ -128,11 +131,23 @@ describe('time policies with the memory level', () => {
       // commit follows. Two points one period apart give events at least one period apart, as the policy allows.
       onCheckpoint: (rank, e) => {
         if (rank === 0 && e.level === 'memory') points.push(performance.now() - e.ms)
+        if (rank === 0) {
+          votes.push(e.votes!)
+          voteMs.push(e.voteMs!)
+        }
       },
     })
+    const runMs = performance.now() - started
     expect(points.length).toBeGreaterThanOrEqual(2)
     const gaps = points.slice(1).map((t, i) => t - points[i])
     expect(Math.min(...gaps)).toBeGreaterThanOrEqual(350)
+    // Each event carries the votes since the one before (the time policy votes every ~100 ms of supersteps,
+    // so several per 0.4 s period; allow for a loaded machine); the time they took is a part of the run.
+    expect(Math.min(...votes)).toBeGreaterThanOrEqual(1)
+    expect(votes.reduce((a, b) => a + b, 0)).toBeGreaterThan(runMs / 400)
+    const sum = voteMs.reduce((a, b) => a + b, 0)
+    expect(sum).toBeGreaterThan(0)
+    expect(sum).toBeLessThan(runMs)
   }, 60_000)
 })
 
