@@ -77,8 +77,11 @@ export class Collectives {
       for (let mask = 1; mask < pof2; mask <<= 1) {
         const newPartner = newRank ^ mask
         const partner = newPartner < rem ? newPartner * 2 + 1 : newPartner + rem
+        // Awaiting even a sent message keeps the ranks of one thread in step
+        // (all send, then all receive, their message already there); direct
+        // awaits rather than async helpers: no frame or promise per helper.
         await this.sendNumber(partner, tag, acc)
-        const other = await this.recvNumber(partner, tag)
+        const other = this.numberOf(await this.p2p.recv(partner, tag), partner)
         acc = newRank < newPartner ? combine(op, acc, other) : combine(op, other, acc)
       }
     }
@@ -138,13 +141,18 @@ export class Collectives {
     if (p !== SENT) await p
   }
 
+  /** Send one number: resolves (or is `SENT`) when `out` may be reused. */
   private sendNumber(dest: number, tag: number, v: number): Promise<void> {
     this.out[0] = v
-    return this.sendAwaited(dest, tag, this.outBytes)
+    return this.p2p.send(dest, tag, this.outBytes)
   }
 
   private async recvNumber(src: number, tag: number): Promise<number> {
-    const m = await this.p2p.recv(src, tag)
+    return this.numberOf(await this.p2p.recv(src, tag), src)
+  }
+
+  /** The number a message carries (8 bytes); releases the message. */
+  private numberOf(m: Message, src: number): number {
     if (m.bytes.byteLength !== 8) {
       m.release()
       throw new CommunicationError(`collectives: rank ${this.p2p.rank} expected a number (8 bytes) from rank ${src} but got ${m.bytes.byteLength} bytes; the ranks called different collectives`)

@@ -79,11 +79,28 @@ function capture(resolve: (m: Message) => void, reject: (e: Error) => void): voi
   capturedReject = reject
 }
 
+/** Receives posted before their message: how each will be settled, by tag. */
+class Waiting {
+  readonly resolvers = new TagQueue<(m: Message) => void>()
+  readonly rejecters = new TagQueue<(e: Error) => void>()
+
+  /** Reject every waiting receive with `error(tag)`. */
+  rejectAll(error: (tag: number) => Error): void {
+    this.resolvers.drain(() => {})
+    this.rejecters.drain((tag, reject) => reject(error(tag)))
+  }
+}
+
 /** What one source's receives and messages wait in. */
 class FromSource {
   readonly arrived = new TagQueue<Message>()
-  readonly resolvers = new TagQueue<(m: Message) => void>()
-  readonly rejecters = new TagQueue<(e: Error) => void>()
+  /**
+   * Created with the first receive that has to wait: ranks that run in step
+   * (as `runLocal`'s, in one thread) find their message already here, and
+   * with P ranks in one thread every byte of a rank's mailbox is paid P times
+   * in cache.
+   */
+  waiting: Waiting | undefined = undefined
   /** Set when nothing more will come from this source. */
   gone: ((tag: number) => Error) | undefined = undefined
 }
@@ -116,9 +133,10 @@ export class Mailbox {
 
   deliver(src: number, tag: number, m: Message): void {
     const f = this.from(src)
-    const resolve = f.resolvers.take(tag)
+    const w = f.waiting
+    const resolve = w === undefined ? undefined : w.resolvers.take(tag)
     if (resolve) {
-      f.rejecters.take(tag)
+      w!.rejecters.take(tag)
       resolve(m)
       return
     }
@@ -139,8 +157,9 @@ export class Mailbox {
     if (m) return Promise.resolve(m)
     if (f.gone) return Promise.reject(f.gone(tag))
     const p = new Promise<Message>(capture)
-    f.resolvers.push(tag, capturedResolve!)
-    f.rejecters.push(tag, capturedReject!)
+    const w = (f.waiting ??= new Waiting())
+    w.resolvers.push(tag, capturedResolve!)
+    w.rejecters.push(tag, capturedReject!)
     capturedResolve = capturedReject = undefined
     return p
   }
@@ -148,23 +167,19 @@ export class Mailbox {
   /** True when a receive from `src` is waiting for its message. */
   hasWaiters(src: number): boolean {
     const f = this.sources.get(src)
-    return f !== undefined && f.resolvers.count > 0
+    return f !== undefined && f.waiting !== undefined && f.waiting.resolvers.count > 0
   }
 
   /** Nothing more will come from `src`: fail what waits for it, now and later. */
   failPeer(src: number, error: (tag: number) => Error): void {
     const f = this.from(src)
     f.gone = error
-    f.resolvers.drain(() => {})
-    f.rejecters.drain((tag, reject) => reject(error(tag)))
+    f.waiting?.rejectAll(error)
   }
 
   /** Fail every pending and future receive (the communicator is closed). */
   fail(err: Error): void {
     this.failure = err
-    for (const f of this.sources.values()) {
-      f.resolvers.drain(() => {})
-      f.rejecters.drain((_tag, reject) => reject(err))
-    }
+    for (const f of this.sources.values()) f.waiting?.rejectAll(() => err)
   }
 }
