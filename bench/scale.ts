@@ -8,16 +8,25 @@
  *    difference between a long and a short run, so set-up (partitions,
  *    allocation, JIT) cancels out.
  * 2. The processes transport with 2, 4, 8 ranks: the same figures per rank.
- * 3. Latency of allreduce, allgather and barrier for each P.
+ * 3. Latency of allreduce, allgather and barrier for each P, with two
+ *    controls next to the allreduce, measured alternately with it. Simulating
+ *    P ranks in one thread costs more per rank as P grows whatever the
+ *    algorithm (every rank's state, frames and promises are cold again by its
+ *    next turn), so the allreduce's growth is read against them, not against
+ *    log P alone: "among N", the same allreduce with N (the largest P) ranks
+ *    in the thread as N/P groups of P, which holds the footprint fixed; and
+ *    "bare", P async tasks without molotof code, one message and one await
+ *    per rank and round (`bareExchange`).
  *
  * A long run has max(steps, work / P) supersteps (work / 4 for processes),
  * so that every P does about the same work; timings are differences of the
  * fastest of `repeats` runs, allocations of the medians.
  *
- *   npm run bench:scale -- [--ranks 1,4,16,64,256,1024] [--processes 2,4,8] [--rows 8] [--cols 64] [--steps 1000] [--work 100000] [--repeats 5]
+ *   npm run bench:scale -- [--ranks 1,4,16,64,256,1024] [--processes 2,4,8] [--rows 8] [--cols 64] [--steps 1000] [--work 100000] [--repeats 5] [--parts local,processes,collectives]
  */
 import { parseArgs } from 'node:util'
 import { launch, runLocal } from '../src/index.js'
+import { Collectives } from '../src/runtime/collectives.js'
 import { allocatedBytes, startAllocationCount } from '../src/bench/alloc.js'
 import { summary, table } from '../src/bench/stats.js'
 import strip, { sweep, type StripResult } from './programs/strip-jacobi.js'
@@ -33,6 +42,7 @@ const { values } = parseArgs({
     repeats: { type: 'string', default: '5' },
     work: { type: 'string', default: '100000' },
     'collective-repeats': { type: 'string', default: '100' },
+    parts: { type: 'string', default: 'local,processes,collectives' },
   },
 })
 const list = (s: string) => (s ? s.split(',').map(Number) : [])
@@ -44,6 +54,7 @@ const steps = Number(values.steps)
 const repeats = Number(values.repeats)
 const work = Number(values.work)
 const collectiveRepeats = Number(values['collective-repeats'])
+const parts = new Set(values.parts.split(','))
 const SHORT = 10
 // A loaded host can take more than the default 2 s to start a rank process: not a hang.
 const quiet = { onLog: () => {}, hangTimeoutMs: 60_000 }
@@ -85,7 +96,7 @@ const stepsFor = (P: number) => Math.max(steps, Math.ceil(work / P))
 // 1. runLocal
 const localRows: string[][] = []
 const localFigures: Record<number, number> = {}
-for (const P of localRanks) {
+for (const P of parts.has('local') ? localRanks : []) {
   const long = stepsFor(P)
   const supersteps = long - SHORT
   const shortRuns: Array<{ seconds: number; allocated: number }> = []
@@ -118,7 +129,7 @@ if (localRows.length) {
 
 // 2. processes
 const procRows: string[][] = []
-for (const P of processRanks) {
+for (const P of parts.has('processes') ? processRanks : []) {
   const long = Math.max(steps, Math.ceil(work / 4))
   const supersteps = long - SHORT
   const run = async (iterations: number) => {
@@ -148,18 +159,143 @@ if (procRows.length) {
 }
 
 // 3. collectives
-const collRows: string[][] = []
-for (const P of localRanks) {
-  const r = await runLocal(collectives, { ranks: P, argv: ['--repeats', String(collectiveRepeats)] })
-  const v = r[0] as CollectiveResult
-  collRows.push(['runLocal', String(P), f(v.allreduce * 1e6), f((v.allreduce * 1e6) / P, 2), f(v.allgather * 1e6), f(v.barrier * 1e6)])
+/**
+ * One task of the control: a round's incoming value and the task's waiting
+ * resolver, nothing else (no mailbox, pool, tags or copies).
+ */
+class BareTask {
+  readonly values = new Float64Array(32)
+  readonly arrived = new Uint8Array(32)
+  waitingRound = -1
+  resolve: ((v: number) => void) | undefined = undefined
 }
-for (const P of processRanks) {
+
+function bareDeliver(t: BareTask, round: number, v: number): void {
+  if (t.waitingRound === round) {
+    const resolve = t.resolve!
+    t.waitingRound = -1
+    t.resolve = undefined
+    resolve(v)
+  } else {
+    t.values[round] = v
+    t.arrived[round] = 1
+  }
+}
+
+function bareReceive(t: BareTask, round: number): number | Promise<number> {
+  if (t.arrived[round]) {
+    t.arrived[round] = 0
+    return t.values[round]
+  }
+  t.waitingRound = round
+  return new Promise((resolve) => (t.resolve = resolve))
+}
+
+/**
+ * The control: ⌈log2 P⌉ rounds of a dissemination exchange (round k sends
+ * to the rank 2^k ahead and awaits the one 2^k behind, as molotof's barrier),
+ * the same rounds as an allreduce when P is a power of two, with one message
+ * sent and one await per rank and round. µs per exchange of the whole group.
+ */
+async function bareExchange(P: number, repeats: number): Promise<number> {
+  const tasks = Array.from({ length: P }, () => new BareTask())
+  const one = async (rank: number, value: number): Promise<number> => {
+    let acc = value
+    for (let d = 1, round = 0; d < P; d <<= 1, round++) {
+      bareDeliver(tasks[(rank + d) % P], round, acc)
+      acc += await bareReceive(tasks[rank], round)
+    }
+    return acc
+  }
+  const t0 = performance.now()
+  await Promise.all(
+    tasks.map(async (_, rank) => {
+      for (let i = 0; i < repeats; i++) await one(rank, rank * 0.1 + i)
+    }),
+  )
+  return ((performance.now() - t0) * 1000) / repeats
+}
+
+/**
+ * µs per allreduce per rank with `population` ranks in this thread: that many
+ * ranks, as population / P independent groups of P, run the same allreduce
+ * loop at once. Against one group of P, it holds the simulation's footprint
+ * (every rank's state, frames and promises) at that of the largest P, so what
+ * is left of the growth with P is the algorithm's. Each group's rank 0 times
+ * its loop; the groups run interleaved, so each time covers all groups' work.
+ */
+async function allreduceAmong(P: number, population: number): Promise<number> {
+  const groups = Math.max(1, Math.floor(population / P))
+  const argv = ['--repeats', String(collectiveRepeats)]
+  const runs = await Promise.all(Array.from({ length: groups }, () => runLocal(collectives, { ranks: P, argv })))
+  const seconds = runs.reduce((sum, r) => sum + (r[0] as CollectiveResult).allreduce, 0) / groups
+  return (seconds * 1e6) / (groups * P)
+}
+
+interface LocalCollectiveFigures {
+  /** µs per operation of the whole group (runLocal, one group of P ranks). */
+  allreduce: number
+  allgather: number
+  barrier: number
+  /** µs per rank: the allreduce among `population` ranks, and the bare control. */
+  allreduceAmongRank: number
+  bareRank: number
+}
+
+/** Fastest of `repeats` runLocal collective loops and, alternating with them, of the two controls. */
+async function localCollectives(P: number, population: number): Promise<LocalCollectiveFigures> {
+  const best = { allreduce: Infinity, allgather: Infinity, barrier: Infinity, allreduceAmongRank: Infinity, bareRank: Infinity }
+  await bareExchange(P, 10) // warm-up
+  for (let r = 0; r < repeats; r++) {
+    const v = (await runLocal(collectives, { ranks: P, argv: ['--repeats', String(collectiveRepeats)] }))[0] as CollectiveResult
+    best.allreduce = Math.min(best.allreduce, v.allreduce * 1e6)
+    best.allgather = Math.min(best.allgather, v.allgather * 1e6)
+    best.barrier = Math.min(best.barrier, v.barrier * 1e6)
+    best.bareRank = Math.min(best.bareRank, (await bareExchange(P, collectiveRepeats)) / P)
+    // With P = population this is one group of P again: the allreduce itself.
+    const among = P === population ? (v.allreduce * 1e6) / P : await allreduceAmong(P, population)
+    best.allreduceAmongRank = Math.min(best.allreduceAmongRank, among)
+  }
+  return best
+}
+
+const collRows: string[][] = []
+const perRank: GrowthRow[] = []
+const population = Math.max(...localRanks)
+for (const P of parts.has('collectives') ? localRanks : []) {
+  const c = await localCollectives(P, population)
+  perRank.push({ P, allreduce: c.allreduce / P, among: c.allreduceAmongRank, bare: c.bareRank })
+  collRows.push(['runLocal', String(P), String(Collectives.allreduceRounds(P)), f(c.allreduce), f(c.allreduce / P, 2), f(c.allreduceAmongRank, 2), f(c.bareRank, 2), f(c.allgather), f(c.barrier)])
+  process.stderr.write(`collectives P=${P} done\n`)
+}
+for (const P of parts.has('collectives') ? processRanks : []) {
   const r = await launch<CollectiveResult>('bench/programs/collective-loop.ts', { ranks: P, transport: 'processes', argv: ['--repeats', String(collectiveRepeats)], ...quiet })
   const v = r.value
-  collRows.push(['processes', String(P), f(v.allreduce * 1e6), f((v.allreduce * 1e6) / P, 2), f(v.allgather * 1e6), f(v.barrier * 1e6)])
+  collRows.push(['processes', String(P), String(Collectives.allreduceRounds(P)), f(v.allreduce * 1e6), '', '', '', f(v.allgather * 1e6), f(v.barrier * 1e6)])
 }
 if (collRows.length) {
-  console.log('collectives, µs per operation (runLocal: all ranks in one thread, so the wall time is the whole group\'s work; per rank = / P):')
-  console.log(table(['transport', 'P', 'allreduce', 'allreduce / P', 'allgather', 'barrier'], collRows))
+  console.log(`collectives, µs per operation (runLocal: all ranks in one thread, so the wall time is the whole group's work; per rank = / P; runLocal figures the fastest of ${repeats}).`)
+  console.log(`Controls, µs per rank, measured alternately with the allreduce: "among ${population}": the same allreduce with ${population} ranks in the thread (${population}/P groups of P at once); "bare": P async tasks without molotof code, one message and one await per rank and round, ⌈log2 P⌉ rounds:`)
+  console.log(table(['transport', 'P', 'rounds', 'allreduce', 'allreduce / P', `among ${population} / P`, 'bare / P', 'allgather', 'barrier'], collRows))
+  printGrowth(perRank)
+}
+
+interface GrowthRow {
+  P: number
+  /** µs per rank: one group of P, the same among the largest population, the bare control. */
+  allreduce: number
+  among: number
+  bare: number
+}
+
+/** For each step between consecutive P: how much the per-rank figures grew, against the growth in rounds (log P). */
+function printGrowth(rows: GrowthRow[]): void {
+  for (let i = 1; i < rows.length; i++) {
+    const a = rows[i - 1]
+    const b = rows[i]
+    const rounds = Collectives.allreduceRounds(b.P) / Collectives.allreduceRounds(a.P)
+    if (!Number.isFinite(rounds)) continue
+    const x = (k: 'allreduce' | 'among' | 'bare') => `×${(b[k] / a[k]).toFixed(2)}`
+    console.log(`P ${a.P} → ${b.P}: rounds ×${rounds.toFixed(2)}; per rank: allreduce ${x('allreduce')}, among ${population} ${x('among')}, bare ${x('bare')}`)
+  }
 }
