@@ -40,8 +40,7 @@ function write(m) {
 parentPort.on('message', (m) => {
   try {
     if (m.op === 'copy') {
-      for (const c of m.copies) copyRuns(c)
-      parentPort.postMessage({ id: m.id, value: m.copies.length })
+      parentPort.postMessage({ id: m.id, value: m.copies.map((c) => copyRuns(c, crc32)) })
     } else if (m.op === 'compact') {
       for (const p of m.payloads) compactRuns(p)
       parentPort.postMessage({ id: m.id, value: m.payloads.length })
@@ -77,7 +76,7 @@ parentPort.on('message', (m) => {
  *
  * ```ts
  * const io = new CheckpointIoThread()
- * const copied = io.copy(staging.takeDeferred())  // domains' cells to staging, during the next superstep
+ * const sums = io.copy(staging.takeDeferred())    // domains' cells to staging, and their CRCs, during the next superstep
  * await io.compact(staging.takeUncompacted())    // hull copies moved together, off the checkpoint point
  * const [sum] = await io.sums([[stagedBytes]])   // one CRC per entry, over its pieces
  * await io.write('/dev/shm/molotof-1a2b/ckpt-00000007/rank-0.mlf', parts, '/dev/shm/molotof-1a2b/spare/rank-0.mlf')
@@ -90,10 +89,11 @@ export class CheckpointIoThread {
 
   /**
    * Copies payloads out of their domains (see StagingBuffers.takeDeferred),
-   * while the rank computes; the buffers must be shared.
+   * while the rank computes; resolves to each payload's CRC32, taken as it
+   * was copied. The buffers must be shared.
    */
-  copy(copies: readonly DeferredCopy[]): Promise<number> {
-    return this.call<number>({ op: 'copy', copies })
+  copy(copies: readonly DeferredCopy[]): Promise<number[]> {
+    return this.call<number[]>({ op: 'copy', copies })
   }
 
   /** Moves each payload's runs together (see StagingBuffers.takeUncompacted); the buffers must be shared. */
