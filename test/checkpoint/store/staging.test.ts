@@ -30,6 +30,23 @@ function joined(p: Uint8Array | Uint8Array[]): Uint8Array {
 
 const dtypes = dtypeArb.filter((t) => !t.startsWith('big'))
 
+/** Domains of 1–3 dimensions up to 60 cells wide, with the cuts of a box inside them (see boxInside). */
+const smallDomains = fc.integer({ min: 1, max: 3 }).chain((dims) =>
+  fc.record({
+    ext: fc.array(fc.integer({ min: 1, max: 60 }), { minLength: dims, maxLength: dims }),
+    cut: fc.array(fc.tuple(fc.double({ min: 0, max: 1, noNaN: true }), fc.double({ min: 0, max: 1, noNaN: true })), { minLength: dims, maxLength: dims }),
+    order: fc.constantFrom<StorageOrder>('C', 'F'),
+    dtype: dtypes,
+  }),
+)
+
+/** A non-empty box inside a domain of extents `ext`: lower in [0, e), upper in (lower, e], from the fractions `cut`. */
+function boxInside(ext: readonly number[], cut: readonly (readonly [number, number])[]): DomainDesc {
+  const lower = ext.map((e, k) => Math.min(e - 1, Math.floor(Math.min(cut[k][0], cut[k][1]) * e)))
+  const upper = ext.map((e, k) => Math.min(e, Math.max(lower[k] + 1, Math.ceil(Math.max(cut[k][0], cut[k][1]) * e))))
+  return DomainDesc.of(lower, upper)
+}
+
 describe('domainPayload', () => {
   it('holds exactly the cells of the box, in storage order, for random domains, boxes, orders and dtypes', () => {
     fc.assert(
@@ -47,10 +64,7 @@ describe('domainPayload', () => {
           const d = new Free(dims, { order, dtype: dtype as never })
           d.resize(DomainDesc.of(ext.map(() => 0), ext))
           for (let i = 0; i < d.data.length; i++) d.data[i] = (i * 7 + 3) % 120
-          // A non-empty box inside the domain: lower in [0, e), upper in (lower, e].
-          const lower = ext.map((e, k) => Math.min(e - 1, Math.floor(Math.min(cut[k][0], cut[k][1]) * e)))
-          const upper = ext.map((e, k) => Math.min(e, Math.max(lower[k] + 1, Math.ceil(Math.max(cut[k][0], cut[k][1]) * e))))
-          const box = DomainDesc.of(lower, upper)
+          const box = boxInside(ext, cut)
           const p = domainPayload(d, box, new StagingBuffers(), 'read')
           expect(Buffer.from(joined(p)).equals(Buffer.from(expectedBytes(d, box)))).toBe(true)
         },
@@ -62,21 +76,12 @@ describe('domainPayload', () => {
   it('with shared staging, holds a copy of exactly the cells of the box once its runs are compacted, for random domains and boxes', () => {
     fc.assert(
       fc.property(
-        fc.integer({ min: 1, max: 3 }).chain((dims) =>
-          fc.record({
-            ext: fc.array(fc.integer({ min: 1, max: 60 }), { minLength: dims, maxLength: dims }),
-            cut: fc.array(fc.tuple(fc.double({ min: 0, max: 1, noNaN: true }), fc.double({ min: 0, max: 1, noNaN: true })), { minLength: dims, maxLength: dims }),
-            order: fc.constantFrom<StorageOrder>('C', 'F'),
-            dtype: dtypes,
-          }),
-        ),
+        smallDomains,
         ({ ext, cut, order, dtype }) => {
           const d = new Free(ext.length, { order, dtype: dtype as never })
           d.resize(DomainDesc.of(ext.map(() => 0), ext))
           for (let i = 0; i < d.data.length; i++) d.data[i] = (i * 7 + 3) % 120
-          const lower = ext.map((e, k) => Math.min(e - 1, Math.floor(Math.min(cut[k][0], cut[k][1]) * e)))
-          const upper = ext.map((e, k) => Math.min(e, Math.max(lower[k] + 1, Math.ceil(Math.max(cut[k][0], cut[k][1]) * e))))
-          const box = DomainDesc.of(lower, upper)
+          const box = boxInside(ext, cut)
           const staging = new StagingBuffers(true)
           const p = domainPayload(d, box, staging, 'read') as Uint8Array
           expect(p.buffer).toBeInstanceOf(SharedArrayBuffer)
@@ -95,22 +100,13 @@ describe('domainPayload', () => {
   it('deferred: a domain in shared memory is not copied at the point; copyRuns later gives exactly the cells of the box, for random domains and boxes', () => {
     fc.assert(
       fc.property(
-        fc.integer({ min: 1, max: 3 }).chain((dims) =>
-          fc.record({
-            ext: fc.array(fc.integer({ min: 1, max: 60 }), { minLength: dims, maxLength: dims }),
-            cut: fc.array(fc.tuple(fc.double({ min: 0, max: 1, noNaN: true }), fc.double({ min: 0, max: 1, noNaN: true })), { minLength: dims, maxLength: dims }),
-            order: fc.constantFrom<StorageOrder>('C', 'F'),
-            dtype: dtypes,
-          }),
-        ),
+        smallDomains,
         ({ ext, cut, order, dtype }) => {
           const d = new Free(ext.length, { order, dtype: dtype as never })
           d.allocator = sharedAllocator
           d.resize(DomainDesc.of(ext.map(() => 0), ext))
           for (let i = 0; i < d.data.length; i++) d.data[i] = (i * 7 + 3) % 120 + 1
-          const lower = ext.map((e, k) => Math.min(e - 1, Math.floor(Math.min(cut[k][0], cut[k][1]) * e)))
-          const upper = ext.map((e, k) => Math.min(e, Math.max(lower[k] + 1, Math.ceil(Math.max(cut[k][0], cut[k][1]) * e))))
-          const box = DomainDesc.of(lower, upper)
+          const box = boxInside(ext, cut)
           const staging = new StagingBuffers(true)
           const p = domainPayload(d, box, staging, 'read', true) as Uint8Array
           expect(p.buffer).toBeInstanceOf(SharedArrayBuffer)
