@@ -9,12 +9,14 @@ import { closeSync, fsyncSync, mkdtempSync, openSync, readdirSync, renameSync, r
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
+import { benchArgs } from './args.js'
 import { encodeRankFile } from '../src/checkpoint/format/rank-file.js'
 import { CheckpointStore } from '../src/checkpoint/store/checkpoint-store.js'
 import { launch, RunInterruptedError } from '../src/index.js'
 import { summary, table } from '../src/bench/stats.js'
 
-const { values } = parseArgs({ options: { n: { type: 'string', default: '2048' }, repeats: { type: 'string', default: '7' } } })
+const USAGE = 'npm run bench:checkpoint -- [--n 2048] [--repeats 7]'
+const { values } = benchArgs(USAGE, () => parseArgs({ options: { n: { type: 'string', default: '2048' }, repeats: { type: 'string', default: '7' } } }))
 const n = Number(values.n)
 const repeats = Number(values.repeats)
 const ranks = 2

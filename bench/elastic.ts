@@ -10,11 +10,13 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
+import { benchArgs } from './args.js'
 import { runLocal, RunInterruptedError, type Program } from '../src/index.js'
 import jacobi, { type JacobiResult } from '../examples/jacobi/jacobi.js'
 import blocks from './programs/block-jacobi.js'
 
-const { values } = parseArgs({ options: { n: { type: 'string', default: '2048' } } })
+const USAGE = 'npm run bench:elastic -- [--n 2048]'
+const { values } = benchArgs(USAGE, () => parseArgs({ options: { n: { type: 'string', default: '2048' } } }))
 const n = Number(values.n)
 const root = mkdtempSync(join(tmpdir(), 'molotof-bench-elastic-'))
 const mib = (b: number) => (b / 2 ** 20).toFixed(2)

@@ -6,6 +6,7 @@
  *   npm run bench:jacobi -- [--n 2048] [--iterations 200] [--repeats 5]
  */
 import { parseArgs } from 'node:util'
+import { benchArgs } from './args.js'
 import { launch } from '../src/index.js'
 import type { JacobiResult } from '../examples/jacobi/jacobi.js'
 import { jacobiSerial } from '../examples/jacobi/serial.js'
@@ -13,13 +14,14 @@ import { summary, table } from '../src/bench/stats.js'
 // @ts-expect-error plain-JS benchmark helper without types
 import { jacobiThreads } from './jacobi-two-threads.mjs'
 
-const { values } = parseArgs({
+const USAGE = 'npm run bench:jacobi -- [--n 2048] [--iterations 200] [--repeats 5]'
+const { values } = benchArgs(USAGE, () => parseArgs({
   options: {
     n: { type: 'string', default: '2048' },
     iterations: { type: 'string', default: '200' },
     repeats: { type: 'string', default: '5' },
   },
-})
+}))
 const n = Number(values.n)
 const iterations = Number(values.iterations)
 const repeats = Number(values.repeats)

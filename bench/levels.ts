@@ -19,6 +19,7 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
+import { benchArgs } from './args.js'
 import { performance } from 'node:perf_hooks'
 import type { CheckpointEvent } from '../src/checkpoint/events.js'
 import type { FaultToleranceConfig } from '../src/checkpoint/config.js'
@@ -27,14 +28,15 @@ import type { Transport } from '../src/runtime/group.js'
 import { excessAt, stepsEvery } from '../src/bench/local-excess.js'
 import { timedJacobi } from './timed-jacobi.js'
 
-const { values } = parseArgs({
+const USAGE = 'npm run bench:levels -- [--n 2048] [--seconds 20] [--repeats 3] [--transport processes]'
+const { values } = benchArgs(USAGE, () => parseArgs({
   options: {
     n: { type: 'string', default: '2048' },
     seconds: { type: 'string', default: '20' },
     repeats: { type: 'string', default: '3' },
     transport: { type: 'string', default: 'processes' },
   },
-})
+}))
 const n = Number(values.n)
 const targetSeconds = Number(values.seconds)
 const repeats = Number(values.repeats)

@@ -5,10 +5,12 @@
  *   npx tsx bench/ordered-sum.ts [--n 2048] [--ranks 4] [--px 2] [--transport threads] [--repeats 5]
  */
 import { parseArgs } from 'node:util'
+import { benchArgs } from './args.js'
 import { launch, type Transport } from '../src/index.js'
 import { summary, table } from '../src/bench/stats.js'
 
-const { values } = parseArgs({
+const USAGE = 'npx tsx bench/ordered-sum.ts [--n 2048] [--ranks 4] [--px 2] [--transport threads] [--repeats 5]'
+const { values } = benchArgs(USAGE, () => parseArgs({
   options: {
     n: { type: 'string', default: '2048' },
     ranks: { type: 'string', default: '4' },
@@ -16,7 +18,7 @@ const { values } = parseArgs({
     transport: { type: 'string', default: 'threads' },
     repeats: { type: 'string', default: '5' },
   },
-})
+}))
 const r = await launch<{ ordered: number[]; reduce: number[]; local: number[] }>('bench/programs/ordered-sum.ts', {
   ranks: Number(values.ranks),
   transport: values.transport as Transport,

@@ -21,16 +21,18 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { parseArgs, promisify } from 'node:util'
 import { summary } from '../src/bench/stats.js'
+import { benchArgs } from './args.js'
 
 const run = promisify(execFile)
-const { values } = parseArgs({
+const USAGE = 'npm run bench:overhead -- [--n 2048] [--seconds 70] [--pairs 6] [--control]'
+const { values } = benchArgs(USAGE, () => parseArgs({
   options: {
     n: { type: 'string', default: '2048' },
     seconds: { type: 'string', default: '70' },
     pairs: { type: 'string', default: '6' },
     control: { type: 'boolean', default: false },
   },
-})
+}))
 const n = Number(values.n)
 const seconds = Number(values.seconds)
 const pairs = Number(values.pairs)

@@ -15,12 +15,14 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
+import { benchArgs } from './args.js'
 import type { FaultToleranceConfig } from '../src/checkpoint/config.js'
 import { summary } from '../src/bench/stats.js'
 import type { Transport } from '../src/runtime/group.js'
 import { timedJacobi } from './timed-jacobi.js'
 
-const { values } = parseArgs({
+const USAGE = 'npm run bench:partner -- [--n 2048] [--iterations 400] [--every 50] [--memory-every 10] [--repeats 3] [--transport tcp]'
+const { values } = benchArgs(USAGE, () => parseArgs({
   options: {
     n: { type: 'string', default: '2048' },
     iterations: { type: 'string', default: '400' },
@@ -29,7 +31,7 @@ const { values } = parseArgs({
     repeats: { type: 'string', default: '3' },
     transport: { type: 'string', default: 'tcp' },
   },
-})
+}))
 const n = Number(values.n)
 const iterations = Number(values.iterations)
 const every = Number(values.every)

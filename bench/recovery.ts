@@ -12,12 +12,14 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
+import { benchArgs } from './args.js'
 import type { JacobiResult } from '../examples/jacobi/jacobi.js'
 import { launch } from '../src/index.js'
 import { summary, table } from '../src/bench/stats.js'
 import { Supervisor, type SupervisorEvent } from '../src/runtime/supervisor.js'
 
-const { values } = parseArgs({
+const USAGE = 'npm run bench:recovery -- [--ranks 2] [--transport processes] [--n 2048]'
+const { values } = benchArgs(USAGE, () => parseArgs({
   options: {
     ranks: { type: 'string', default: '2' },
     transport: { type: 'string', default: 'processes' },
@@ -27,7 +29,7 @@ const { values } = parseArgs({
     repeats: { type: 'string', default: '5' },
     configs: { type: 'string', default: 'cold,spares,spares-replace' },
   },
-})
+}))
 const ranks = Number(values.ranks)
 const transport = values.transport as 'processes' | 'threads'
 const iterations = Number(values.iterations)

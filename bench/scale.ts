@@ -25,6 +25,7 @@
  *   npm run bench:scale -- [--ranks 1,4,16,64,256,1024] [--processes 2,4,8] [--rows 8] [--cols 64] [--steps 1000] [--work 100000] [--repeats 5] [--parts local,processes,collectives]
  */
 import { parseArgs } from 'node:util'
+import { benchArgs } from './args.js'
 import { launch, runLocal } from '../src/index.js'
 import { Collectives } from '../src/runtime/collectives.js'
 import { allocatedBytes, startAllocationCount } from '../src/bench/alloc.js'
@@ -32,7 +33,8 @@ import { summary, table } from '../src/bench/stats.js'
 import strip, { sweep, type StripResult } from './programs/strip-jacobi.js'
 import collectives, { type CollectiveResult } from './programs/collective-loop.js'
 
-const { values } = parseArgs({
+const USAGE = 'npm run bench:scale -- [--ranks 1,4,16,64,256,1024] [--processes 2,4,8] [--rows 8] [--cols 64] [--steps 1000] [--work 100000] [--repeats 5] [--parts local,processes,collectives]'
+const { values } = benchArgs(USAGE, () => parseArgs({
   options: {
     ranks: { type: 'string', default: '1,4,16,64,256,1024' },
     processes: { type: 'string', default: '2,4,8' },
@@ -44,7 +46,7 @@ const { values } = parseArgs({
     'collective-repeats': { type: 'string', default: '100' },
     parts: { type: 'string', default: 'local,processes,collectives' },
   },
-})
+}))
 const list = (s: string) => (s ? s.split(',').map(Number) : [])
 const localRanks = list(values.ranks)
 const processRanks = list(values.processes)

@@ -9,12 +9,14 @@ import { mkdtempSync, readdirSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
+import { benchArgs } from './args.js'
 import { readHeaderOnly } from '../src/checkpoint/format/rank-file.js'
 import { launch } from '../src/index.js'
 import type { SwingResult } from '../examples/swing/swing.js'
 import { summary, table } from '../src/bench/stats.js'
 
-const { values } = parseArgs({ options: { preset: { type: 'string', default: 'large-g2d' }, repeats: { type: 'string', default: '3' } } })
+const USAGE = 'npm run bench:swing -- [--preset large-g2d] [--repeats 3]'
+const { values } = benchArgs(USAGE, () => parseArgs({ options: { preset: { type: 'string', default: 'large-g2d' }, repeats: { type: 'string', default: '3' } } }))
 const preset = values.preset!
 const repeats = Number(values.repeats)
 const quiet = { onLog: () => {} }

@@ -7,18 +7,20 @@
  *   npm run bench:transports -- [--n 2048] [--iterations 200] [--repeats 5] [--ranks 2]
  */
 import { parseArgs } from 'node:util'
+import { benchArgs } from './args.js'
 import type { JacobiResult } from '../examples/jacobi/jacobi.js'
 import { summary, table } from '../src/bench/stats.js'
 import { launch } from '../src/index.js'
 
-const { values } = parseArgs({
+const USAGE = 'npm run bench:transports -- [--n 2048] [--iterations 200] [--repeats 5] [--ranks 2]'
+const { values } = benchArgs(USAGE, () => parseArgs({
   options: {
     n: { type: 'string', default: '2048' },
     iterations: { type: 'string', default: '200' },
     repeats: { type: 'string', default: '5' },
     ranks: { type: 'string', default: '2' },
   },
-})
+}))
 const n = Number(values.n)
 const iterations = Number(values.iterations)
 const repeats = Number(values.repeats)
