@@ -31,7 +31,9 @@ export interface CheckpointEvent {
   level: CheckpointLevel | CopyLevel
   /**
    * How long the compute waited at the checkpoint point for this level, this
-   * rank (ms). Equal to `ms` for a foreground disk write; for a disk
+   * rank (ms), plus, for a memory checkpoint, any wait for the background
+   * copy of the domain before the rank wrote it again. Equal to `ms` for a
+   * foreground disk write; for a disk
    * checkpoint flushed from memory in the background, 0 (the memory event
    * carries the stall).
    */
