@@ -190,7 +190,7 @@ export class Skeleton<It, D extends Domain> {
     // something is really pending (an await costs a few hundred bytes).
     for (;;) {
       rt.status.set(this.index, step, 'calculate')
-      // A memory checkpoint two points ago may still be copying this domain (it was read-only since).
+      // The memory checkpoint of the point before last may still be copying this domain (read-only since).
       if (write.lent) await write.returned()
       const settled = router.settle(write)
       if (settled) await settled
