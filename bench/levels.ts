@@ -25,7 +25,7 @@ import type { CheckpointEvent } from '../src/checkpoint/events.js'
 import type { FaultToleranceConfig } from '../src/checkpoint/config.js'
 import { summary } from '../src/bench/stats.js'
 import type { Transport } from '../src/runtime/group.js'
-import { excessAt, stepsEvery } from '../src/bench/local-excess.js'
+import { excessAt, stepsEvery, type ProgressSample } from '../src/bench/local-excess.js'
 import { timedJacobi } from './timed-jacobi.js'
 
 const USAGE = 'npm run bench:levels -- [--n 2048] [--seconds 20] [--repeats 3] [--transport processes]'
@@ -141,10 +141,11 @@ try {
   let counts = { memory: 0, disk: 0 }
   // Within each run: what every checkpoint added to the supersteps around it (see excessAt), and, in
   // the runs without checkpoints, the same estimate at phantom points every 2 s (its noise floor).
-  const excess: number[] = []
-  const phantom: number[] = []
-  const excessNarrow: number[] = []
-  const phantomNarrow: number[] = []
+  const windows = [NARROW_HALF_WINDOW_MS, EXCESS_HALF_WINDOW_MS]
+  const excess = windows.map(() => [] as number[])
+  const phantom = windows.map(() => [] as number[])
+  const within = (progress: ProgressSample[], points: number[], into: number[][]) =>
+    windows.forEach((half, w) => into[w].push(...excessAt(progress, points, half).filter(Number.isFinite)))
   let levelsMs = 0
   let levelsCheckpoints = 0
   // Rank 0's votes of the time policies (an allreduce every ~100 ms), spread over the run.
@@ -159,8 +160,7 @@ try {
       counts = { memory: r.events.filter((e) => e.level === 'memory').length, disk: r.events.filter((e) => e.level === 'disk').length }
       // A disk checkpoint is a memory checkpoint flushed: one point, one step.
       const points = [...new Set(r.events.map((e) => e.step))]
-      excess.push(...excessAt(r.progress, points, EXCESS_HALF_WINDOW_MS).filter(Number.isFinite))
-      excessNarrow.push(...excessAt(r.progress, points, NARROW_HALF_WINDOW_MS).filter(Number.isFinite))
+      within(r.progress, points, excess)
       levelsMs += r.ms
       levelsCheckpoints += points.length
       for (const e of r.events) {
@@ -172,8 +172,7 @@ try {
     const plain = await run(iterations, undefined)
     none.push(plain.ms)
     noneRate.push(plain.steady ?? NaN)
-    phantom.push(...excessAt(plain.progress, stepsEvery(plain.progress, 2000), EXCESS_HALF_WINDOW_MS).filter(Number.isFinite))
-    phantomNarrow.push(...excessAt(plain.progress, stepsEvery(plain.progress, 2000), NARROW_HALF_WINDOW_MS).filter(Number.isFinite))
+    within(plain.progress, stepsEvery(plain.progress, 2000), phantom)
     if (rep % 2 === 0) await withLevels()
   }
   const overhead = (median(levels) / median(none) - 1) * 100
@@ -192,25 +191,21 @@ try {
   console.log(`  stall-based estimate: ${f2((median(stalls) / 2000) * 100)} % (memory stall every 2 s; disk flushes cost no stall)`)
   // Mean excess per checkpoint times checkpoints per ms of run; the phantom points are 2 s apart.
   const perMs = levelsCheckpoints / levelsMs
-  let e = 0
-  for (const [half, ex, ph] of [
-    [NARROW_HALF_WINDOW_MS, excessNarrow, phantomNarrow],
-    [EXCESS_HALF_WINDOW_MS, excess, phantom],
-  ] as const) {
-    const [m, se] = meanAndError([...ex])
-    const [p, pse] = meanAndError([...ph])
-    if (half === NARROW_HALF_WINDOW_MS) e = m
+  windows.forEach((half, w) => {
+    const [m, se] = meanAndError(excess[w])
+    const [p, pse] = meanAndError(phantom[w])
     console.log(
       `  within each run, supersteps within ${half} ms of a checkpoint beyond their neighbours' (drift-free): ` +
-        `${f2(m)} ± ${f2(se)} ms per checkpoint (${ex.length}) → overhead ${f2(m * perMs * 100)} ± ${f2(se * perMs * 100)} %; ` +
+        `${f2(m)} ± ${f2(se)} ms per checkpoint (${excess[w].length}) → overhead ${f2(m * perMs * 100)} ± ${f2(se * perMs * 100)} %; ` +
         `at phantom points every 2 s of the runs without checkpoints (the noise floor): ${f2((p / 2000) * 100)} ± ${f2((pse / 2000) * 100)} %`,
     )
-  }
+  })
   console.log(
     `  votes of the time policies, spread over the run (not in the estimate above): ${votes} votes, ${f1(voteMs)} ms in all on rank 0 ` +
       `(${f2(voteMs / Math.max(1, votes))} ms each, waiting for the other rank included) → at most ${f2((voteMs / levelsMs) * 100)} %`,
   )
   // The narrower windows: less noise, and still wider than all a checkpoint sets off.
+  const [e] = meanAndError(excess[0])
   console.log(`  overhead, within-run estimate (±${NARROW_HALF_WINDOW_MS} ms) + votes: ${f2((e * perMs + voteMs / levelsMs) * 100)} % (target ≤ 1 %)`)
 } finally {
   rmSync(root, { recursive: true, force: true })

@@ -51,7 +51,7 @@ export async function timedJacobi(o: TimedJacobi): Promise<{ ms: number; events:
 }
 
 /** Supersteps per second from 1 s after the first progress report to 0.5 s before the last. */
-function steadyRate(progress: ReadonlyArray<{ at: number; step: number }>): number | undefined {
+function steadyRate(progress: readonly ProgressSample[]): number | undefined {
   if (progress.length < 2) return undefined
   const start = progress[0].at + 1000
   const end = progress[progress.length - 1].at - 500

@@ -51,22 +51,22 @@ export function stepsEvery(progress: readonly ProgressSample[], periodMs: number
 
 /** The time a run reached `step`, interpolated between its reports; NaN outside them. */
 export function timeAtStep(progress: readonly ProgressSample[], step: number): number {
-  const i = firstIndex(progress, (p) => p.step >= step)
-  if (i < 0 || (i === 0 && progress[0].step !== step)) return NaN
-  if (progress[i].step === step) return progress[i].at
-  const a = progress[i - 1]
-  const b = progress[i]
-  return a.at + ((step - a.step) * (b.at - a.at)) / (b.step - a.step)
+  return interpolate(progress, 'step', 'at', step)
 }
 
 /** The superstep a run was at at time `t`, interpolated between its reports; NaN outside them. */
 export function stepAtTime(progress: readonly ProgressSample[], t: number): number {
-  const i = firstIndex(progress, (p) => p.at >= t)
-  if (i < 0 || (i === 0 && progress[0].at !== t)) return NaN
-  if (progress[i].at === t) return progress[i].step
+  return interpolate(progress, 'at', 'step', t)
+}
+
+/** `to` where `from` is `x`, linear between the two reports around it (both grow along the run); NaN outside them. */
+function interpolate(progress: readonly ProgressSample[], from: keyof ProgressSample, to: keyof ProgressSample, x: number): number {
+  const i = firstIndex(progress, (p) => p[from] >= x)
+  if (i < 0 || (i === 0 && progress[0][from] !== x)) return NaN
+  if (progress[i][from] === x) return progress[i][to]
   const a = progress[i - 1]
   const b = progress[i]
-  return a.step + ((t - a.at) * (b.step - a.step)) / (b.at - a.at)
+  return a[to] + ((x - a[from]) * (b[to] - a[to])) / (b[from] - a[from])
 }
 
 /** The first index whose sample passes `ok` (samples are in order, so `ok` flips once); -1 if none. */

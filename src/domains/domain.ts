@@ -126,10 +126,10 @@ export abstract class Domain<N extends number = number, A extends NumericArray =
    * (either way); `waited` learns how long the owner had to wait for it.
    */
   lend(until: Promise<unknown>, waited: (ms: number) => void): void {
-    const lease: DomainLease = { until: until.then(noop, noop), waited }
-    lease.until = lease.until.then(() => {
+    const end = () => {
       if (this._lease === lease) this._lease = undefined
-    })
+    }
+    const lease: DomainLease = { until: until.then(end, end), waited }
     this._lease = lease
   }
 
@@ -348,8 +348,6 @@ export function copyBox(
 
 /** A background reader of a domain's memory (see `Domain.lend`). */
 interface DomainLease {
-  until: Promise<void>
+  readonly until: Promise<void>
   readonly waited: (ms: number) => void
 }
-
-const noop = () => {}

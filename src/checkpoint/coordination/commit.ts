@@ -243,14 +243,14 @@ export class CheckpointCommitter {
     const durable = this.background.track(
       (async (): Promise<WriteResult> => {
         try {
-          // The copies taken off the point come with their CRCs; the other payloads are summed now.
+          // The copies taken off the point come with their CRCs (by payload); the other payloads are summed now.
           const copiedSums = copied ? await copied : []
-          const summed = new Map(deferred.map((c, i) => [c.to, copiedSums[i]]))
+          const checksums = new Map<EntryInput['bytes'], number>(deferred.map((c, i) => [c.to, copiedSums[i]]))
           if (uncompacted.length > 0) await this.io.compact(uncompacted)
-          const heavy = staged.filter((e) => e.kind === 'heavy' && !(e.bytes instanceof Uint8Array && summed.has(e.bytes)))
-          const sums = await this.io.sums(heavy.map((e) => (e.bytes instanceof Uint8Array ? [e.bytes] : e.bytes)))
-          const checksumOf = (e: (typeof staged)[number]) => (e.bytes instanceof Uint8Array ? summed.get(e.bytes) : undefined) ?? sums[heavy.indexOf(e)]
-          const parts = encodeRankFile(meta, staged.map((e) => (e.kind === 'heavy' ? { ...e, checksum: checksumOf(e) } : e)))
+          const unsummed = staged.filter((e) => e.kind === 'heavy' && !checksums.has(e.bytes))
+          const sums = await this.io.sums(unsummed.map((e) => (e.bytes instanceof Uint8Array ? [e.bytes] : e.bytes)))
+          unsummed.forEach((e, i) => checksums.set(e.bytes, sums[i]))
+          const parts = encodeRankFile(meta, staged.map((e) => (e.kind === 'heavy' ? { ...e, checksum: checksums.get(e.bytes) } : e)))
           // A kill injected at a disk step fires during the flush instead (see startFlush).
           if (level === 'memory') {
             const torn = this.hooks.control?.faults?.tornWrite(at, { dir: memory.pathOf(seq), path: memory.fileOf(seq, rank), parts })
