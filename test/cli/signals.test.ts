@@ -49,7 +49,8 @@ describe('signals to the process group', () => {
   // Ranks on warm spare processes (--spares) get the signal too, and forward it as rank processes do.
   it.each([[[]], [['--spares', '1']]])('Ctrl-C to the whole group with --transport processes %j: checkpoint, exit 75, and the resumed run gives the same result', async (extra: string[]) => {
     const n = 64
-    const iterations = 4000
+    // Long enough that the run is still computing when the ranks next vote (at most ~250 ms of supersteps on).
+    const iterations = 20_000
     const name = extra.length > 0 ? 'sigint-spares' : 'sigint'
     const dir = join(root, name)
     const events = join(root, `${name}.jsonl`)

@@ -248,7 +248,7 @@ export class CheckpointCoordinator implements SkeletonHooks {
 
   private async checkpointPointAsync(state: SkeletonState, last: boolean, clock: ClockState): Promise<void> {
     const now = performance.now()
-    const { go, level, preempt, pollCommit } = await this.vote.decide(state, clock, now)
+    const { go, level, preempt, pollCommit } = await this.vote.decide(state, clock, now, this.commits.inFlight)
     if (pollCommit) await this.commits.commitIfAllDurable()
     const stop = this.cfg.interrupt
     const stopping = stop !== undefined && stop.skeleton === state.index && stop.step === state.step

@@ -41,8 +41,24 @@ export interface VoteOutcome {
   pollCommit: boolean
 }
 
-/** Ranks vote about this often (ms of supersteps): often enough to react, rare enough to cost nothing. */
+/**
+ * The shortest spacing of votes (ms of supersteps): right after a vote that
+ * checkpoints, while the checkpoint waits for its commit (commits happen at
+ * votes), and near a time policy's due time, which a vote may then miss by
+ * at most this much.
+ */
 const VOTE_PERIOD_MS = 100
+/**
+ * The longest spacing: in between, the ranks vote again when the time policy
+ * they know falls due (each vote costs one allreduce: 0.14 ms on the 2-rank
+ * Jacobi 2048², and on a 2 s memory policy a vote every 100 ms was a tenth
+ * of a percent of the run).
+ */
+const MAX_VOTE_GAP_MS = 1000
+/** The longest spacing in a preemptible run: Ctrl-C or a batch system's signal is seen within about this much of supersteps. */
+const PREEMPTIBLE_VOTE_GAP_MS = 250
+/** The allreduce packs the vote above the spacing in supersteps, which stays below this. */
+const SPACING_LIMIT = 2 ** 20
 
 /**
  * The decision at each checkpoint point: whether to checkpoint (policy,
@@ -50,7 +66,10 @@ const VOTE_PERIOD_MS = 100
  * Step-based policies decide locally (every rank gets the same answer);
  * time-based ones, requests under a supervisor and preemption need
  * agreement: one allreduce carries the vote and the spacing of the next
- * vote, chosen so that votes are ~100 ms of supersteps apart. Each level has
+ * vote: 100 ms of supersteps while a checkpoint waits for its commit, else
+ * the time until the next time policy falls due, between 100 ms and 1 s
+ * (250 ms in a preemptible run).
+ * Each level has
  * its own policy; levels nest (a disk checkpoint also refreshes the memory
  * level it is flushed from), so one number orders the outcomes and the
  * allreduce's max is the agreement: 0 nothing, 1 memory, 2 disk, 3 preempt.
@@ -59,7 +78,7 @@ const VOTE_PERIOD_MS = 100
  * ```ts
  * const vote = new CheckpointVote(comm, cfg.policy, control, cfg.memory?.policy)
  * const clock = vote.clockFor(state)
- * const { go, preempt } = await vote.decide(state, clock, performance.now())
+ * const { go, preempt } = await vote.decide(state, clock, performance.now(), committer.inFlight)
  * ```
  */
 export class CheckpointVote {
@@ -117,8 +136,12 @@ export class CheckpointVote {
     return m === undefined || m.timeBased || !m.dueAtStep(state.step)
   }
 
-  /** Decide this checkpoint point (collective when the run votes and a vote is due). */
-  async decide(state: SkeletonState, clock: ClockState, now: number): Promise<VoteOutcome> {
+  /**
+   * Decide this checkpoint point (collective when the run votes and a vote
+   * is due). `committing`: a background checkpoint of this rank waits for
+   * its commit, which the next vote brings: it should come soon.
+   */
+  async decide(state: SkeletonState, clock: ClockState, now: number, committing = false): Promise<VoteOutcome> {
     const control = this.control
     const mem = clock.memory
     const diskInput = { step: state.step, now, lastCheckpointAt: clock.lastAt, measuredCostMs: clock.costs }
@@ -134,9 +157,6 @@ export class CheckpointVote {
       // collective: vote only every `voteStep`, spaced ~VOTE_PERIOD_MS apart.
       if (state.step < clock.voteStep) return outcome(false)
       const stepMs = (now - clock.lastVote.at) / Math.max(1, state.step - clock.lastVote.step)
-      // No superstep timed yet (the first vote of a skeleton): vote again at the next one rather than guess.
-      const timed = state.step > clock.lastVote.step
-      const every = timed ? Math.min(1000, Math.max(1, Math.ceil(VOTE_PERIOD_MS / Math.max(stepMs, 1e-3)))) : 1
       const vote = control?.preemptRequested
         ? 3
         : requested || (clock.clock.timeBased && clock.clock.shouldCheckpoint(diskInput))
@@ -144,16 +164,23 @@ export class CheckpointVote {
           : mem?.clock.timeBased && mem.clock.shouldCheckpoint(memInput!)
             ? 1
             : 0
-      // One allreduce carries both: the vote (3 preempt, 2 disk, 1 memory) and the spacing (min over ranks).
+      // No superstep timed yet (the first vote of a skeleton): vote again at the next one rather than guess.
+      // A rank that votes to checkpoint asks for the short spacing: its checkpoint commits at the next vote.
+      const longest = control?.preemptible ? PREEMPTIBLE_VOTE_GAP_MS : MAX_VOTE_GAP_MS
+      const gapMs = vote > 0 || committing ? VOTE_PERIOD_MS : Math.min(longest, Math.max(VOTE_PERIOD_MS, msUntilDue(clock, now)))
+      const timed = state.step > clock.lastVote.step
+      const every = timed ? Math.min(SPACING_LIMIT - 1, Math.max(1, Math.ceil(gapMs / Math.max(stepMs, 1e-6)))) : 1
+      // One allreduce carries both: the vote (3 preempt, 2 disk, 1 memory) and the spacing. The max takes
+      // the highest vote and, among the ranks that cast it, the shortest spacing: the same on every rank.
       const voteStart = performance.now()
-      const agreed = await this.comm.allreduce(vote * 4096 - every, 'max')
+      const agreed = await this.comm.allreduce(vote * SPACING_LIMIT - every, 'max')
       this.votes++
       this.voteMs += performance.now() - voteStart
-      const decided = Math.ceil(agreed / 4096)
+      const decided = Math.ceil(agreed / SPACING_LIMIT)
       preempt = decided === 3
       disk = disk || decided >= 2
       memory = memory || decided === 1
-      clock.voteStep = state.step + (decided * 4096 - agreed)
+      clock.voteStep = state.step + (decided * SPACING_LIMIT - agreed)
       clock.lastVote = { step: state.step, at: now }
       if (decided >= 2) this.clearRequests()
       // A background checkpoint is committed at the first vote where every rank's write is done.
@@ -180,6 +207,19 @@ export class CheckpointVote {
     this.requested = false
     if (this.control) this.control.checkpointRequested = false
   }
+}
+
+/**
+ * Time until the earliest time-based level of `clock` falls due, on this
+ * rank's clock; Infinity when none is time-based (the votes serve
+ * preemption and requests only).
+ */
+function msUntilDue(clock: ClockState, now: number): number {
+  return Math.min(levelUntilDue(clock, now), clock.memory ? levelUntilDue(clock.memory, now) : Infinity)
+}
+
+function levelUntilDue(level: LevelClock, now: number): number {
+  return level.clock.timeBased ? level.lastAt + level.clock.intervalMs(level.costs)! - now : Infinity
 }
 
 /**
