@@ -8,12 +8,12 @@ import type { FaultToleranceConfig, ProgramIdentity } from '../config.js'
 import type { CheckpointAt, CheckpointControl } from '../control.js'
 import type { CheckpointEvent, CheckpointLevel } from '../events.js'
 import type { CodeIdentity } from '../format/code-record.js'
-import { encodeRankFile, type EntryInput } from '../format/rank-file.js'
+import { encodeRankFile, PLACEHOLDER_CHECKSUM, type EntryInput } from '../format/rank-file.js'
 import { encodeLight } from '../light/codec.js'
 import { replayDigests } from '../recovery/replay-check.js'
 import type { SkeletonState } from '../skeleton-hooks.js'
 import type { CheckpointStore } from '../store/checkpoint-store.js'
-import { CheckpointIoThread } from '../store/io-thread.js'
+import { CheckpointIoThread, type Staged } from '../store/io-thread.js'
 import type { CommitMarker, RankFileRecord } from '../store/marker.js'
 import { availableMemoryBytes } from '../store/memory-level.js'
 import { domainPayload, StagingBuffers } from '../store/staging.js'
@@ -233,35 +233,37 @@ export class CheckpointCommitter {
     // The stall: copy the payloads the next superstep may change (the program's arrays, the domain it
     // writes). Domain payloads are already copies in a shared buffer; views of arrays are copied here.
     const staged = this.entries(state, this.shared, true).map((e) => (e.kind === 'heavy' && !e.staged ? { ...e, bytes: this.shared.copy(e.name, e.bytes) } : e))
-    // The domain the next superstep only reads, when it lives in shared memory, is copied by the I/O
-    // thread meanwhile; the skeleton waits for that copy before it writes the domain again.
-    const deferred = this.shared.takeDeferred()
-    const copied = deferred.length > 0 ? this.io.copy(deferred) : undefined
-    // Subdomains with halos were copied as one piece each; the I/O thread moves their runs together first.
-    const uncompacted = this.shared.takeUncompacted()
     if (!this.ramChecked.has(state.index)) await this.refuseBeyondRam(state, staged, memory)
+    // The rest is the I/O thread's, in one go: it copies the domain the next superstep only reads (when it
+    // lives in shared memory; the skeleton waits for that copy before it writes the domain again), moves
+    // the runs of hull copies together, sums the payloads and writes the file's body behind room left for
+    // the header. The header, made here from its checksums, is written last.
+    const copies = this.shared.takeDeferred()
+    const uncompacted = this.shared.takeUncompacted()
+    const heavy = staged.filter((e) => e.kind === 'heavy')
+    const copiedAt = new Map<EntryInput['bytes'], number>(copies.map((c, i) => [c.to, i]))
+    const summed = heavy.filter((e) => !copiedAt.has(e.bytes))
+    const createdAt = new Date().toISOString()
+    const reserved = encodeRankFile({ ...meta, createdAt }, staged.map((e) => (e.kind === 'heavy' ? { ...e, checksum: PLACEHOLDER_CHECKSUM } : e)))
+    const headerBytes = reserved[0].byteLength
+    const header = async (s: Staged): Promise<Uint8Array> => {
+      const checksums = new Map<EntryInput['bytes'], number>([...copiedAt].map(([bytes, i]) => [bytes, s.copied[i]]))
+      summed.forEach((e, i) => checksums.set(e.bytes, s.sums[i]))
+      const parts = encodeRankFile({ ...meta, createdAt }, staged.map((e) => (e.kind === 'heavy' ? { ...e, checksum: checksums.get(e.bytes) } : e)), { headerBytes })
+      // A kill injected at a disk step fires during the flush instead (see startFlush).
+      if (level === 'memory') {
+        const torn = this.hooks.control?.faults?.tornWrite(at, { dir: memory.pathOf(seq), path: memory.fileOf(seq, rank), parts })
+        if (torn) await torn
+      }
+      return parts[0]
+    }
+    const job = { copies, uncompacted, sums: summed.map((e) => (e.bytes instanceof Uint8Array ? [e.bytes] : e.bytes)) }
+    const { copied, written } = memory.writeRankFileStaged(seq, rank, this.io, job, reserved.slice(1), headerBytes, header)
     const durable = this.background.track(
-      (async (): Promise<WriteResult> => {
-        try {
-          // The copies taken off the point come with their CRCs (by payload); the other payloads are summed now.
-          const copiedSums = copied ? await copied : []
-          const checksums = new Map<EntryInput['bytes'], number>(deferred.map((c, i) => [c.to, copiedSums[i]]))
-          if (uncompacted.length > 0) await this.io.compact(uncompacted)
-          const unsummed = staged.filter((e) => e.kind === 'heavy' && !checksums.has(e.bytes))
-          const sums = await this.io.sums(unsummed.map((e) => (e.bytes instanceof Uint8Array ? [e.bytes] : e.bytes)))
-          unsummed.forEach((e, i) => checksums.set(e.bytes, sums[i]))
-          const parts = encodeRankFile(meta, staged.map((e) => (e.kind === 'heavy' ? { ...e, checksum: checksums.get(e.bytes) } : e)))
-          // A kill injected at a disk step fires during the flush instead (see startFlush).
-          if (level === 'memory') {
-            const torn = this.hooks.control?.faults?.tornWrite(at, { dir: memory.pathOf(seq), path: memory.fileOf(seq, rank), parts })
-            if (torn) await torn
-          }
-          const w = await memory.writeRankFile(seq, rank, parts, this.io)
-          return { written: { rank, file: w.file, bytes: w.bytes, headerChecksum: w.headerChecksum }, ms: performance.now() - started }
-        } catch (e) {
-          return { failure: (e as Error).message, ms: performance.now() - started }
-        }
-      })(),
+      written.then(
+        (w): WriteResult => ({ written: { rank, file: w.file, bytes: w.bytes, headerChecksum: w.headerChecksum }, ms: performance.now() - started }),
+        (e: unknown): WriteResult => ({ failure: (e as Error).message, ms: performance.now() - started }),
+      ),
     )
     const pending: PendingCheckpoint = {
       seq,
@@ -277,7 +279,7 @@ export class CheckpointCommitter {
     }
     void durable.then(() => (pending.done = true))
     // A superstep that has to wait for the deferred copy stalls too: that wait counts in the stall.
-    if (copied) state.write.lend(copied, (ms) => (pending.stallMs += ms))
+    if (copies.length > 0) state.write.lend(copied, (ms) => (pending.stallMs += ms))
     this.pendingMemory = pending
     if (final) await this.finishPending(true)
   }

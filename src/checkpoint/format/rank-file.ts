@@ -1,6 +1,6 @@
 import { open } from 'node:fs/promises'
 import { crc32 } from 'node:zlib'
-import { CheckpointCorruptError, ConfigError } from '../../errors.js'
+import { CheckpointCorruptError, ConfigError, InternalError } from '../../errors.js'
 import { DTYPES, isDType, type DType } from '../../domains/dtype.js'
 import { isCodeIdentity, type CodeIdentity } from './code-record.js'
 import { checkJsonObject, isPlainObject, type JsonObject } from './json.js'
@@ -33,6 +33,13 @@ export const PREAMBLE_BYTES = 20
 const ALIGN = 8
 // A header lists entries and small settings; anything bigger is a corrupt length field.
 const MAX_HEADER_BYTES = 64 * 1024 * 1024
+
+/**
+ * The widest checksum (ten digits in the header): a header made with it for
+ * every checksum not yet known reserves room enough for the real one, which
+ * `encodeRankFile`'s `headerBytes` then pads to the same length.
+ */
+export const PLACEHOLDER_CHECKSUM = 0xffffffff
 
 /** An axis-aligned box in global coordinates (`lower` inclusive, `upper` exclusive). */
 export interface BoxRecord {
@@ -144,7 +151,10 @@ export interface RankFileInfo {
  * Lays out a rank file as the list of buffers to hand to one `writev`: the
  * preamble + header (+ padding) in one new buffer, then each payload as the
  * caller's own view, with small zero buffers for alignment. Payload bytes are
- * read once, for their CRC, and never copied.
+ * read once, for their CRC, and never copied. `headerBytes` (the length of a
+ * first part made before, with PLACEHOLDER_CHECKSUM where a checksum was not
+ * known yet) pads the header with spaces to exactly that length, so that a
+ * body written behind the earlier header stays where it is.
  *
  * ```ts
  * const parts = encodeRankFile(
@@ -155,7 +165,7 @@ export interface RankFileInfo {
  * await store.writeRankFile(seq, rank, parts)
  * ```
  */
-export function encodeRankFile(meta: RankFileMeta, entries: readonly EntryInput[]): Uint8Array[] {
+export function encodeRankFile(meta: RankFileMeta, entries: readonly EntryInput[], options: { headerBytes?: number } = {}): Uint8Array[] {
   checkMeta(meta)
   const records: EntryRecord[] = []
   const payloads: { pieces: readonly Uint8Array[]; length: number }[] = []
@@ -197,9 +207,18 @@ export function encodeRankFile(meta: RankFileMeta, entries: readonly EntryInput[
     dataLength: offset,
     entries: records,
   }
-  const json = new TextEncoder().encode(JSON.stringify(header))
+  let json = new TextEncoder().encode(JSON.stringify(header))
   if (json.byteLength > MAX_HEADER_BYTES) {
     throw new ConfigError(`checkpoint header is ${json.byteLength} bytes, more than the ${MAX_HEADER_BYTES} allowed: register large values as heavy entries`)
+  }
+  if (options.headerBytes !== undefined) {
+    // Spaces after the JSON (still valid JSON) fill the room reserved for the header exactly.
+    if (PREAMBLE_BYTES + json.byteLength > options.headerBytes) {
+      throw new InternalError(`a rank file's header needs ${PREAMBLE_BYTES + json.byteLength} bytes where ${options.headerBytes} were reserved`)
+    }
+    const padded = new Uint8Array(options.headerBytes - PREAMBLE_BYTES).fill(0x20)
+    padded.set(json)
+    json = padded
   }
   const first = new Uint8Array(align(PREAMBLE_BYTES + json.byteLength))
   first.set(MAGIC, 0)

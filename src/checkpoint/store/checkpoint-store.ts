@@ -1,10 +1,10 @@
 import { lstat, open, readdir, readFile, rename, rm, stat, unlink } from 'node:fs/promises'
 import { join, resolve } from 'node:path'
 import { performance } from 'node:perf_hooks'
-import { CheckpointCorruptError, CheckpointError, CheckpointMismatchError, ConfigError } from '../../errors.js'
+import { CheckpointCorruptError, CheckpointError, CheckpointMismatchError, ConfigError, InternalError } from '../../errors.js'
 import { plainAllocator, type BufferAllocator } from '../../domains/dtype.js'
 import { existsSync, mkdirSync, readdirSync, renameSync, rmSync } from 'node:fs'
-import type { CheckpointIoThread } from './io-thread.js'
+import type { CheckpointIoThread, StageJob, Staged } from './io-thread.js'
 import { copyDurably, isTemporaryName, makeDirectory, syncDirectory, temporaryNameFor, writeDurably } from './durable.js'
 import { decodeRankFile, headerChecksumOf, readHeaderOnly, type DecodedRankFile, type RankFileHeader } from '../format/rank-file.js'
 import { checkpointFsError, errorCode, explainFsError } from './fs-errors.js'
@@ -146,24 +146,11 @@ export class CheckpointStore {
    * `parts` (from encodeRankFile; payloads are written from the caller's
    * memory, not copied). Refuses to touch an already committed checkpoint.
    */
-  async writeRankFile(seq: number, rank: number, parts: readonly Uint8Array[], io?: CheckpointIoThread): Promise<RankFileWritten> {
+  async writeRankFile(seq: number, rank: number, parts: readonly Uint8Array[]): Promise<RankFileWritten> {
     const t0 = performance.now()
     const dir = this.pathOf(seq)
     const path = this.fileOf(seq, rank)
     const headerChecksum = headerChecksumOf(parts[0] ?? new Uint8Array(0))
-    if (this.volatile && io) {
-      // The memory level through its I/O thread: one message instead of a file call per hop (see CheckpointIoThread).
-      let bytes: number
-      try {
-        mkdirSync(dir, { recursive: true })
-        if (existsSync(this.markerOf(seq))) throw new CheckpointError(`checkpoint ${seq} in ${this.dir} is already committed`)
-        bytes = await io.write(path, temporaryNameFor(path), parts, this.spareOf(rank))
-      } catch (e) {
-        if (e instanceof CheckpointError) throw e
-        throw checkpointFsError('cannot write checkpoint file', path, e)
-      }
-      return { rank, file: `rank-${rank}.mlf`, path, bytes, headerChecksum, durationMs: performance.now() - t0 }
-    }
     try {
       await makeDirectory(dir)
     } catch (e) {
@@ -182,6 +169,54 @@ export class CheckpointStore {
       throw checkpointFsError('cannot write checkpoint file', path, e)
     }
     return { rank, file: `rank-${rank}.mlf`, path, bytes, headerChecksum, durationMs: performance.now() - t0 }
+  }
+
+  /**
+   * This rank's file of checkpoint `seq` written by the rank's I/O thread
+   * (the memory level; see CheckpointIoThread): the thread runs `job`'s
+   * copies, compactions and checksums, then writes `body` behind
+   * `headerBytes` bytes left for the header; `header` makes the header part
+   * (exactly that long) from the checksums, and the thread writes it and
+   * renames the file to its final name. `copied` resolves once the domains
+   * the job reads are free again (at once when nothing was started). Files
+   * are not fsynced. Refuses to touch an already committed checkpoint.
+   *
+   * ```ts
+   * const { copied, written } = store.writeRankFileStaged(seq, rank, io, { copies, uncompacted, sums: [] }, body, at, async (s) => headerWith(s.copied))
+   * ```
+   */
+  writeRankFileStaged(
+    seq: number,
+    rank: number,
+    io: CheckpointIoThread,
+    job: Omit<StageJob, 'body'>,
+    body: readonly Uint8Array[],
+    headerBytes: number,
+    header: (staged: Staged) => Promise<Uint8Array>,
+  ): { copied: Promise<void>; written: Promise<RankFileWritten & { staged: Staged }> } {
+    const t0 = performance.now()
+    const path = this.fileOf(seq, rank)
+    const tmp = temporaryNameFor(path)
+    let started: ReturnType<CheckpointIoThread['stage']>
+    try {
+      mkdirSync(this.pathOf(seq), { recursive: true })
+      if (existsSync(this.markerOf(seq))) throw new CheckpointError(`checkpoint ${seq} in ${this.dir} is already committed`)
+      started = io.stage({ ...job, body: { tmp, reuse: this.spareOf(rank), at: headerBytes, parts: body } })
+    } catch (e) {
+      return { copied: Promise.resolve(), written: Promise.reject(e instanceof CheckpointError ? e : checkpointFsError('cannot write checkpoint file', path, e)) }
+    }
+    const written = (async () => {
+      const staged = await started.done.catch((e: unknown) => {
+        throw e instanceof CheckpointError ? e : checkpointFsError('cannot write checkpoint file', path, e)
+      })
+      const head = await header(staged)
+      if (head.byteLength !== headerBytes) throw new InternalError(`a rank file's header took ${head.byteLength} bytes where ${headerBytes} were left for it`)
+      await io.seal(tmp, path, head).catch((e: unknown) => {
+        throw e instanceof CheckpointError ? e : checkpointFsError('cannot write checkpoint file', path, e)
+      })
+      return { rank, file: `rank-${rank}.mlf`, path, bytes: staged.bytes, headerChecksum: headerChecksumOf(head), durationMs: performance.now() - t0, staged }
+    })()
+    return { copied: started.copied, written }
   }
 
   /**

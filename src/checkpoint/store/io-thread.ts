@@ -4,9 +4,10 @@ import { compactRuns, copyRuns, type DeferredCopy, type UncompactedPayload } fro
 
 // Plain JavaScript on purpose: the thread needs only zlib's crc32 and fs, and
 // loads in a few milliseconds without TypeScript or the rest of molotof.
-// `write` follows writeDurably's crash rule (temporary name, renamed over the
-// final one, a recycled file overwritten in place) without fsync: it serves
-// the memory level, whose files live in RAM.
+// `stage` writes the body of a rank file under a temporary name (a recycled
+// file overwritten in place) and `seal` writes its header and renames it over
+// the final name: writeDurably's crash rule without fsync, for the memory
+// level, whose files live in RAM.
 const SOURCE = `
 const { parentPort } = require('node:worker_threads')
 const { crc32 } = require('node:zlib')
@@ -14,105 +15,132 @@ const fs = require('node:fs')
 // staging.ts's own function (its source: it uses nothing but its argument), so the thread runs the tested code.
 const compactRuns = (${compactRuns.toString()})
 const copyRuns = (${copyRuns.toString()})
-function write(m) {
+function writeAll(fd, p, position) {
+  let done = 0
+  while (done < p.byteLength) done += fs.writeSync(fd, p, done, p.byteLength - done, position + done)
+}
+function writeBody(b) {
   const reused = (() => {
-    if (m.reuse === undefined) return false
-    try { fs.renameSync(m.reuse, m.tmp); return true } catch (e) { if (e.code === 'ENOENT') return false; throw e }
+    if (b.reuse === undefined) return false
+    try { fs.renameSync(b.reuse, b.tmp); return true } catch (e) { if (e.code === 'ENOENT') return false; throw e }
   })()
-  const fd = fs.openSync(m.tmp, reused ? 'r+' : 'wx', 0o644)
-  let position = 0
+  const fd = fs.openSync(b.tmp, reused ? 'r+' : 'wx', 0o644)
+  let position = b.at
   try {
-    for (let i = 0; i < m.parts.length; i += 1024) {
-      const batch = m.parts.slice(i, i + 1024)
-      for (const p of batch) {
-        let done = 0
-        while (done < p.byteLength) done += fs.writeSync(fd, p, done, p.byteLength - done, position + done)
-        position += p.byteLength
-      }
+    for (const p of b.parts) {
+      writeAll(fd, p, position)
+      position += p.byteLength
     }
     if (reused) fs.ftruncateSync(fd, position)
   } finally {
     fs.closeSync(fd)
   }
-  fs.renameSync(m.tmp, m.path)
   return position
+}
+function stage(m) {
+  const copied = m.copies.map((c) => copyRuns(c, crc32))
+  // The domains are free again: the owner may write them while the rest goes on.
+  parentPort.postMessage({ id: m.id, copied: true })
+  for (const p of m.uncompacted) compactRuns(p)
+  const sums = m.sums.map((pieces) => {
+    let c = 0
+    for (const p of pieces) c = crc32(p, c)
+    return c >>> 0
+  })
+  return { copied, sums, bytes: m.body ? writeBody(m.body) : 0 }
+}
+function seal(m) {
+  const fd = fs.openSync(m.tmp, 'r+')
+  try {
+    writeAll(fd, m.header, 0)
+  } finally {
+    fs.closeSync(fd)
+  }
+  fs.renameSync(m.tmp, m.path)
+  return m.header.byteLength
 }
 parentPort.on('message', (m) => {
   try {
-    if (m.op === 'copy') {
-      parentPort.postMessage({ id: m.id, value: m.copies.map((c) => copyRuns(c, crc32)) })
-    } else if (m.op === 'compact') {
-      for (const p of m.payloads) compactRuns(p)
-      parentPort.postMessage({ id: m.id, value: m.payloads.length })
-    } else if (m.op === 'sums') {
-      const sums = m.entries.map((pieces) => {
-        let c = 0
-        for (const p of pieces) c = crc32(p, c)
-        return c >>> 0
-      })
-      parentPort.postMessage({ id: m.id, value: sums })
-    } else {
-      parentPort.postMessage({ id: m.id, value: write(m) })
-    }
+    parentPort.postMessage({ id: m.id, value: m.op === 'stage' ? stage(m) : seal(m) })
   } catch (e) {
-    try { fs.unlinkSync(m.tmp) } catch {} // never created, or already gone: prune deletes leftovers anyway
+    const tmp = m.op === 'stage' ? m.body && m.body.tmp : m.tmp
+    try { if (tmp) fs.unlinkSync(tmp) } catch {} // never created, or already gone: prune deletes leftovers anyway
     parentPort.postMessage({ id: m.id, error: { message: e.message, code: e.code } })
   }
 })
 `
 
+/** What the checkpoint I/O thread does with one rank file of the memory level (see CheckpointIoThread.stage). */
+export interface StageJob {
+  /** Payloads to copy out of their domains first (StagingBuffers.takeDeferred). */
+  readonly copies: readonly DeferredCopy[]
+  /** Hull copies whose runs to move together (StagingBuffers.takeUncompacted). */
+  readonly uncompacted: readonly UncompactedPayload[]
+  /** Payloads to checksum once the above are done, each as its pieces in order. */
+  readonly sums: readonly (readonly Uint8Array[])[]
+  /**
+   * The file's body: `parts` written from byte `at` of `tmp` (recycling
+   * `reuse` when present), the first `at` bytes left for the header (see
+   * `seal`). Omitted: nothing is written.
+   */
+  readonly body?: { readonly tmp: string; readonly reuse?: string; readonly at: number; readonly parts: readonly Uint8Array[] }
+}
+
+/** What `stage` found: one CRC32 per copy and per summed payload, and the file's length. */
+export interface Staged {
+  readonly copied: number[]
+  readonly sums: number[]
+  readonly bytes: number
+}
+
 /**
- * A helper thread for the memory level: it copies domains in shared memory
- * to the staging buffers while the next superstep runs, computes the CRC32
- * of checkpoint payloads and writes rank files to RAM, so that the
- * checkpoint point copies at most the payloads that the next superstep may
- * change. CRC32 runs at about the speed of a memory copy (on the
- * rank's own thread it doubled the stall), and asynchronous file calls from a
- * rank's thread advance only when its compute yields (several hops, each up
- * to a superstep): here a whole file is one message there and one back.
- * Payloads must live in SharedArrayBuffers (see StagingBuffers `shared`):
- * they cross to the thread as views, not copies. The thread does not keep
- * the process alive.
+ * A helper thread for the memory level. At a checkpoint it copies domains in
+ * shared memory to the staging buffers while the next superstep runs, moves
+ * hull copies together, computes the CRC32 of the payloads and writes the
+ * rank file's body to RAM, all in one go (`stage`); the rank then makes the
+ * header from the checksums and the thread writes it and renames the file
+ * (`seal`). One message for the whole body matters: a reply handled by the
+ * rank waits until its compute yields (up to a superstep), and a write that
+ * followed the copy only after such a hop started at a different moment on
+ * each rank, while a rank its thread slows down makes the other wait at its
+ * next halo. CRC32
+ * runs at about the speed of a memory copy (on the rank's own thread it
+ * doubled the stall). Payloads must live in SharedArrayBuffers (see
+ * StagingBuffers `shared`): they cross to the thread as views, not copies.
+ * The thread does not keep the process alive.
  *
  * ```ts
  * const io = new CheckpointIoThread()
- * const sums = io.copy(staging.takeDeferred())    // domains' cells to staging, and their CRCs, during the next superstep
- * await io.compact(staging.takeUncompacted())    // hull copies moved together, off the checkpoint point
- * const [sum] = await io.sums([[stagedBytes]])   // one CRC per entry, over its pieces
- * await io.write('/dev/shm/molotof-1a2b/ckpt-00000007/rank-0.mlf', parts, '/dev/shm/molotof-1a2b/spare/rank-0.mlf')
+ * const { copied, done } = io.stage({ copies: staging.takeDeferred(), uncompacted: staging.takeUncompacted(), sums: [], body: { tmp, at: header.byteLength, parts: body } })
+ * domain.lend(copied, (ms) => (stall += ms))    // the next superstep runs; the domain is read until `copied`
+ * const { copied: crcs, bytes } = await done
+ * await io.seal(tmp, '/dev/shm/molotof-1a2b/ckpt-00000007/rank-0.mlf', headerWith(crcs))
  * ```
  */
 export class CheckpointIoThread {
   private worker: Worker | undefined
   private nextId = 0
-  private readonly waiting = new Map<number, { resolve: (v: never) => void; reject: (e: Error) => void }>()
+  private readonly waiting = new Map<number, Waiter>()
 
   /**
-   * Copies payloads out of their domains (see StagingBuffers.takeDeferred),
-   * while the rank computes; resolves to each payload's CRC32, taken as it
-   * was copied. The buffers must be shared.
+   * Copy, compact, checksum and write the body of `job`, in that order.
+   * `copied` resolves once the domains have been read (their owner may write
+   * them again), `done` with the checksums and the body's end; both reject
+   * with the file-system error (its `code` kept) or when the thread fails.
+   * The buffers must be shared.
    */
-  copy(copies: readonly DeferredCopy[]): Promise<number[]> {
-    return this.call<number[]>({ op: 'copy', copies })
+  stage(job: StageJob): { copied: Promise<void>; done: Promise<Staged> } {
+    let copied!: Waiter['copied']
+    const copiedPromise = new Promise<void>((resolve, reject) => (copied = { resolve, reject }))
+    // A failure before the copies also rejects `copied`: mark it handled here, its holder sees it through `done`.
+    copiedPromise.catch(() => undefined)
+    const done = this.call<Staged>({ op: 'stage', ...job }, copied)
+    return { copied: copiedPromise, done }
   }
 
-  /** Moves each payload's runs together (see StagingBuffers.takeUncompacted); the buffers must be shared. */
-  compact(payloads: readonly UncompactedPayload[]): Promise<number> {
-    return this.call<number>({ op: 'compact', payloads })
-  }
-
-  /** One CRC32 per entry, each over the entry's pieces in order. */
-  sums(entries: readonly (readonly Uint8Array[])[]): Promise<number[]> {
-    return this.call<number[]>({ op: 'sums', entries })
-  }
-
-  /**
-   * Write `parts` to `path` through the temporary name `tmp` (same
-   * directory), recycling `reuse` when present; resolves to the byte count.
-   * Rejects with the file-system error (its `code` kept).
-   */
-  write(path: string, tmp: string, parts: readonly Uint8Array[], reuse?: string): Promise<number> {
-    return this.call<number>({ op: 'write', path, tmp, parts, reuse })
+  /** Write `header` at the start of `tmp` and rename it to `path` (the end of a file `stage` wrote). */
+  seal(tmp: string, path: string, header: Uint8Array): Promise<number> {
+    return this.call<number>({ op: 'seal', tmp, path, header })
   }
 
   async close(): Promise<void> {
@@ -121,11 +149,11 @@ export class CheckpointIoThread {
     if (w) await w.terminate()
   }
 
-  private call<T>(message: Record<string, unknown>): Promise<T> {
+  private call<T>(message: Record<string, unknown>, copied?: Waiter['copied']): Promise<T> {
     const w = this.start()
     const id = this.nextId++
     return new Promise<T>((resolve, reject) => {
-      this.waiting.set(id, { resolve: resolve as (v: never) => void, reject })
+      this.waiting.set(id, { resolve: resolve as (v: never) => void, reject, copied })
       w.postMessage({ ...message, id })
     })
   }
@@ -134,15 +162,24 @@ export class CheckpointIoThread {
     if (this.worker) return this.worker
     const w = new Worker(SOURCE, { eval: true })
     w.unref()
-    w.on('message', (m: { id: number; value?: never; error?: { message: string; code?: string } }) => {
+    w.on('message', (m: { id: number; copied?: true; value?: never; error?: { message: string; code?: string } }) => {
       const waiter = this.waiting.get(m.id)
+      if (m.copied) {
+        waiter?.copied?.resolve()
+        return
+      }
       this.waiting.delete(m.id)
       if (m.error) waiter?.reject(Object.assign(new Error(m.error.message), { code: m.error.code }))
       else waiter?.resolve(m.value as never)
+      waiter?.copied?.reject(new CheckpointError('the checkpoint I/O thread stopped before its copy was done'))
     })
     const fail = (why: string) => {
       this.worker = undefined
-      for (const { reject } of this.waiting.values()) reject(new CheckpointError(`the checkpoint I/O thread ${why}`))
+      for (const { reject, copied } of this.waiting.values()) {
+        const e = new CheckpointError(`the checkpoint I/O thread ${why}`)
+        reject(e)
+        copied?.reject(e)
+      }
       this.waiting.clear()
     }
     w.on('error', (e) => fail(`failed: ${e.message}`))
@@ -150,4 +187,11 @@ export class CheckpointIoThread {
     this.worker = w
     return w
   }
+}
+
+interface Waiter {
+  resolve: (v: never) => void
+  reject: (e: Error) => void
+  /** `stage` only: settled once the copies are done. */
+  copied?: { resolve: () => void; reject: (e: Error) => void }
 }

@@ -3,9 +3,9 @@ import { tmpdir } from 'node:os'
 import { join as joinPath } from 'node:path'
 import fc from 'fast-check'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { CheckpointCorruptError, CheckpointMismatchError, ConfigError } from '../../../src/errors.js'
+import { CheckpointCorruptError, CheckpointMismatchError, ConfigError, InternalError } from '../../../src/errors.js'
 import { bytesOf, dtypeOf } from '../../../src/domains/dtype.js'
-import { decodeRankFile, encodeRankFile, FORMAT_VERSION, readHeaderOnly, type RankFileMeta } from '../../../src/checkpoint/format/rank-file.js'
+import { decodeRankFile, encodeRankFile, FORMAT_VERSION, PLACEHOLDER_CHECKSUM, readHeaderOnly, type RankFileMeta } from '../../../src/checkpoint/format/rank-file.js'
 import { decodeLight, diffLight, encodeLight } from '../../../src/checkpoint/light/codec.js'
 import { entryArray } from '../../../src/checkpoint/format/payload.js'
 import { entriesArb, join, metaArb, wholeBytes } from '../arbitraries.js'
@@ -57,6 +57,33 @@ describe('rank file format: round trip', () => {
       }),
       { numRuns: 300 },
     )
+  })
+
+  it('a header made later, with the checksums, fits the room a header with placeholders left: the body stays where it was written', () => {
+    fc.assert(
+      fc.property(metaArb, entriesArb, fc.string({ unit: 'grapheme', maxLength: 8 }), (m, entries, label) => {
+        // Multi-byte characters in the header: the room is counted in bytes.
+        const meta = { ...m, settings: { ...m.settings, label: `${label}é☃` } }
+        const early = encodeRankFile(
+          meta,
+          entries.map((e) => (e.kind === 'heavy' ? { ...e, checksum: PLACEHOLDER_CHECKSUM } : e)),
+        )
+        const late = encodeRankFile(meta, entries, { headerBytes: early[0].byteLength })
+        expect(late[0].byteLength).toBe(early[0].byteLength)
+        // The early body behind the late header: every payload checksum is verified on decoding.
+        const decoded = decodeRankFile(join([late[0], ...early.slice(1)]), 'f')
+        const direct = decodeRankFile(join(encodeRankFile(meta, entries)), 'f')
+        expect(decoded.header).toEqual(direct.header)
+        for (const [name, e] of direct.entries) expect(Buffer.from(decoded.entries.get(name)!.bytes).equals(Buffer.from(e.bytes))).toBe(true)
+      }),
+      { numRuns: 200 },
+    )
+  })
+
+  it('a header larger than the room left for it is a bug, not a file', () => {
+    const entries = [{ name: 'write', kind: 'heavy' as const, dtype: 'float64' as const, bytes: bytesOf(new Float64Array([1, 2])) }]
+    const early = encodeRankFile(meta, entries.map((e) => ({ ...e, checksum: 7 })))
+    expect(() => encodeRankFile({ ...meta, settings: { n: 8, more: 'x'.repeat(16) } }, entries, { headerBytes: early[0].byteLength })).toThrow(InternalError)
   })
 
   it('copies a payload into an aligned buffer only when the file buffer is misaligned', () => {

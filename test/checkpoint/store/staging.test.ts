@@ -151,7 +151,9 @@ describe('domainPayload', () => {
     const io = new CheckpointIoThread()
     let sums: number[]
     try {
-      sums = await io.copy(staging.takeDeferred())
+      const { copied, done } = io.stage({ copies: staging.takeDeferred(), uncompacted: [], sums: [] })
+      await copied
+      sums = (await done).copied
     } finally {
       await io.close()
     }
@@ -176,7 +178,7 @@ describe('domainPayload', () => {
     expect(staged[1024]).toBe(d.index([1, 1025]))
     const io = new CheckpointIoThread()
     try {
-      await io.compact(pending)
+      await io.stage({ copies: [], uncompacted: pending, sums: [] }).done
     } finally {
       await io.close()
     }
