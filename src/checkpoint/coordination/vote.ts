@@ -154,7 +154,7 @@ export class CheckpointVote {
     const outcome = (pollCommit: boolean): VoteOutcome => ({ go: disk || memory, level: disk ? 'disk' : 'memory', preempt, pollCommit })
     if (clock.clock.timeBased || mem?.clock.timeBased || control?.preemptible) {
       // Clock votes, requests and preemption need agreement, which costs a
-      // collective: vote only every `voteStep`, spaced ~VOTE_PERIOD_MS apart.
+      // collective: vote only at `voteStep`, the spacing the last vote agreed.
       if (state.step < clock.voteStep) return outcome(false)
       const stepMs = (now - clock.lastVote.at) / Math.max(1, state.step - clock.lastVote.step)
       const vote = control?.preemptRequested
