@@ -281,6 +281,8 @@ export class CheckpointCommitter {
     // A superstep that has to wait for the deferred copy stalls too: that wait counts in the stall.
     if (copies.length > 0) state.write.lend(copied, (ms) => (pending.stallMs += ms))
     this.pendingMemory = pending
+    // The point is over: the I/O thread may take a core now.
+    this.io.release()
     if (final) await this.finishPending(true)
   }
 

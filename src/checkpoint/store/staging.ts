@@ -51,33 +51,23 @@ export interface DeferredCopy {
 }
 
 /**
- * Copies the runs of `c` into its staging buffer and returns the CRC32 of
- * the payload (`crc` is zlib's `crc32`). The CRC is taken piece by piece
- * right behind the copy, while the piece is still in the cache: a separate
- * pass would read the whole payload from memory once more, on a machine
- * where the ranks' kernels compete for the same bandwidth. The I/O thread
- * runs the same function (io-thread.ts), so it uses nothing but its
- * arguments.
+ * Copies the runs of `c` into its staging buffer, one after another. The I/O
+ * thread runs the same function (io-thread.ts), so it uses nothing but its
+ * argument. The CRC is taken afterwards, from the staging copy: taken behind
+ * each piece of the copy (one pass instead of two) it kept the domain lent
+ * four times longer (1.1 ms of copy, 3.6 ms of CRC per 16 MiB), and with two
+ * ranks and their I/O threads on two cores the rank then often waited for it.
  *
  * ```ts
- * for (const c of staging.takeDeferred()) checksums.push(copyRuns(c, crc32))
+ * for (const c of staging.takeDeferred()) copyRuns(c)
  * ```
  */
-export function copyRuns(c: DeferredCopy, crc: (data: Uint8Array, value: number) => number): number {
-  const piece = 256 * 1024
+export function copyRuns(c: DeferredCopy): void {
   let pos = 0
-  let sum = 0
   for (let i = 0; i < c.runs.length; i += 2) {
-    const end = c.runs[i] + c.runs[i + 1]
-    for (let from = c.runs[i]; from < end; from += piece) {
-      const n = Math.min(piece, end - from)
-      const to = c.to.subarray(pos, pos + n)
-      to.set(c.from.subarray(from, from + n))
-      sum = crc(to, sum)
-      pos += n
-    }
+    c.to.set(c.from.subarray(c.runs[i], c.runs[i] + c.runs[i + 1]), pos)
+    pos += c.runs[i + 1]
   }
-  return sum >>> 0
 }
 
 /**

@@ -38,7 +38,7 @@ function stagedDomain(staging: StagingBuffers) {
   return { d, bytes, interior }
 }
 
-describe('CheckpointIoThread: a rank file written in one go, its header last', () => {
+describe('CheckpointIoThread: a rank file written in one go once the rank releases it, its header last', () => {
   it('copies the domain, sums the payloads, writes the body behind the room for the header, and seals the file over a recycled one', async () => {
     const staging = new StagingBuffers(true)
     const { bytes, interior } = stagedDomain(staging)
@@ -61,6 +61,12 @@ describe('CheckpointIoThread: a rank file written in one go, its header last', (
       sums: [[counter]],
       body: { tmp, reuse: spare, at: early[0].byteLength, parts: early.slice(1) },
     })
+    // The job waits for the rank to leave its checkpoint point.
+    let started = false
+    void copied.then(() => (started = true))
+    await new Promise((r) => setTimeout(r, 30))
+    expect(started).toBe(false)
+    io.release()
     await copied
     const staged = await done
     expect(existsSync(spare)).toBe(false)
@@ -80,6 +86,8 @@ describe('CheckpointIoThread: a rank file written in one go, its header last', (
     const { bytes, interior } = stagedDomain(staging)
     const early = encodeRankFile(meta, [{ name: 'read', kind: 'heavy', dtype: 'float64', bytes, checksum: PLACEHOLDER_CHECKSUM }])
     const missing = join(root, 'no-such-dir', 'rank-0.mlf.tmp')
+    // Released ahead of the job: it starts at once.
+    io.release()
     const { copied, done } = io.stage({ copies: staging.takeDeferred(), uncompacted: [], sums: [], body: { tmp: missing, at: early[0].byteLength, parts: early.slice(1) } })
     await expect(done).rejects.toMatchObject({ code: 'ENOENT' })
     // The domain was read first: its owner may go on.

@@ -116,12 +116,10 @@ describe('domainPayload', () => {
           const copies = staging.takeDeferred()
           expect(copies.length).toBe(1)
           expect(staging.takeDeferred()).toEqual([])
-          const sum = copyRuns(copies[0], crc32)
+          copyRuns(copies[0])
           const want = Buffer.from(expectedBytes(d, box))
           d.data.fill(0 as never)
           expect(Buffer.from(p).equals(want)).toBe(true)
-          // The CRC taken piece by piece behind the copy is the payload's.
-          expect(sum).toBe(crc32(want))
         },
       ),
       { numRuns: 200 },
@@ -152,6 +150,7 @@ describe('domainPayload', () => {
     let sums: number[]
     try {
       const { copied, done } = io.stage({ copies: staging.takeDeferred(), uncompacted: [], sums: [] })
+      io.release()
       await copied
       sums = (await done).copied
     } finally {
@@ -178,6 +177,7 @@ describe('domainPayload', () => {
     expect(staged[1024]).toBe(d.index([1, 1025]))
     const io = new CheckpointIoThread()
     try {
+      io.release()
       await io.stage({ copies: [], uncompacted: pending, sums: [] }).done
     } finally {
       await io.close()
