@@ -57,7 +57,7 @@ export class ProgressView {
         )
         return
       case 'preempt-requested':
-        this.line(`preempting (${e.why}): the ranks checkpoint at the next checkpoint point and stop (again to stop at once)`)
+        this.line(`preempting (${e.why}): the ranks checkpoint at the next checkpoint point they agree on (within ~250 ms) and stop (again to stop at once)`)
         return
       case 'progress':
         return this.progress(e)

@@ -146,7 +146,7 @@ export class Supervisor<R = unknown> {
     checkSpareCount(opts.spares ?? 0, spec.size)
   }
 
-  /** Ask the ranks to checkpoint at the next checkpoint point and stop. A second call stops at once. */
+  /** Ask the ranks to checkpoint at the next checkpoint point they agree on (their next vote) and stop. A second call stops at once. */
   preempt(why: string): 'graceful' | 'immediate' {
     if (this.preemptBy === 'rank') {
       // A signal to the whole process group reaches the ranks too, which forward it, possibly before
@@ -182,7 +182,7 @@ export class Supervisor<R = unknown> {
     if (g) for (let r = 0; r < g.size; r++) g.send(r, { type: 'preempt' })
   }
 
-  /** Ask the ranks for a checkpoint at the next checkpoint point (they go on afterwards). */
+  /** Ask the ranks for a checkpoint at their next vote (they go on afterwards). */
   requestCheckpoint(): void {
     const g = this.group
     if (g) for (let r = 0; r < g.size; r++) g.send(r, { type: 'checkpoint' })
