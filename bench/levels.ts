@@ -11,7 +11,8 @@
  * their neighbours (src/bench/local-excess.ts), which the machine's slow drift
  * does not reach, next to the same estimate at phantom points of the runs
  * without checkpoints (its noise floor). The last misses costs spread evenly
- * over a run, such as the votes of the time policy (every ~100 ms).
+ * over a run, such as the votes of the time policy (100–250 ms of supersteps
+ * apart in a supervised run).
  *
  *   npm run bench:levels -- [--n 2048] [--seconds 20] [--repeats 3] [--transport processes]
  */
@@ -23,7 +24,7 @@ import { benchArgs } from './args.js'
 import { performance } from 'node:perf_hooks'
 import type { CheckpointEvent } from '../src/checkpoint/events.js'
 import type { FaultToleranceConfig } from '../src/checkpoint/config.js'
-import { summary } from '../src/bench/stats.js'
+import { quantile, summary } from '../src/bench/stats.js'
 import type { Transport } from '../src/runtime/group.js'
 import { excessAt, stepsEvery, type ProgressSample } from '../src/bench/local-excess.js'
 import { timedJacobi } from './timed-jacobi.js'
@@ -47,10 +48,6 @@ let dirs = 0
 
 // The project's median (src/bench/stats.ts), as every bench reports it.
 const median = (xs: number[]) => summary(xs).median
-const pct = (xs: number[], p: number) => {
-  const s = [...xs].sort((a, b) => a - b)
-  return s.length === 0 ? NaN : s[Math.min(s.length - 1, Math.floor(p * s.length))]
-}
 const f1 = (x: number) => x.toFixed(1)
 /** Mean and its standard error. */
 const meanAndError = (xs: number[]): [number, number] => {
@@ -125,8 +122,8 @@ try {
   const copyMs = median(copies)
   const stalls = memoryEvents.map((e) => e.stallMs)
   console.log(`\nper checkpoint, rank file ${(bytes / 2 ** 20).toFixed(1)} MiB per rank:`)
-  console.log(`  plain memory copy of the same bytes:           ${f2(copyMs)} ms median, ${f2(pct(copies, 0.9))} ms p90 (${copies.length} copies timed during the runs)`)
-  console.log(`  stall at a memory checkpoint:                  ${f2(median(stalls))} ms median, ${f2(pct(stalls, 0.9))} ms p90 (${stalls.length} checkpoints)`)
+  console.log(`  plain memory copy of the same bytes:           ${f2(copyMs)} ms median, ${f2(quantile(copies, 0.9))} ms p90 (${copies.length} copies timed during the runs)`)
+  console.log(`  stall at a memory checkpoint:                  ${f2(median(stalls))} ms median, ${f2(quantile(stalls, 0.9))} ms p90 (${stalls.length} checkpoints)`)
   console.log(`  memory checkpoint, point to commit (total):    ${f1(median(memoryEvents.map((e) => e.ms)))} ms median`)
   console.log(`  disk flush from memory, point to durable:      ${f1(median(flushEvents.map((e) => e.ms)))} ms median, stall 0 (${flushEvents.length} flushes)`)
   console.log(`  foreground disk checkpoint (no memory level):  ${f1(median(diskEvents.map((e) => e.ms)))} ms median, all of it a stall`)
@@ -148,7 +145,7 @@ try {
     windows.forEach((half, w) => into[w].push(...excessAt(progress, points, half).filter(Number.isFinite)))
   let levelsMs = 0
   let levelsCheckpoints = 0
-  // Rank 0's votes of the time policies (an allreduce every ~100 ms), spread over the run.
+  // Rank 0's votes of the time policies (an allreduce each, 100–250 ms apart), spread over the run.
   let votes = 0
   let voteMs = 0
   for (let rep = 0; rep < repeats; rep++) {

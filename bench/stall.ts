@@ -18,6 +18,7 @@ import { pathToFileURL } from 'node:url'
 import { parseArgs } from 'node:util'
 import { benchArgs } from './args.js'
 import type { CheckpointEvent } from '../src/checkpoint/events.js'
+import { quantile } from '../src/bench/stats.js'
 import type { timedJacobi as TimedJacobi } from './timed-jacobi.js'
 
 const USAGE = 'npm run bench:stall -- [--tree ../before] [--tree .] [--rounds 4] [--n 2048] [--iterations 2000] [--every 0.5]'
@@ -42,7 +43,6 @@ if (![rounds, n, iterations].every((v) => Number.isSafeInteger(v) && v > 0) || !
   process.exit(2)
 }
 
-const quantile = (xs: readonly number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(xs.length * p))]
 const stalls = new Map<string, number[]>(trees.map((t) => [t, []]))
 console.log(`Jacobi ${n}², 2 ranks (processes), ${iterations} supersteps, a memory checkpoint every ${every} s; ${rounds} rounds over ${trees.length} checkout(s)`)
 for (let r = 0; r < rounds; r++) {

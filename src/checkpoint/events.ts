@@ -40,7 +40,7 @@ export interface CheckpointEvent {
   stallMs: number
   /**
    * Memory and disk events: the votes of time-based policies (one allreduce
-   * every ~100 ms of supersteps) this rank took part in since its previous
+   * each, 100 ms–1 s of supersteps apart) this rank took part in since its previous
    * such event, and the time it spent in them (ms; waiting for slower ranks
    * included, so an upper bound of what they cost).
    */

@@ -240,9 +240,8 @@ export class CheckpointCommitter {
     // the header. The header, made here from its checksums, is written last.
     const copies = this.shared.takeDeferred()
     const uncompacted = this.shared.takeUncompacted()
-    const heavy = staged.filter((e) => e.kind === 'heavy')
     const copiedAt = new Map<EntryInput['bytes'], number>(copies.map((c, i) => [c.to, i]))
-    const summed = heavy.filter((e) => !copiedAt.has(e.bytes))
+    const summed = staged.filter((e) => e.kind === 'heavy' && !copiedAt.has(e.bytes))
     const createdAt = new Date().toISOString()
     const reserved = encodeRankFile({ ...meta, createdAt }, staged.map((e) => (e.kind === 'heavy' ? { ...e, checksum: PLACEHOLDER_CHECKSUM } : e)))
     const headerBytes = reserved[0].byteLength

@@ -193,28 +193,26 @@ export class CheckpointStore {
     body: readonly Uint8Array[],
     headerBytes: number,
     header: (staged: Staged) => Promise<Uint8Array>,
-  ): { copied: Promise<void>; written: Promise<RankFileWritten & { staged: Staged }> } {
+  ): { copied: Promise<void>; written: Promise<RankFileWritten> } {
     const t0 = performance.now()
     const path = this.fileOf(seq, rank)
     const tmp = temporaryNameFor(path)
+    // A file-system error becomes a CheckpointError naming the file; the store's own errors pass as they are.
+    const failed = (e: unknown): CheckpointError => (e instanceof CheckpointError ? e : checkpointFsError('cannot write checkpoint file', path, e))
     let started: ReturnType<CheckpointIoThread['stage']>
     try {
       mkdirSync(this.pathOf(seq), { recursive: true })
       if (existsSync(this.markerOf(seq))) throw new CheckpointError(`checkpoint ${seq} in ${this.dir} is already committed`)
       started = io.stage({ ...job, body: { tmp, reuse: this.spareOf(rank), at: headerBytes, parts: body } })
     } catch (e) {
-      return { copied: Promise.resolve(), written: Promise.reject(e instanceof CheckpointError ? e : checkpointFsError('cannot write checkpoint file', path, e)) }
+      return { copied: Promise.resolve(), written: Promise.reject(failed(e)) }
     }
     const written = (async () => {
-      const staged = await started.done.catch((e: unknown) => {
-        throw e instanceof CheckpointError ? e : checkpointFsError('cannot write checkpoint file', path, e)
-      })
+      const staged = await started.done.catch((e: unknown) => Promise.reject(failed(e)))
       const head = await header(staged)
       if (head.byteLength !== headerBytes) throw new InternalError(`a rank file's header took ${head.byteLength} bytes where ${headerBytes} were left for it`)
-      await io.seal(tmp, path, head).catch((e: unknown) => {
-        throw e instanceof CheckpointError ? e : checkpointFsError('cannot write checkpoint file', path, e)
-      })
-      return { rank, file: `rank-${rank}.mlf`, path, bytes: staged.bytes, headerChecksum: headerChecksumOf(head), durationMs: performance.now() - t0, staged }
+      await io.seal(tmp, path, head).catch((e: unknown) => Promise.reject(failed(e)))
+      return { rank, file: `rank-${rank}.mlf`, path, bytes: staged.bytes, headerChecksum: headerChecksumOf(head), durationMs: performance.now() - t0 }
     })()
     return { copied: started.copied, written }
   }

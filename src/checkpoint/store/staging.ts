@@ -90,7 +90,7 @@ export class StagingBuffers {
   private uncompacted: UncompactedPayload[] = []
   private deferred: DeferredCopy[] = []
 
-  /** `shared`: buffers in SharedArrayBuffers, which another thread reads without a copy (see ChecksumThread). */
+  /** `shared`: buffers in SharedArrayBuffers, which another thread reads without a copy (see CheckpointIoThread). */
   constructor(private readonly shared = false) {}
 
   /** Payloads staged here are copies in shared memory (a background write reads them later): `domainPayload` packs. */

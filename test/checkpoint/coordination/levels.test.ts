@@ -28,6 +28,7 @@ function freshDir(prefix: string, root = tmpdir()): string {
 }
 const ramRoot = existsSync('/dev/shm') ? '/dev/shm' : tmpdir()
 
+/** Disk every 4 steps and the memory level every 2, each in a fresh directory (RAM for memory), unless `extra` says otherwise. */
 function levels(extra: Partial<FaultToleranceConfig> = {}): FaultToleranceConfig {
   return {
     dir: freshDir('molotof-levels-disk-'),
@@ -208,7 +209,7 @@ describe('a memory checkpoint copies the domain the next superstep reads in the 
       ranks: 1,
       transport,
       argv: ['--steps', String(steps)],
-      checkpoint: levels({ policy: { every: 1000 }, memory: { policy: { every: 2 }, dir: join(freshDir('molotof-levels-ram-', ramRoot), 'm') } }),
+      checkpoint: levels({ policy: { every: 1000 } }),
       inject: [
         { rank: 0, skeleton: 0, step: 13, phase: 'calculate' },
         { rank: 0, skeleton: 0, step: 27, phase: 'checkpoint' },
@@ -234,7 +235,7 @@ describe('a circulation kernel that changes its block in place before it moves o
       ranks: 2,
       transport: 'threads',
       argv,
-      checkpoint: levels({ policy: { every: 1000 }, memory: { policy: { every: 2 }, dir: join(freshDir('molotof-levels-ram-', ramRoot), 'm') } }),
+      checkpoint: levels({ policy: { every: 1000 } }),
       inject: [{ rank: 1, skeleton: 0, step: 8, phase: 'calculate' }],
       onLog: () => {},
     })
@@ -260,7 +261,7 @@ describe('random kills with the memory level on (rank, step, phase; during memor
       ranks: 2,
       transport,
       argv: ['--n', String(n), '--iterations', String(iterations)],
-      checkpoint: levels({ policy: { every: 6 }, memory: { policy: { every: 2 }, dir: join(freshDir('molotof-levels-ram-', ramRoot), 'm') } }),
+      checkpoint: levels({ policy: { every: 6 } }),
       injectRandom: { seed, count: 2 },
       onLog: () => {},
       onEvent: (e) => events.push(e),
@@ -278,7 +279,7 @@ describe('random kills with the memory level on (rank, step, phase; during memor
     const s = new Supervisor<JacobiResult>('examples/jacobi/jacobi.ts', {
       ranks: 2,
       argv: ['--n', String(n), '--iterations', String(iterations)],
-      checkpoint: levels({ policy: { every: 6 }, memory: { policy: { every: 2 }, dir: join(freshDir('molotof-levels-ram-', ramRoot), 'm') } }),
+      checkpoint: levels({ policy: { every: 6 } }),
       inject: [
         // Step 11 is a disk step: the kill fires during its flush from memory (the memory copy is committed).
         { rank: 1, skeleton: 0, step: 11, phase: 'checkpoint' },
@@ -305,7 +306,7 @@ describe('random kills with the memory level on (rank, step, phase; during memor
     const s = new Supervisor<SwingResult>('examples/swing/swing.ts', {
       ranks: 2,
       argv: ['--preset', 'small-g', '--window'],
-      checkpoint: levels({ policy: { every: 7 }, memory: { policy: { every: 2 }, dir: join(freshDir('molotof-levels-ram-', ramRoot), 'm') } }),
+      checkpoint: levels({ policy: { every: 7 } }),
       injectRandom: { seed: 5, count: 2 },
       onLog: () => {},
     })

@@ -24,6 +24,15 @@ function expectedBytes(d: Domain, box: DomainDesc): Uint8Array {
   return new Uint8Array(out.buffer)
 }
 
+/** A domain over `[0, ext)` whose cells hold `from + (i · 7 + 3) mod 120` by storage index `i` (all non-zero with `from` ≥ 1). */
+function numbered(ext: number[], order: StorageOrder, dtype: string, o: { shared?: boolean; from?: number } = {}): Free {
+  const d = new Free(ext.length, { order, dtype: dtype as never })
+  if (o.shared) d.allocator = sharedAllocator
+  d.resize(DomainDesc.of(ext.map(() => 0), ext))
+  for (let i = 0; i < d.data.length; i++) d.data[i] = ((i * 7 + 3) % 120) + (o.from ?? 0)
+  return d
+}
+
 function joined(p: Uint8Array | Uint8Array[]): Uint8Array {
   return Buffer.concat(p instanceof Uint8Array ? [p] : p)
 }
@@ -60,10 +69,8 @@ describe('domainPayload', () => {
             dtype: dtypes,
           }),
         ).filter(({ ext }) => ext.reduce((a, b) => a * b, 1) <= 200_000),
-        ({ dims, ext, cut, order, dtype }) => {
-          const d = new Free(dims, { order, dtype: dtype as never })
-          d.resize(DomainDesc.of(ext.map(() => 0), ext))
-          for (let i = 0; i < d.data.length; i++) d.data[i] = (i * 7 + 3) % 120
+        ({ ext, cut, order, dtype }) => {
+          const d = numbered(ext, order, dtype)
           const box = boxInside(ext, cut)
           const p = domainPayload(d, box, new StagingBuffers(), 'read')
           expect(Buffer.from(joined(p)).equals(Buffer.from(expectedBytes(d, box)))).toBe(true)
@@ -78,9 +85,7 @@ describe('domainPayload', () => {
       fc.property(
         smallDomains,
         ({ ext, cut, order, dtype }) => {
-          const d = new Free(ext.length, { order, dtype: dtype as never })
-          d.resize(DomainDesc.of(ext.map(() => 0), ext))
-          for (let i = 0; i < d.data.length; i++) d.data[i] = (i * 7 + 3) % 120
+          const d = numbered(ext, order, dtype)
           const box = boxInside(ext, cut)
           const staging = new StagingBuffers(true)
           const p = domainPayload(d, box, staging, 'read') as Uint8Array
@@ -102,10 +107,7 @@ describe('domainPayload', () => {
       fc.property(
         smallDomains,
         ({ ext, cut, order, dtype }) => {
-          const d = new Free(ext.length, { order, dtype: dtype as never })
-          d.allocator = sharedAllocator
-          d.resize(DomainDesc.of(ext.map(() => 0), ext))
-          for (let i = 0; i < d.data.length; i++) d.data[i] = (i * 7 + 3) % 120 + 1
+          const d = numbered(ext, order, dtype, { shared: true, from: 1 })
           const box = boxInside(ext, cut)
           const staging = new StagingBuffers(true)
           const p = domainPayload(d, box, staging, 'read', true) as Uint8Array
