@@ -218,21 +218,26 @@ export class Router {
    * arrived), else a promise of the rest.
    */
   route(plan: RoutingPlan, src: Domain, dst: Domain, tag: number): Promise<void> | undefined {
-    const waiting = this.begin(plan, src, dst, tag)
-    return waiting ? this.finishRoute(waiting) : undefined
+    const begun = this.begin(plan, src, dst, tag)
+    if (begun === true) return undefined
+    return begun === false ? this.receiveRest() : begun
   }
 
   /**
-   * `route` as a loop the caller drives, so that a superstep whose messages
-   * have all arrived allocates nothing and one that waits costs one await per
-   * late message (no promise chain inside the router):
+   * `route` in steps the caller drives, so that a superstep whose messages
+   * are all here allocates nothing, one that waits costs one await per late
+   * message, and a caller that runs several ranks in one thread can go to
+   * another rank instead of waiting (see StepScheduler):
    *
    * ```ts
-   * let waiting = router.begin(plan, src, dst, tag)
-   * while (waiting) waiting = router.proceed(await waiting)
+   * const begun = router.begin(plan, src, dst, tag)   // sends, and takes what is here
+   * if (begun instanceof Promise) await begun          // sends had to wait: the whole route
+   * else if (!begun) while (!router.takeArrived()) router.accept(await router.nextMessage())
    * ```
+   *
+   * True when routing is done, false when messages are still to come.
    */
-  begin(plan: RoutingPlan, src: Domain, dst: Domain, tag: number): Promise<Message | undefined> | undefined {
+  begin(plan: RoutingPlan, src: Domain, dst: Domain, tag: number): boolean | Promise<void> {
     const run = this.runOf(plan)
     const sends = run.sends
     for (let i = 0; i < sends.length; i++) {
@@ -244,37 +249,51 @@ export class Router {
     this.cursor.next = 0
     this.cursor.dst = dst
     this.cursor.tag = tag
-    return this.receiveNext()
+    return this.takeArrived()
   }
 
-  /** Hand over what `begin`'s (or the previous `proceed`'s) promise gave; undefined when routing is done. */
-  proceed(m: Message | undefined): Promise<Message | undefined> | undefined {
-    if (m === undefined) return undefined
-    const c = this.cursor
-    this.unpackOne(c.run!.recvs[c.next++], m, c.dst!, c.tag)
-    return this.receiveNext()
-  }
-
-  private async finishRoute(waiting: Promise<Message | undefined>): Promise<void> {
-    let w: Promise<Message | undefined> | undefined = waiting
-    while (w) w = this.proceed(await w)
-  }
-
-  /** Take every message that is here; at the first that is not, return the promise of it. */
-  private receiveNext(): Promise<Message | undefined> | undefined {
+  /** Take every message of the route that is here (no promise); true once all have arrived. */
+  takeArrived(): boolean {
     const c = this.cursor
     const recvs = c.run!.recvs
     const comm = this.comm
     while (c.next < recvs.length) {
       const t = recvs[c.next]
       const m = comm.recvNow ? comm.recvNow(t.peer, c.tag) : undefined
-      if (m === undefined) return comm.recv(t.peer, c.tag)
+      if (m === undefined) return false
       this.unpackOne(t, m, c.dst!, c.tag)
       c.next++
     }
     c.run = undefined
     c.dst = undefined
-    return undefined
+    return true
+  }
+
+  /** The promise of the first message `takeArrived` found missing; give it to `accept`. */
+  nextMessage(): Promise<Message> {
+    const c = this.cursor
+    return this.comm.recv(c.run!.recvs[c.next].peer, c.tag)
+  }
+
+  /** The rank whose message `takeArrived` found missing. */
+  awaitedPeer(): number {
+    const c = this.cursor
+    return c.run!.recvs[c.next].peer
+  }
+
+  /** The tag of that message. */
+  awaitedTag(): number {
+    return this.cursor.tag
+  }
+
+  /** Unpack the message `nextMessage` promised. */
+  accept(m: Message): void {
+    const c = this.cursor
+    this.unpackOne(c.run!.recvs[c.next++], m, c.dst!, c.tag)
+  }
+
+  private async receiveRest(): Promise<void> {
+    while (!this.takeArrived()) this.accept(await this.nextMessage())
   }
 
   /** Wait until no peer still reads `domain`'s memory (call before writing into it or resizing it); undefined when none does. */
@@ -300,7 +319,7 @@ export class Router {
   }
 
   /** Sends that must wait (pacing, or a staging array still read by a peer): the whole route, asynchronously. */
-  private async routeLater(run: PlanRun, from: number, src: Domain, dst: Domain, tag: number): Promise<undefined> {
+  private async routeLater(run: PlanRun, from: number, src: Domain, dst: Domain, tag: number): Promise<void> {
     const sends = run.sends
     for (let i = from; i < sends.length; i++) {
       while (this.inFlight.size >= this.limit) await Promise.race(this.inFlight)
@@ -317,9 +336,7 @@ export class Router {
     c.next = 0
     c.dst = dst
     c.tag = tag
-    let w = this.receiveNext()
-    while (w) w = this.proceed(await w)
-    return undefined
+    await this.receiveRest()
   }
 
   private sendOne(t: Transfer, src: Domain, tag: number): void {

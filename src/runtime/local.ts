@@ -11,6 +11,7 @@ import type { CheckpointEvent } from '../checkpoint/events.js'
 import { runSession } from './rank-session.js'
 import { PartitionShare } from '../routing/partition.js'
 import { SparseClock } from '../skeletons/sparse-clock.js'
+import { StepScheduler } from '../skeletons/step-scheduler.js'
 import { YIELD_EVERY_MS } from '../skeletons/skeleton.js'
 import { createStatusBuffer, RankStatus, readStatus } from './status.js'
 
@@ -24,9 +25,9 @@ import { createStatusBuffer, RankStatus, readStatus } from './status.js'
  * await Promise.all(comms.map(async (comm) => { ... same code on every rank ... }))
  * ```
  */
-export function localGroup(size: number, opts: { shared?: boolean } = {}): Communicator[] {
+export function localGroup(size: number, opts: { shared?: boolean; scheduler?: StepScheduler } = {}): Communicator[] {
   const boxes = Array.from({ length: size }, () => new Mailbox())
-  return boxes.map((_, rank) => new LocalCommunicator(rank, size, boxes, opts.shared ? sharedAllocator : plainAllocator))
+  return boxes.map((_, rank) => new LocalCommunicator(rank, size, boxes, opts.shared ? sharedAllocator : plainAllocator, opts.scheduler))
 }
 
 class LocalCommunicator extends PointToPointCommunicator {
@@ -37,6 +38,7 @@ class LocalCommunicator extends PointToPointCommunicator {
     readonly size: number,
     private readonly boxes: Mailbox[],
     readonly allocator: typeof plainAllocator,
+    private readonly scheduler: StepScheduler | undefined,
   ) {
     super()
   }
@@ -47,6 +49,8 @@ class LocalCommunicator extends PointToPointCommunicator {
     m.bytes.set(bytes)
     // The receiver's continuation runs on a later microtask, as with a real transport.
     this.boxes[dest].deliver(this.rank, tag, m)
+    // A parked superstep loop may be waiting for it.
+    this.scheduler?.delivered(dest, this.rank, tag)
     return SENT
   }
   recv(src: number, tag: number): Promise<Message> {
@@ -90,13 +94,15 @@ export interface LocalRunOptions {
 export async function runLocal<R>(program: Program<OptionSpecs, R>, opts: LocalRunOptions): Promise<R[]> {
   if (!Number.isInteger(opts.ranks) || opts.ranks < 1) throw new ConfigError(`the rank count must be a positive integer (got ${opts.ranks})`)
   const options = parseOptions(program.options, opts.argv ?? [])
-  const comms = localGroup(opts.ranks)
+  // One rank at a time lets the event loop run, for the whole group: the others soon wait for its halos anyway.
+  const yieldClock = new SparseClock(YIELD_EVERY_MS)
+  // The ranks' superstep loops run in turn from one call stack: no await per rank and superstep.
+  const scheduler = new StepScheduler(opts.ranks, yieldClock)
+  const comms = localGroup(opts.ranks, { scheduler })
   const ft = opts.checkpoint && frozenConfig(opts.checkpoint) // one configuration shared by every rank of this thread
   const status = createStatusBuffer(opts.ranks)
   // Same program, same epochs: the ranks hand each other their partitions (O(P) boxes in this heap, not O(P²)).
   const partitions = new PartitionShare()
-  // One rank at a time lets the event loop run, for the whole group: the others soon wait for its halos anyway.
-  const yieldClock = new SparseClock(YIELD_EVERY_MS)
   try {
     return await Promise.all(
       comms.map(async (comm, rank) => {
@@ -109,12 +115,14 @@ export async function runLocal<R>(program: Program<OptionSpecs, R>, opts: LocalR
             ft,
             partitions,
             yieldClock,
+            scheduler,
             log: (t) => opts.onLog?.(rank, t),
             onCheckpoint: opts.onCheckpoint && ((e) => opts.onCheckpoint!(rank, e)),
           })) as R
         } catch (e) {
           // One failed rank would leave the others waiting: fail them all.
           for (const c of comms) c.close()
+          scheduler.fail(new CommunicationError(`rank ${rank} failed`))
           if (e instanceof MolotofError) throw e
           const s = readStatus(status, rank)
           throw new RankFailedError({ rank, skeleton: s.skeleton, step: s.step, phase: s.phase }, String((e as Error)?.message ?? e))
@@ -123,5 +131,6 @@ export async function runLocal<R>(program: Program<OptionSpecs, R>, opts: LocalR
     )
   } finally {
     for (const c of comms) c.close()
+    scheduler.fail(new CommunicationError('the run has ended'))
   }
 }

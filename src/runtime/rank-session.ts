@@ -11,6 +11,7 @@ import { noHooks, type RankRuntime } from '../skeletons/runtime.js'
 import type { Communicator } from '../routing/communicator.js'
 import type { PartitionShare } from '../routing/partition.js'
 import type { SparseClock } from '../skeletons/sparse-clock.js'
+import type { StepScheduler } from '../skeletons/step-scheduler.js'
 import type { RankStatus } from './status.js'
 
 /** Everything one rank needs to run a program, whatever the transport. */
@@ -33,6 +34,8 @@ export interface RankSession {
   partitions?: PartitionShare
   /** The yield clock of the ranks of this thread (`runLocal`). */
   yieldClock?: SparseClock
+  /** Runs the superstep loops of the ranks of this thread (`runLocal`). */
+  scheduler?: StepScheduler
 }
 
 /** The fingerprint checkpoints carry: a directory of another program is refused. */
@@ -59,7 +62,7 @@ export async function runSession(s: RankSession): Promise<unknown> {
 }
 
 async function runOnce(s: RankSession, rejected: readonly RejectedLine[]): Promise<unknown> {
-  const rt: RankRuntime = { comm: s.comm, status: s.status, hooks: noHooks, onStep: s.onStep, onSkeletonStart: s.onSkeletonStart, partitions: s.partitions, yieldClock: s.yieldClock }
+  const rt: RankRuntime = { comm: s.comm, status: s.status, hooks: noHooks, onStep: s.onStep, onSkeletonStart: s.onSkeletonStart, partitions: s.partitions, yieldClock: s.yieldClock, scheduler: s.scheduler }
   s.status.set(-1, -1, 'light')
   let recovering = false
   let coordinator: CheckpointCoordinator | undefined

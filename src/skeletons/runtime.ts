@@ -4,6 +4,7 @@ import type { Communicator } from '../routing/communicator.js'
 import type { PartitionShare } from '../routing/partition.js'
 import type { PhaseReporter } from './phase.js'
 import type { SparseClock } from './sparse-clock.js'
+import type { StepScheduler } from './step-scheduler.js'
 
 /** Skeletons without fault tolerance: no checkpoints, no recovery. */
 export const noHooks: SkeletonHooks = {
@@ -23,6 +24,8 @@ export interface RankRuntime {
   readonly partitions?: PartitionShare
   /** When the skeletons of all ranks of this thread (`runLocal`) let the event loop run: once per period for the group, not once per rank. */
   readonly yieldClock?: SparseClock
+  /** Runs the superstep loops of all ranks of this thread (`runLocal`) from one call stack: no await per rank and superstep. */
+  readonly scheduler?: StepScheduler
   /** Called after every superstep (progress reports; throttled by the receiver). */
   onStep?: (skeleton: number, step: number, total: number | undefined) => void
   /** Called when a skeleton starts running (failure injection draws random points here). */

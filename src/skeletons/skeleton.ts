@@ -12,6 +12,8 @@ import type { SkeletonState } from '../checkpoint/skeleton-hooks.js'
 import { CalcKernel, type StepContext } from './kernel.js'
 import type { RankRuntime } from './runtime.js'
 import { SparseClock } from './sparse-clock.js'
+import { DONE, WOULD_WAIT, type Stepper } from './step-scheduler.js'
+import type { Message } from '../routing/communicator.js'
 
 export interface SkeletonOptions {
   /** `border` (halo exchange, the default) or `circulation` (blocks move between ranks). */
@@ -30,6 +32,18 @@ export interface SkeletonOptions {
 export const YIELD_EVERY_MS = 50
 
 type Mutable<T> = { -readonly [K in keyof T]: T[K] }
+
+// Where the superstep loop stands (Skeleton.advance).
+const BEGIN = 0
+const SETTLE = 1
+const CALCULATE = 2
+const AGREED = 3
+const ROUTE = 4
+const RECEIVE = 5
+const RECEIVED = 6
+const POINT = 7
+const SWAP = 8
+const NEXT = 9
 
 /**
  * The GReLoSSS main loop of one skeleton. Each superstep: calculate → route
@@ -60,6 +74,24 @@ export class Skeleton<It, D extends Domain> {
   private readonly yieldClock: SparseClock
   private current: Mutable<SkeletonState<It, D>> | undefined
   private wb: { part: Partition; next: Partition | undefined; box: DomainDesc } | undefined
+  // The superstep loop's state between calls of advance().
+  private at = BEGIN
+  private step = 0
+  private it!: It
+  private nextIt!: It
+  private last = false
+  private part!: Partition
+  private partNext: Partition | undefined
+  private read!: D
+  private write!: D
+  /** The value of what advance() last returned a promise of. */
+  private resumed: unknown = undefined
+  /** This loop as the StepScheduler sees it (made once: no closure per superstep). */
+  private readonly stepper: Stepper = {
+    advance: (driven) => this.advance(driven),
+    awaitedSource: () => this.router.awaitedPeer(),
+    awaitedTag: () => this.router.awaitedTag(),
+  }
 
   constructor(
     private readonly rt: RankRuntime,
@@ -186,45 +218,144 @@ export class Skeleton<It, D extends Domain> {
       partNext = last ? undefined : parts.at(step + 1)
     }
 
-    // The per-superstep path: no closures, no new objects; awaits only when
-    // something is really pending (an await costs a few hundred bytes).
+    this.step = step
+    this.it = it
+    this.nextIt = nextIt
+    this.last = last
+    this.part = part
+    this.partNext = partNext
+    this.read = read
+    this.write = write
+    this.at = BEGIN
+    await this.loop()
+    return this.finish(this.read, this.part, this.step)
+  }
+
+  /**
+   * Run the supersteps: `advance` does the work, this awaits what it must
+   * wait for. In a thread of several ranks (`runLocal`) a superstep waiting
+   * for a neighbour's message goes to the StepScheduler instead.
+   */
+  private async loop(): Promise<void> {
+    const scheduler = this.rt.scheduler
     for (;;) {
-      rt.status.set(this.index, step, 'calculate')
-      // The memory checkpoint of the point before last may still be copying this domain (read-only since).
-      if (write.lent) await write.returned()
-      const settled = router.settle(write)
-      if (settled) await settled
-      write.resize(this.writeBox(part, partNext, rank))
-      const mine = part.possessed[rank]
-      read.setPossessedBox(mine)
-      write.setPossessedBox(mine)
-      k.calculate(read, write, it, step)
-
-      if (partNext && (!this.customRoute || (await this.agreeRoute(it, step)))) {
-        rt.status.phase('route')
-        let waiting = router.begin(router.plan(part, partNext), this.mode === 'border' ? write : read, write, this.tag(step))
-        while (waiting) waiting = router.proceed(await waiting)
-      }
-
-      rt.status.phase('checkpoint')
-      const point = rt.hooks.checkpointPoint(this.state(step, it, read, write, part, partNext), last)
-      if (point) await point
-
-      rt.status.phase('swap')
-      const was = read
-      read = write
-      write = was
-      rt.onStep?.(this.index, step, this.total)
-      if (last) break
-      if (this.yieldClock.due()) await this.yieldToEventLoop()
-      it = nextIt
-      step++
-      part = partNext!
-      nextIt = k.next(it)
-      last = k.end(nextIt)
-      partNext = last ? undefined : parts.at(step + 1)
+      let r = this.advance(false)
+      if (r === WOULD_WAIT) r = scheduler!.park(this.rt.comm.rank, this.stepper)
+      if (r === DONE) return
+      const value = await r
+      if (value === DONE) return
+      this.resumed = value
     }
-    return this.finish(read, part, step)
+  }
+
+  /**
+   * The per-superstep path as a state machine (see Stepper): one
+   * superstep is calculate → route (when the kernel says so, agreed by all
+   * ranks) → checkpoint point → swap. No closures, no new objects; a promise
+   * only when something is really pending (an await costs a few hundred
+   * bytes). `driven`: run by the StepScheduler, which yields to the event
+   * loop itself.
+   */
+  private advance(driven: boolean): typeof DONE | typeof WOULD_WAIT | Promise<unknown> {
+    const { rt, kernel: k, router } = this
+    const rank = rt.comm.rank
+    for (;;) {
+      switch (this.at) {
+        case BEGIN: {
+          rt.status.set(this.index, this.step, 'calculate')
+          this.at = SETTLE
+          // The memory checkpoint of the point before last may still be copying this domain (read-only since).
+          if (this.write.lent) return this.write.returned()
+          break
+        }
+        case SETTLE: {
+          this.at = CALCULATE
+          const settled = router.settle(this.write)
+          if (settled) return settled
+          break
+        }
+        case CALCULATE: {
+          const { read, write, part, partNext } = this
+          write.resize(this.writeBox(part, partNext, rank))
+          const mine = part.possessed[rank]
+          read.setPossessedBox(mine)
+          write.setPossessedBox(mine)
+          k.calculate(read, write, this.it, this.step)
+          if (!partNext) {
+            this.at = POINT
+          } else if (this.customRoute) {
+            this.at = AGREED
+            return this.agreeRoute(this.it, this.step)
+          } else {
+            this.at = ROUTE
+          }
+          break
+        }
+        case AGREED: {
+          this.at = this.resumed === true ? ROUTE : POINT
+          this.resumed = undefined
+          break
+        }
+        case ROUTE: {
+          rt.status.phase('route')
+          const { read, write } = this
+          const begun = router.begin(router.plan(this.part, this.partNext!), this.mode === 'border' ? write : read, write, this.tag(this.step))
+          if (begun === true) {
+            this.at = POINT
+          } else if (begun === false) {
+            this.at = RECEIVE
+          } else {
+            this.at = POINT
+            return begun
+          }
+          break
+        }
+        case RECEIVE: {
+          if (router.takeArrived()) {
+            this.at = POINT
+            break
+          }
+          if (rt.scheduler) return WOULD_WAIT
+          this.at = RECEIVED
+          return router.nextMessage()
+        }
+        case RECEIVED: {
+          const m = this.resumed as Message
+          this.resumed = undefined
+          this.at = RECEIVE
+          router.accept(m)
+          break
+        }
+        case POINT: {
+          rt.status.phase('checkpoint')
+          this.at = SWAP
+          const point = rt.hooks.checkpointPoint(this.state(this.step, this.it, this.read, this.write, this.part, this.partNext), this.last)
+          if (point) return point
+          break
+        }
+        case SWAP: {
+          rt.status.phase('swap')
+          const was = this.read
+          this.read = this.write
+          this.write = was
+          rt.onStep?.(this.index, this.step, this.total)
+          if (this.last) return DONE
+          this.at = NEXT
+          if (!driven && this.yieldClock.due()) return this.yieldToEventLoop()
+          break
+        }
+        case NEXT: {
+          this.it = this.nextIt
+          this.step++
+          this.part = this.partNext!
+          this.nextIt = k.next(this.it)
+          this.last = k.end(this.nextIt)
+          this.partNext = this.last ? undefined : this.parts!.at(this.step + 1)
+          this.at = BEGIN
+          break
+        }
+      }
+    }
   }
 
   /**

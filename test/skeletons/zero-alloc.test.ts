@@ -65,6 +65,55 @@ async function loopBytes(steps: number): Promise<number> {
   return bytes
 }
 
+/** Row strips of a (4·P) × 32 plate with a fixed top edge: a halo above and below each rank. */
+class StripPlate extends Domain2D {
+  possessed(rank: number, size: number): DomainDesc<2> {
+    return DomainDesc.of([1 + 4 * rank, 1], [5 + 4 * rank, 33])
+  }
+  needed(rank: number, size: number): DomainDesc<2> {
+    const p = this.possessed(rank, size)
+    return DomainDesc.of([p.lower[0] - 1, 0], [p.upper[0] + 1, 34])
+  }
+}
+
+class StripSweep extends CalcKernel<number, StripPlate> {
+  constructor(readonly steps: number) {
+    super()
+  }
+  begin(): number {
+    return 0
+  }
+  end(it: number): boolean {
+    return it >= this.steps
+  }
+  next(it: number): number {
+    return it + 1
+  }
+  override initialize(read: StripPlate, write: StripPlate): void {
+    for (const d of [read, write]) if (d.box.lower[0] === 0) for (let j = 0; j < 34; j++) d.put(0, j, 1)
+  }
+  calculate(read: StripPlate, write: StripPlate): void {
+    const u = read.data
+    const v = write.data
+    const s = read.s0
+    const o = read.offset
+    const b = write.possessedBox
+    for (let i = b.lower[0]; i < b.upper[0]; i++) for (let j = 1; j < 33; j++) v[o + i * s + j] = 0.25 * (u[o + (i - 1) * s + j] + u[o + (i + 1) * s + j] + u[o + i * s + j - 1] + u[o + i * s + j + 1])
+  }
+}
+
+/** Every rank counts the thread's allocations during its loop (all ranks share the heap: rank 0's figure is the group's). */
+const strips = defineProgram({
+  name: 'alloc-probe-strips',
+  options: { steps: option.int(10, 'supersteps', { min: 1 }) },
+  async main(ctx): Promise<number> {
+    const sk = ctx.skeleton(new StripSweep(ctx.options.steps), [new StripPlate(), new StripPlate()], { checkpoint: { every: 1_000_000_000 } })
+    const count = startAllocationCount()
+    await sk.run()
+    return allocatedBytes(count)
+  },
+})
+
 describe('a superstep allocates nothing in steady state', () => {
   it('10,000 more supersteps (checkpoint coordinator, a policy that never fires) allocate under 8 bytes per superstep', async () => {
     // The difference between a long and a short run cancels set-up and JIT
@@ -78,6 +127,23 @@ describe('a superstep allocates nothing in steady state', () => {
       perStep.push((long - short) / 10_000)
     }
     expect(Math.min(...perStep)).toBeLessThan(8)
+  })
+
+  it('4 ranks in one thread exchanging halos (runLocal, the StepScheduler) allocate under 8 bytes per rank-superstep', async () => {
+    const bytes = async (steps: number) => {
+      const dir = mkdtempSync(join(tmpdir(), 'molotof-alloc-'))
+      dirs.push(dir)
+      const [b] = await runLocal(strips, { ranks: 4, argv: ['--steps', String(steps)], checkpoint: { dir, policy: { every: 1_000_000_000 }, keep: 1, resume: false } })
+      return b
+    }
+    await bytes(2_000)
+    const perRankStep: number[] = []
+    for (let r = 0; r < 3; r++) {
+      const short = await bytes(1_000)
+      const long = await bytes(11_000)
+      perRankStep.push((long - short) / 10_000 / 4)
+    }
+    expect(Math.min(...perRankStep)).toBeLessThan(8)
   })
 
   it('a halo through the threads transport (shared-memory ring, send + recvNow) allocates under 8 bytes per message', async () => {

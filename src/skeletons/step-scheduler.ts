@@ -1,0 +1,180 @@
+import type { SparseClock } from './sparse-clock.js'
+
+/** What `Stepper.advance` returns when its loop has ended. */
+export const DONE: unique symbol = Symbol('done')
+/** What `Stepper.advance` returns when it needs a message that has not arrived (only when a scheduler runs it). */
+export const WOULD_WAIT: unique symbol = Symbol('would wait')
+
+/**
+ * A skeleton loop as a state machine: `advance` runs it until it ends
+ * (`DONE`), must wait for a message that is not here yet (`WOULD_WAIT`), or
+ * must wait for anything else (a promise: the caller awaits it and hands its
+ * value on before the next `advance`).
+ */
+export interface Stepper {
+  /** `driven`: run by a StepScheduler, which lets the event loop run itself (the stepper does not yield). */
+  advance(driven: boolean): typeof DONE | typeof WOULD_WAIT | Promise<unknown>
+  /** After WOULD_WAIT: the rank whose message it waits for. */
+  awaitedSource(): number
+  /** After WOULD_WAIT: the tag of that message. */
+  awaitedTag(): number
+}
+
+// `new Promise(capture)` hands out the resolving functions without a closure per park.
+let capturedResolve: ((v: unknown) => void) | undefined
+let capturedReject: ((e: unknown) => void) | undefined
+function capture(resolve: (v: unknown) => void, reject: (e: unknown) => void): void {
+  capturedResolve = resolve
+  capturedReject = reject
+}
+
+interface Parked {
+  stepper: Stepper
+  resolve: (v: unknown) => void
+  reject: (e: unknown) => void
+}
+
+/**
+ * Runs the skeleton loops of the ranks of one thread (`runLocal`) from one
+ * call stack, so that a superstep of P ranks in one thread needs no promise:
+ * each rank awaiting its neighbours' halos would cost an await, a few hundred
+ * bytes of garbage, per rank and superstep.
+ *
+ * A rank whose loop needs a message that is not here *parks* (one promise,
+ * once). The delivery of the very message it waits for makes it *ready*
+ * (not any message: a rank woken when its neighbours have all moved on does
+ * several supersteps in one go). The scheduler sweeps the ready ranks in
+ * rank order, again and again until none is ready (their sends make the
+ * others ready): ranks' state is visited in the order it was allocated, and
+ * a sweep costs a byte per rank to skip those still waiting. A loop leaves
+ * the scheduler when it ends, fails, or must wait for
+ * something other than a message (a vote, a checkpoint): its park promise
+ * settles with that, and the rank goes on with its own awaits. Every
+ * `YIELD_EVERY_MS` the scheduler lets the event loop run (timers, I/O).
+ *
+ * ```ts
+ * const scheduler = new StepScheduler(size, yieldClock)
+ * // in rank r's loop:
+ * let r = stepper.advance(false)
+ * if (r === WOULD_WAIT) r = scheduler.park(rank, stepper)   // resolves with DONE or the value of what the loop then waited for
+ * // in the transport, after each delivery:
+ * scheduler.delivered(dest, src, tag)
+ * ```
+ */
+export class StepScheduler {
+  private readonly parked: Array<Parked | undefined>
+  /** What each parked rank waits for: source rank and tag. */
+  private readonly waitSource: Int32Array
+  private readonly waitTag: Float64Array
+  /** 1 for the ranks that are ready. */
+  private readonly queued: Uint8Array
+  /** Number of ready ranks. */
+  private count = 0
+  private driving = false
+  private scheduled = false
+  private failure: unknown = undefined
+  private readonly resumeSoon = (): void => {
+    this.scheduled = false
+    this.drive()
+  }
+  private readonly resumeAfterYield = (): void => {
+    this.scheduled = false
+    this.clock.reset()
+    this.drive()
+  }
+  /** Loops advanced so far (to observe the scheduler in tests). */
+  advances = 0
+
+  constructor(
+    readonly size: number,
+    private readonly clock: SparseClock,
+  ) {
+    this.parked = new Array<Parked | undefined>(size).fill(undefined)
+    this.waitSource = new Int32Array(size)
+    this.waitTag = new Float64Array(size)
+    this.queued = new Uint8Array(size)
+  }
+
+  /** Hand rank `rank`'s loop, which returned WOULD_WAIT, to the scheduler; resolves with DONE or with the value of what it then had to wait for. */
+  park(rank: number, stepper: Stepper): Promise<unknown> {
+    if (this.failure !== undefined) return Promise.reject(this.failure)
+    const p = new Promise<unknown>(capture)
+    this.parked[rank] = { stepper, resolve: capturedResolve!, reject: capturedReject! }
+    capturedResolve = capturedReject = undefined
+    this.waitSource[rank] = stepper.awaitedSource()
+    this.waitTag[rank] = stepper.awaitedTag()
+    return p
+  }
+
+  /** A message from `src` with `tag` was delivered to rank `dest`: if its parked loop waits for it, it is ready (and runs soon, unless the scheduler is running). */
+  delivered(dest: number, src: number, tag: number): void {
+    if (this.waitSource[dest] !== src || this.waitTag[dest] !== tag || this.queued[dest] === 1 || this.parked[dest] === undefined) return
+    this.queued[dest] = 1
+    this.count++
+    if (this.driving || this.scheduled) return
+    this.scheduled = true
+    queueMicrotask(this.resumeSoon)
+  }
+
+  /** The run failed: every parked loop fails with `err`, and so does every later park. */
+  fail(err: unknown): void {
+    this.failure ??= err
+    for (let r = 0; r < this.size; r++) {
+      const p = this.parked[r]
+      this.parked[r] = undefined
+      p?.reject(this.failure)
+    }
+    this.count = 0
+    this.queued.fill(0)
+  }
+
+  /** Number of loops parked now. */
+  get waiting(): number {
+    let n = 0
+    for (const p of this.parked) if (p !== undefined) n++
+    return n
+  }
+
+  private drive(): void {
+    if (this.driving) return
+    this.driving = true
+    try {
+      const size = this.size
+      const queued = this.queued
+      while (this.count > 0 && this.failure === undefined) {
+        for (let rank = 0; rank < size; rank++) {
+          if (queued[rank] === 0) continue
+          queued[rank] = 0
+          this.count--
+          const p = this.parked[rank]
+          if (p === undefined) continue
+          this.advances++
+          let r: typeof DONE | typeof WOULD_WAIT | Promise<unknown>
+          try {
+            r = p.stepper.advance(true)
+          } catch (e) {
+            this.parked[rank] = undefined
+            p.reject(e)
+            continue
+          }
+          if (r === WOULD_WAIT) {
+            this.waitSource[rank] = p.stepper.awaitedSource()
+            this.waitTag[rank] = p.stepper.awaitedTag()
+          } else {
+            // The loop ended or waits for something else: its rank takes it back (a promise resolves with what it adopts).
+            this.parked[rank] = undefined
+            p.resolve(r)
+          }
+          if (this.failure !== undefined) return
+        }
+        if (this.count > 0 && this.clock.due()) {
+          this.scheduled = true
+          setImmediate(this.resumeAfterYield)
+          return
+        }
+      }
+    } finally {
+      this.driving = false
+    }
+  }
+}
