@@ -34,6 +34,9 @@ interface Parked {
   reject: (e: unknown) => void
 }
 
+/** Ready ranks run per burst before the lowest ready rank is looked for again. */
+const BURST = 16
+
 /**
  * Runs the skeleton loops of the ranks of one thread (`runLocal`) from one
  * call stack, so that a superstep of P ranks in one thread needs no promise:
@@ -43,13 +46,21 @@ interface Parked {
  * A rank whose loop needs a message that is not here *parks* (one promise,
  * once). The delivery of the very message it waits for makes it *ready*
  * (not any message: a rank woken when its neighbours have all moved on does
- * several supersteps in one go). The scheduler sweeps the ready ranks in
- * rank order, again and again until none is ready (their sends make the
- * others ready): ranks' state is visited in the order it was allocated, and
- * a sweep costs a byte per rank to skip those still waiting. A loop leaves
- * the scheduler when it ends, fails, or must wait for
- * something other than a message (a vote, a checkpoint): its park promise
- * settles with that, and the rank goes on with its own awaits. Every
+ * several supersteps in one go). The scheduler runs ready ranks in bursts of
+ * 16, each burst from the lowest ready rank upwards, until none is ready
+ * (their sends make the others ready). Bursts keep the work on a few
+ * neighbouring ranks while their state is in the cache, and the group moves
+ * on as a wave; sweeping all ready ranks in turn instead visits each rank's
+ * state once per superstep, from memory once the group outgrows the cache
+ * (P = 1024 strips of Jacobi, 3,000 supersteps: 4.6 against 2.3 µs per
+ * rank-superstep). It is not fair: lower ranks go first, and a higher rank
+ * runs when the lower ones cannot go on. In a halo exchange that is bounded
+ * (a rank gets at most one superstep ahead of each neighbour, so rank 0 at
+ * most P − 1 ahead of rank P − 1: the start and end of a run then see the
+ * group spread out); ranks that never wait for each other run one after
+ * the other. A loop leaves the scheduler when it ends, fails, or must wait
+ * for something other than a message (a vote, a checkpoint): its park
+ * promise settles with that, and the rank goes on with its own awaits. Every
  * `YIELD_EVERY_MS` the scheduler lets the event loop run (timers, I/O).
  *
  * ```ts
@@ -70,6 +81,8 @@ export class StepScheduler {
   private readonly queued: Uint8Array
   /** Number of ready ranks. */
   private count = 0
+  /** No rank below this one is ready. */
+  private lowest = 0
   private driving = false
   private scheduled = false
   private failure: unknown = undefined
@@ -82,8 +95,6 @@ export class StepScheduler {
     this.clock.reset()
     this.drive()
   }
-  /** Loops advanced so far (to observe the scheduler in tests). */
-  advances = 0
 
   constructor(
     readonly size: number,
@@ -111,6 +122,7 @@ export class StepScheduler {
     if (this.waitSource[dest] !== src || this.waitTag[dest] !== tag || this.queued[dest] === 1 || this.parked[dest] === undefined) return
     this.queued[dest] = 1
     this.count++
+    if (dest < this.lowest) this.lowest = dest
     if (this.driving || this.scheduled) return
     this.scheduled = true
     queueMicrotask(this.resumeSoon)
@@ -125,6 +137,7 @@ export class StepScheduler {
       p?.reject(this.failure)
     }
     this.count = 0
+    this.lowest = this.size
     this.queued.fill(0)
   }
 
@@ -142,13 +155,16 @@ export class StepScheduler {
       const size = this.size
       const queued = this.queued
       while (this.count > 0 && this.failure === undefined) {
-        for (let rank = 0; rank < size; rank++) {
+        // A burst: up to BURST ready ranks, lowest first (see the class comment).
+        let rank = this.lowest
+        this.lowest = size
+        for (let burst = 0; rank < size && burst < BURST; rank++) {
           if (queued[rank] === 0) continue
           queued[rank] = 0
           this.count--
+          burst++
           const p = this.parked[rank]
           if (p === undefined) continue
-          this.advances++
           let r: typeof DONE | typeof WOULD_WAIT | Promise<unknown>
           try {
             r = p.stepper.advance(true)
@@ -167,6 +183,8 @@ export class StepScheduler {
           }
           if (this.failure !== undefined) return
         }
+        // Ranks from `rank` on were not looked at: the next burst starts there at the latest.
+        if (rank < this.lowest) this.lowest = rank
         if (this.count > 0 && this.clock.due()) {
           this.scheduled = true
           setImmediate(this.resumeAfterYield)

@@ -163,6 +163,36 @@ describe('StepScheduler', () => {
     expect(s.waiting).toBe(0)
   })
 
+  it('runs every ready loop, more than a burst of them, and those made ready behind the one running', async () => {
+    const n = 40
+    const s = new StepScheduler(n, new SparseClock(50))
+    const got = new Array<number>(n).fill(0)
+    const order: number[] = []
+    // Loop k waits for one message from rank k + 1 (the last one from rank 0); once it has it, it sends to rank k − 1.
+    const loops: Stepper[] = got.map((_, k) => ({
+      advance: () => {
+        if (got[k] === 0) return WOULD_WAIT
+        order.push(k)
+        if (k > 0) {
+          got[k - 1] = 1
+          s.delivered(k - 1, k, 7)
+        }
+        return DONE
+      },
+      awaitedSource: () => (k + 1) % n,
+      awaitedTag: () => 7,
+    }))
+    const parked = loops.map((l, k) => s.park(k, l))
+    // Wake the top half at once (more than a burst), the chain down from rank 19 does the rest.
+    for (let k = 20; k < n; k++) {
+      got[k] = 1
+      s.delivered(k, (k + 1) % n, 7)
+    }
+    for (const p of parked) expect(await p).toBe(DONE)
+    expect([...order].sort((a, b) => a - b)).toEqual(got.map((_, k) => k))
+    expect(s.waiting).toBe(0)
+  })
+
   it('fails every parked loop, and every later one, once the run fails', async () => {
     const s = new StepScheduler(2, new SparseClock(50))
     const a = s.park(0, new FakeLoop(1, 1, () => 0))
