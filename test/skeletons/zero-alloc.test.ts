@@ -7,71 +7,18 @@ import { allocatedBytes, startAllocationCount } from '../../src/bench/alloc.js'
 import { MessageChannel } from 'node:worker_threads'
 import { channelHeaders, ThreadCommunicator } from '../../src/runtime/threads.js'
 
-/** A 4 × 32 plate with a fixed top edge: Jacobi sweeps on one rank. */
-class Plate extends Domain2D {
-  possessed(): DomainDesc<2> {
-    return DomainDesc.of([1, 1], [5, 33])
-  }
-  needed(): DomainDesc<2> {
-    return DomainDesc.of([0, 0], [6, 34])
-  }
-}
-
-class Sweep extends CalcKernel<number, Plate> {
-  constructor(readonly steps: number) {
-    super()
-  }
-  begin(): number {
-    return 0
-  }
-  end(it: number): boolean {
-    return it >= this.steps
-  }
-  next(it: number): number {
-    return it + 1
-  }
-  override initialize(read: Plate, write: Plate): void {
-    for (const d of [read, write]) for (let j = 0; j < 34; j++) d.put(0, j, 1)
-  }
-  calculate(read: Plate, write: Plate): void {
-    const u = read.data
-    const v = write.data
-    const s = read.s0
-    for (let i = 1; i < 5; i++) for (let j = 1; j < 33; j++) v[i * s + j] = 0.25 * (u[(i - 1) * s + j] + u[(i + 1) * s + j] + u[i * s + j - 1] + u[i * s + j + 1])
-  }
-}
-
-const program = defineProgram({
-  name: 'alloc-probe',
-  options: { steps: option.int(10, 'supersteps', { min: 1 }) },
-  async main(ctx): Promise<number> {
-    const sk = ctx.skeleton(new Sweep(ctx.options.steps), [new Plate(), new Plate()], { checkpoint: { every: 1_000_000_000 } })
-    const count = startAllocationCount()
-    await sk.run()
-    return allocatedBytes(count)
-  },
-})
-
 const dirs: string[] = []
 afterAll(() => {
   for (const d of dirs) rmSync(d, { recursive: true, force: true })
 })
 
-/** Bytes the skeleton loop of a run of `steps` supersteps allocated, with the real checkpoint coordinator. */
-async function loopBytes(steps: number): Promise<number> {
-  const dir = mkdtempSync(join(tmpdir(), 'molotof-alloc-'))
-  dirs.push(dir)
-  const [bytes] = await runLocal(program, { ranks: 1, argv: ['--steps', String(steps)], checkpoint: { dir, policy: { every: 1_000_000_000 }, keep: 1, resume: false } })
-  return bytes
-}
-
-/** Row strips of a (4·P) × 32 plate with a fixed top edge: a halo above and below each rank. */
+/** Row strips of a (4·P) × 32 plate with a fixed top edge: a halo above and below each rank (one rank: the whole 4 × 32 plate). */
 class StripPlate extends Domain2D {
-  possessed(rank: number, size: number): DomainDesc<2> {
+  possessed(rank: number): DomainDesc<2> {
     return DomainDesc.of([1 + 4 * rank, 1], [5 + 4 * rank, 33])
   }
-  needed(rank: number, size: number): DomainDesc<2> {
-    const p = this.possessed(rank, size)
+  needed(rank: number): DomainDesc<2> {
+    const p = this.possessed(rank)
     return DomainDesc.of([p.lower[0] - 1, 0], [p.upper[0] + 1, 34])
   }
 }
@@ -104,7 +51,7 @@ class StripSweep extends CalcKernel<number, StripPlate> {
 
 /** Every rank counts the thread's allocations during its loop (all ranks share the heap: rank 0's figure is the group's). */
 const strips = defineProgram({
-  name: 'alloc-probe-strips',
+  name: 'alloc-probe',
   options: { steps: option.int(10, 'supersteps', { min: 1 }) },
   async main(ctx): Promise<number> {
     const sk = ctx.skeleton(new StripSweep(ctx.options.steps), [new StripPlate(), new StripPlate()], { checkpoint: { every: 1_000_000_000 } })
@@ -114,36 +61,36 @@ const strips = defineProgram({
   },
 })
 
+/** Bytes the skeleton loops of a run of `steps` supersteps on `ranks` ranks allocated, with the real checkpoint coordinator. */
+async function loopBytes(ranks: number, steps: number): Promise<number> {
+  const dir = mkdtempSync(join(tmpdir(), 'molotof-alloc-'))
+  dirs.push(dir)
+  const [bytes] = await runLocal(strips, { ranks, argv: ['--steps', String(steps)], checkpoint: { dir, policy: { every: 1_000_000_000 }, keep: 1, resume: false } })
+  return bytes
+}
+
+/** Bytes per rank-superstep of 10,000 more supersteps: the best of three long-minus-short differences. */
+async function perRankStep(ranks: number): Promise<number> {
+  // The difference between a long and a short run cancels set-up and JIT
+  // warm-up; GC accounting is noisy by a few KB, so the best of three is
+  // kept. A single closure or promise per superstep costs 40+ bytes.
+  await loopBytes(ranks, 2_000)
+  const perStep: number[] = []
+  for (let r = 0; r < 3; r++) {
+    const short = await loopBytes(ranks, 1_000)
+    const long = await loopBytes(ranks, 11_000)
+    perStep.push((long - short) / 10_000 / ranks)
+  }
+  return Math.min(...perStep)
+}
+
 describe('a superstep allocates nothing in steady state', () => {
   it('10,000 more supersteps (checkpoint coordinator, a policy that never fires) allocate under 8 bytes per superstep', async () => {
-    // The difference between a long and a short run cancels set-up and JIT
-    // warm-up; GC accounting is noisy by a few KB, so the best of three is
-    // kept. A single closure or promise per superstep costs 40+ bytes.
-    await loopBytes(2_000)
-    const perStep: number[] = []
-    for (let r = 0; r < 3; r++) {
-      const short = await loopBytes(1_000)
-      const long = await loopBytes(11_000)
-      perStep.push((long - short) / 10_000)
-    }
-    expect(Math.min(...perStep)).toBeLessThan(8)
+    expect(await perRankStep(1)).toBeLessThan(8)
   })
 
   it('4 ranks in one thread exchanging halos (runLocal, the StepScheduler) allocate under 8 bytes per rank-superstep', async () => {
-    const bytes = async (steps: number) => {
-      const dir = mkdtempSync(join(tmpdir(), 'molotof-alloc-'))
-      dirs.push(dir)
-      const [b] = await runLocal(strips, { ranks: 4, argv: ['--steps', String(steps)], checkpoint: { dir, policy: { every: 1_000_000_000 }, keep: 1, resume: false } })
-      return b
-    }
-    await bytes(2_000)
-    const perRankStep: number[] = []
-    for (let r = 0; r < 3; r++) {
-      const short = await bytes(1_000)
-      const long = await bytes(11_000)
-      perRankStep.push((long - short) / 10_000 / 4)
-    }
-    expect(Math.min(...perRankStep)).toBeLessThan(8)
+    expect(await perRankStep(4)).toBeLessThan(8)
   })
 
   it('a halo through the threads transport (shared-memory ring, send + recvNow) allocates under 8 bytes per message', async () => {
