@@ -10,8 +10,12 @@ import { describe, expect, it } from 'vitest'
 const ROOT = resolve(__dirname, '..')
 const INDEX = join(ROOT, 'src/index.ts')
 
-/** At most this many runtime names (values: classes, functions, constants); types do not count. */
-const MAX_RUNTIME_NAMES = 30
+/**
+ * At most this many runtime names (values: classes, functions, constants);
+ * types do not count. 31 since CountedKernel (the counted loop most programs
+ * wrote out by hand); raise it only for a name users need as much.
+ */
+const MAX_RUNTIME_NAMES = 31
 
 /**
  * Free names a doc-comment example may use without declaring them, so that a

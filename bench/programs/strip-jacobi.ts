@@ -1,6 +1,6 @@
 // Jacobi on a strip of fixed width whose height grows with the rank count
 // (a fixed number of rows per rank): the weak-scaling program of bench:scale.
-import { CalcKernel, defineProgram, Domain2D, DomainDesc, notSetting, option, splitPoint } from 'molotof'
+import { CountedKernel, defineProgram, Domain2D, DomainDesc, notSetting, option, splitPoint } from 'molotof'
 import { allocatedBytes, startAllocationCount } from '../../src/bench/alloc.js'
 
 /** rows × cols interior (1..rows, 1..cols) with a one-cell boundary; row strips over the ranks. */
@@ -29,19 +29,7 @@ export function sweep(u: Float64Array, su: number, ou: number, v: Float64Array, 
   }
 }
 
-class StripSweep extends CalcKernel<number, Strip> {
-  constructor(readonly iterations: number) {
-    super()
-  }
-  begin(): number {
-    return 0
-  }
-  end(it: number): boolean {
-    return it >= this.iterations
-  }
-  next(it: number): number {
-    return it + 1
-  }
+class StripSweep extends CountedKernel<Strip> {
   override initialize(read: Strip, write: Strip): void {
     for (const d of [read, write]) if (d.box.lower[0] === 0) for (let j = 0; j <= d.cols + 1; j++) d.put(0, j, 1)
   }

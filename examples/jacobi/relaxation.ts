@@ -1,4 +1,4 @@
-import { CalcKernel } from 'molotof'
+import { CountedKernel } from 'molotof'
 import { type Plate, setBoundary } from './plate.js'
 
 /**
@@ -6,27 +6,7 @@ import { type Plate, setBoundary } from './plate.js'
  * `u'[i][j] = 0.25 * (u[i][j-1] + u[i][j+1] + u[i-1][j] + u[i+1][j])`,
  * in exactly that operand order so every rank count gives the same bits.
  */
-export class Relaxation extends CalcKernel<number, Plate> {
-  constructor(readonly iterations: number) {
-    super()
-  }
-
-  begin(): number {
-    return 0
-  }
-
-  end(it: number): boolean {
-    return it >= this.iterations
-  }
-
-  next(it: number): number {
-    return it + 1
-  }
-
-  override totalSteps(): number {
-    return this.iterations
-  }
-
+export class Relaxation extends CountedKernel<Plate> {
   /** Boundary values are light: set in both domains, replayed on recovery. */
   override initialize(read: Plate, write: Plate): void {
     setBoundary(read)

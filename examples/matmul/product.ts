@@ -1,4 +1,4 @@
-import { CalcKernel, type RebuildContext, type StepContext } from 'molotof'
+import { CountedKernel, type RebuildContext, type StepContext } from 'molotof'
 import { type BBlocks, fillB } from './matrices.js'
 
 /**
@@ -9,32 +9,16 @@ import { type BBlocks, fillB } from './matrices.js'
  * The kernel owns `c`, the only state replay cannot rebuild: the program
  * registers it, and leaves both domains out of checkpoints (B is a formula).
  */
-export class BlockProduct extends CalcKernel<number, BBlocks> {
+export class BlockProduct extends CountedKernel<BBlocks> {
   constructor(
     readonly n: number,
     /** This rank's rows of A, row-major (rows × n). */
     readonly a: Float64Array,
     /** This rank's rows of C, row-major (rows × n). */
     readonly c: Float64Array,
-    readonly steps: number,
+    steps: number,
   ) {
-    super()
-  }
-
-  begin(): number {
-    return 0
-  }
-
-  end(it: number): boolean {
-    return it >= this.steps
-  }
-
-  next(it: number): number {
-    return it + 1
-  }
-
-  override totalSteps(): number {
-    return this.steps
+    super(steps)
   }
 
   /** Step 0's block of B, in the domain step 0 reads (its box is needed(rank, size, 0)). */

@@ -17,7 +17,7 @@ Options:
                      [default: file:<the molotof copy running this command>]`
 
 /** The starter program: README's "Writing a program" shows this same text. */
-export const STARTER_PROGRAM = `import { CalcKernel, defineProgram, Domain2D, DomainDesc, option, splitPoint, type StepContext } from 'molotof'
+export const STARTER_PROGRAM = `import { CountedKernel, defineProgram, Domain2D, DomainDesc, option, splitPoint, type StepContext } from 'molotof'
 
 /** An n×n plate inside a one-cell boundary; each rank computes a strip of rows. */
 class Plate extends Domain2D {
@@ -35,23 +35,8 @@ class Plate extends Domain2D {
   }
 }
 
-/** Jacobi sweeps: every interior cell becomes the mean of its four neighbours. */
-class Relax extends CalcKernel<number, Plate> {
-  constructor(readonly sweeps: number) {
-    super()
-  }
-  begin() {
-    return 0
-  }
-  end(it: number) {
-    return it >= this.sweeps
-  }
-  next(it: number) {
-    return it + 1
-  }
-  override totalSteps() {
-    return this.sweeps
-  }
+/** Jacobi sweeps: every interior cell becomes the mean of its four neighbours; it = 0, 1, …, sweeps − 1 (CountedKernel; subclass CalcKernel for an iterator of your own). */
+class Relax extends CountedKernel<Plate> {
   // Light set-up, replayed after a failure: the top edge is hot (1), the other edges cold (0).
   override initialize(read: Plate, write: Plate, _ctx: StepContext) {
     for (const d of [read, write]) if (d.box.lower[0] === 0) for (let j = 0; j < d.n + 2; j++) d.put(0, j, 1)

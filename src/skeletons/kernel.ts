@@ -1,3 +1,4 @@
+import { ConfigError } from '../errors.js'
 import type { Domain } from '../domains/domain.js'
 
 /**
@@ -107,4 +108,43 @@ export abstract class CalcKernel<It, D extends Domain = Domain> {
    * ```
    */
   rebuild(_read: D, _write: D, _ctx: RebuildContext<It>): void {}
+}
+
+/**
+ * A kernel whose iterator counts supersteps: 0, 1, …, `steps` − 1 (the loop
+ * runs `steps` supersteps, and progress reports know the total). Most
+ * iterative programs need no other iterator; subclass `CalcKernel` for one
+ * that carries more than a count (a date, a tolerance reached).
+ *
+ * ```ts
+ * class Copy extends CountedKernel<Plate> {
+ *   calculate(read: Plate, write: Plate, it: number) {
+ *     if (it === 0) console.log('first superstep')   // it = the superstep: 0, 1, …, steps − 1
+ *     write.data.set(read.data)
+ *   }
+ * }
+ * const sk = ctx.skeleton(new Copy(500), [new Plate(n), new Plate(n)])   // 500 supersteps
+ * ```
+ */
+export abstract class CountedKernel<D extends Domain = Domain> extends CalcKernel<number, D> {
+  constructor(readonly steps: number) {
+    super()
+    if (!Number.isInteger(steps) || steps < 0) throw new ConfigError(`a CountedKernel needs a whole number of supersteps ≥ 0 (got ${steps})`)
+  }
+
+  begin(): number {
+    return 0
+  }
+
+  end(it: number): boolean {
+    return it >= this.steps
+  }
+
+  next(it: number): number {
+    return it + 1
+  }
+
+  override totalSteps(): number {
+    return this.steps
+  }
 }

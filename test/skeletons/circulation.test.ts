@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { CalcKernel, defineProgram, Domain2D, DomainDesc, option, runLocal, splitPoint, type StepContext } from '../../src/index.js'
+import { CountedKernel, defineProgram, Domain2D, DomainDesc, option, runLocal, splitPoint, type StepContext } from '../../src/index.js'
 
 /** Row blocks of an n×m matrix; block (rank + step) mod size sits on `rank` at `step` (a ring). */
 class RingRows extends Domain2D {
@@ -34,20 +34,8 @@ interface Seen {
 }
 
 /** Reads the block it holds (cell value = global row) and records the boxes and buffers of both domains. */
-class Watch extends CalcKernel<number, RingRows> {
+class Watch extends CountedKernel<RingRows> {
   readonly seen: Seen = { rows: [], valuesRight: true, maxWriteRows: 0, maxBufferCells: 0, maxReadBufferCells: 0 }
-  constructor(readonly steps: number) {
-    super()
-  }
-  begin() {
-    return 0
-  }
-  end(it: number) {
-    return it >= this.steps
-  }
-  next(it: number) {
-    return it + 1
-  }
   override initialize(read: RingRows, _write: RingRows, _ctx: StepContext): void {
     for (const [i, j] of read.box.cells()) read.put(i, j, i)
   }

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { CalcKernel, defineProgram, Domain2D, DomainDesc, option, runLocal, splitPoint } from '../../src/index.js'
+import { CountedKernel, defineProgram, Domain2D, DomainDesc, option, runLocal, splitPoint } from '../../src/index.js'
 
 /**
  * Row strips of an n × 3 grid whose split moves with the partition epoch:
@@ -32,19 +32,7 @@ class Shifting extends Domain2D {
 }
 
 /** u[i] ← u[i] + (u[i-1] + u[i+1]) / 4 inside, the two edge rows fixed: every row depends on its halo. */
-class Smooth extends CalcKernel<number, Shifting> {
-  constructor(readonly steps: number) {
-    super()
-  }
-  begin(): number {
-    return 0
-  }
-  end(it: number): boolean {
-    return it >= this.steps
-  }
-  next(it: number): number {
-    return it + 1
-  }
+class Smooth extends CountedKernel<Shifting> {
   override initialize(read: Shifting): void {
     for (const [i, j] of read.box.cells()) read.put(i, j, (i * 7 + j * 3) % 5)
   }

@@ -1,6 +1,6 @@
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
-import { CalcKernel, defineProgram, Domain2D, DomainDesc, option, runLocal, splitPoint } from '../../src/index.js'
+import { CountedKernel, defineProgram, Domain2D, DomainDesc, option, runLocal, splitPoint } from '../../src/index.js'
 import { RankFailedError } from '../../src/errors.js'
 import { SparseClock } from '../../src/skeletons/sparse-clock.js'
 import { DONE, StepScheduler, WOULD_WAIT, type Stepper } from '../../src/skeletons/step-scheduler.js'
@@ -22,22 +22,13 @@ class Strip extends Domain2D {
   }
 }
 
-class Sweep extends CalcKernel<number, Strip> {
+class Sweep extends CountedKernel<Strip> {
   constructor(
-    readonly steps: number,
+    steps: number,
     readonly failAt: number,
     readonly rank: number,
   ) {
-    super()
-  }
-  begin(): number {
-    return 0
-  }
-  end(it: number): boolean {
-    return it >= this.steps
-  }
-  next(it: number): number {
-    return it + 1
+    super(steps)
   }
   override initialize(read: Strip, write: Strip): void {
     for (const d of [read, write]) if (d.box.lower[0] === 0) for (let j = 0; j < COLS + 2; j++) d.put(0, j, 1)

@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
-import { CalcKernel, defineProgram, Domain2D, DomainDesc, option, runLocal } from '../../src/index.js'
+import { CountedKernel, defineProgram, Domain2D, DomainDesc, option, runLocal } from '../../src/index.js'
 import { allocatedBytes, startAllocationCount } from '../../src/bench/alloc.js'
 import { MessageChannel } from 'node:worker_threads'
 import { channelHeaders, ThreadCommunicator } from '../../src/runtime/threads.js'
@@ -23,19 +23,7 @@ class StripPlate extends Domain2D {
   }
 }
 
-class StripSweep extends CalcKernel<number, StripPlate> {
-  constructor(readonly steps: number) {
-    super()
-  }
-  begin(): number {
-    return 0
-  }
-  end(it: number): boolean {
-    return it >= this.steps
-  }
-  next(it: number): number {
-    return it + 1
-  }
+class StripSweep extends CountedKernel<StripPlate> {
   override initialize(read: StripPlate, write: StripPlate): void {
     for (const d of [read, write]) if (d.box.lower[0] === 0) for (let j = 0; j < 34; j++) d.put(0, j, 1)
   }

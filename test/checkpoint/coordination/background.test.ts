@@ -2,7 +2,7 @@ import { mkdtempSync, readdirSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
-import { CalcKernel, defineProgram, Domain2D, DomainDesc, option, type FaultToleranceConfig } from '../../../src/index.js'
+import { CountedKernel, defineProgram, Domain2D, DomainDesc, option, type FaultToleranceConfig } from '../../../src/index.js'
 import { BackgroundWork } from '../../../src/checkpoint/coordination/background.js'
 import type { CheckpointAt, CheckpointControl, CheckpointFaults } from '../../../src/checkpoint/control.js'
 import { frozenConfig } from '../../../src/checkpoint/config.js'
@@ -56,19 +56,7 @@ class Strip extends Domain2D {
 
 const nap = new Int32Array(new SharedArrayBuffer(4))
 
-class Sweeps extends CalcKernel<number, Strip> {
-  constructor(readonly steps: number) {
-    super()
-  }
-  begin(): number {
-    return 0
-  }
-  end(it: number): boolean {
-    return it >= this.steps
-  }
-  next(it: number): number {
-    return it + 1
-  }
+class Sweeps extends CountedKernel<Strip> {
   calculate(read: Strip, write: Strip): void {
     // 10 ms a superstep: a write started at step 4 is still going during the next supersteps' halo waits.
     Atomics.wait(nap, 0, 0, 10)
