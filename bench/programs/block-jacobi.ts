@@ -2,7 +2,7 @@
 // largest divisor of the rank count up to its square root): a rank's block is
 // strided in every old rank file of another rank count, so an elastic restore
 // reads one run per row of each intersection. For bench:elastic.
-import { CalcKernel, defineProgram, Domain2D, DomainDesc, option, splitPoint } from 'molotof'
+import { CountedKernel, defineProgram, Domain2D, DomainDesc, option, splitPoint } from 'molotof'
 import { sweep } from './strip-jacobi.js'
 
 function grid(size: number): [number, number] {
@@ -27,19 +27,7 @@ class Blocks extends Domain2D {
   }
 }
 
-class Relax extends CalcKernel<number, Blocks> {
-  constructor(readonly iterations: number) {
-    super()
-  }
-  begin(): number {
-    return 0
-  }
-  end(k: number): boolean {
-    return k >= this.iterations
-  }
-  next(k: number): number {
-    return k + 1
-  }
+class Relax extends CountedKernel<Blocks> {
   override initialize(read: Blocks, write: Blocks): void {
     for (const d of [read, write]) {
       d.fill(0)
