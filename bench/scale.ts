@@ -10,7 +10,9 @@
  *    the ranks of one thread spread out by up to P − 1 supersteps as they run
  *    (lower ranks first, see StepScheduler), so the first and last supersteps
  *    of a run cost more, in the short run as in the long one.
- * 2. The processes transport with 2, 4, 8 ranks: the same figures per rank.
+ * 2. The threads transport (the default) and the processes transport with 2,
+ *    4, 8 ranks: the same figures per rank (bytes: what the rank's own heap
+ *    allocated, each thread and process having one).
  * 3. Latency of allreduce, allgather and barrier for each P, with two
  *    controls next to the allreduce, measured alternately with it. Simulating
  *    P ranks in one thread costs more per rank as P grows whatever the
@@ -25,7 +27,7 @@
  * so that every P does about the same work; timings are differences of the
  * fastest of `repeats` runs, allocations of the medians.
  *
- *   npm run bench:scale -- [--ranks 1,4,16,64,256,1024] [--processes 2,4,8] [--rows 8] [--cols 64] [--steps 1000] [--work 100000] [--repeats 5] [--parts local,processes,collectives]
+ *   npm run bench:scale -- [--ranks 1,4,16,64,256,1024] [--threads 2,4,8] [--processes 2,4,8] [--rows 8] [--cols 64] [--steps 1000] [--work 100000] [--repeats 5] [--parts local,threads,processes,collectives]
  */
 import { parseArgs } from 'node:util'
 import { benchArgs } from './args.js'
@@ -36,10 +38,11 @@ import { summary, table } from '../src/bench/stats.js'
 import strip, { sweep, type StripResult } from './programs/strip-jacobi.js'
 import collectives, { type CollectiveResult } from './programs/collective-loop.js'
 
-const USAGE = 'npm run bench:scale -- [--ranks 1,4,16,64,256,1024] [--processes 2,4,8] [--rows 8] [--cols 64] [--steps 1000] [--work 100000] [--repeats 5] [--parts local,processes,collectives]'
+const USAGE = 'npm run bench:scale -- [--ranks 1,4,16,64,256,1024] [--threads 2,4,8] [--processes 2,4,8] [--rows 8] [--cols 64] [--steps 1000] [--work 100000] [--repeats 5] [--parts local,threads,processes,collectives]'
 const { values } = benchArgs(USAGE, () => parseArgs({
   options: {
     ranks: { type: 'string', default: '1,4,16,64,256,1024' },
+    threads: { type: 'string', default: '2,4,8' },
     processes: { type: 'string', default: '2,4,8' },
     rows: { type: 'string', default: '8' },
     cols: { type: 'string', default: '64' },
@@ -47,11 +50,12 @@ const { values } = benchArgs(USAGE, () => parseArgs({
     repeats: { type: 'string', default: '5' },
     work: { type: 'string', default: '100000' },
     'collective-repeats': { type: 'string', default: '100' },
-    parts: { type: 'string', default: 'local,processes,collectives' },
+    parts: { type: 'string', default: 'local,threads,processes,collectives' },
   },
 }))
 const list = (s: string) => (s ? s.split(',').map(Number) : [])
 const localRanks = list(values.ranks)
+const threadRanks = list(values.threads)
 const processRanks = list(values.processes)
 const rows = Number(values.rows)
 const cols = Number(values.cols)
@@ -89,7 +93,7 @@ async function localRun(ranks: number, iterations: number): Promise<{ seconds: n
   return { seconds, allocated: allocatedBytes(count) }
 }
 
-console.log(`bench:scale — Jacobi strip ${rows} rows per rank × ${cols} columns; long runs of max(${steps}, ${work}/P) supersteps more than short runs (runLocal: max(${SHORT}, P) supersteps; processes: ${SHORT}); fastest of ${repeats}`)
+console.log(`bench:scale — Jacobi strip ${rows} rows per rank × ${cols} columns; long runs of max(${steps}, ${work}/P) supersteps more than short runs (runLocal: max(${SHORT}, P) supersteps; threads and processes: as many as the difference); fastest of ${repeats}`)
 console.log(`node ${process.version}, ${process.platform}/${process.arch}\n`)
 
 // Each figure is a difference of fastest runs: on a shared host noise only
@@ -133,35 +137,39 @@ if (localRows.length) {
   if (p4 !== undefined && top !== 4) console.log(`framework at P=${top} / at P=4: ${(localFigures[top] / p4).toFixed(2)}\n`)
 }
 
-// 2. processes
-const procRows: string[][] = []
-for (const P of parts.has('processes') ? processRanks : []) {
-  const long = Math.max(steps, Math.ceil(work / 4))
-  const supersteps = long - SHORT
-  const run = async (iterations: number) => {
-    const r = await launch<StripResult>('bench/programs/strip-jacobi.ts', { ranks: P, transport: 'processes', argv: argv(iterations, ['--count-alloc']), ...quiet })
-    return { seconds: Math.max(...r.values.map((v) => v.seconds)), allocated: Math.max(...r.values.map((v) => v.allocated)) }
+// 2. rank threads (the default transport) and rank processes
+for (const transport of ['threads', 'processes'] as const) {
+  const rows: string[][] = []
+  for (const P of parts.has(transport) ? (transport === 'threads' ? threadRanks : processRanks) : []) {
+    // The short run is as long as the difference: long enough for the JIT to have compiled the loop (its code is heap allocation too).
+    const short = Math.max(steps, Math.ceil(work / 4))
+    const long = short + Math.max(steps, Math.ceil(work / 4))
+    const supersteps = long - short
+    const run = async (iterations: number) => {
+      const r = await launch<StripResult>('bench/programs/strip-jacobi.ts', { ranks: P, transport, argv: argv(iterations, ['--count-alloc']), ...quiet })
+      return { seconds: Math.max(...r.values.map((v) => v.seconds)), allocated: Math.max(...r.values.map((v) => v.allocated)) }
+    }
+    const shortRuns: Array<{ seconds: number; allocated: number }> = []
+    const longRuns: Array<{ seconds: number; allocated: number }> = []
+    const kShort: number[] = []
+    const kLong: number[] = []
+    for (let r = 0; r < repeats; r++) {
+      longRuns.push(await run(long))
+      shortRuns.push(await run(short))
+      kShort.push(kernelOnly(1, short))
+      kLong.push(kernelOnly(1, long))
+    }
+    const k = min(kLong) - min(kShort)
+    const fw = ((min(longRuns.map((x) => x.seconds)) - min(shortRuns.map((x) => x.seconds)) - k) / supersteps) * 1e6
+    const alloc = (median(longRuns.map((x) => x.allocated)) - median(shortRuns.map((x) => x.allocated))) / supersteps
+    rows.push([String(P), String(long), f(fw, 2), f(alloc, 0)])
+    process.stderr.write(`${transport} P=${P} done\n`)
   }
-  const shortRuns: Array<{ seconds: number; allocated: number }> = []
-  const longRuns: Array<{ seconds: number; allocated: number }> = []
-  const kShort: number[] = []
-  const kLong: number[] = []
-  for (let r = 0; r < repeats; r++) {
-    longRuns.push(await run(long))
-    shortRuns.push(await run(SHORT))
-    kShort.push(kernelOnly(1, SHORT))
-    kLong.push(kernelOnly(1, long))
+  if (rows.length) {
+    console.log(`${transport} transport, per rank-superstep (slowest rank; bytes: the rank that allocates most):`)
+    console.log(table(['P', 'supersteps', 'framework µs', 'bytes alloc / rank-superstep'], rows))
+    console.log()
   }
-  const k = min(kLong) - min(kShort)
-  const fw = ((min(longRuns.map((x) => x.seconds)) - min(shortRuns.map((x) => x.seconds)) - k) / supersteps) * 1e6
-  const alloc = (median(longRuns.map((x) => x.allocated)) - median(shortRuns.map((x) => x.allocated))) / supersteps
-  procRows.push([String(P), String(long), f(fw, 2), f(alloc, 0)])
-  process.stderr.write(`processes P=${P} done\n`)
-}
-if (procRows.length) {
-  console.log('processes transport, per rank-superstep (slowest rank; bytes: the rank that allocates most):')
-  console.log(table(['P', 'supersteps', 'framework µs', 'bytes alloc / rank-superstep'], procRows))
-  console.log()
 }
 
 // 3. collectives
