@@ -18,7 +18,9 @@ import { createStatusBuffer, RankStatus, readStatus } from './status.js'
 /**
  * All ranks of a group in one thread: for unit tests of kernels, partitions and
  * routing without starting threads. Each rank runs as an async task; sends copy
- * (into pooled buffers, so a steady exchange allocates nothing).
+ * (into pooled buffers, so a steady exchange allocates nothing). With a
+ * StepScheduler (as `runLocal` gives), each delivery tells it, so that the
+ * skeleton loops parked on a missing message run again without a promise.
  *
  * ```ts
  * const comms = localGroup(3)
@@ -80,7 +82,9 @@ export interface LocalRunOptions {
 
 /**
  * Run a program on `ranks` async ranks in this thread (no workers): the fast
- * path for tests. Options are given as command-line words.
+ * path for tests. Their skeleton loops run in turn from one call stack (a
+ * StepScheduler), so a superstep allocates nothing here either. Options are
+ * given as command-line words.
  *
  * ```ts
  * const program = defineProgram({
