@@ -271,8 +271,7 @@ export class Router {
 
   /** The promise of the first message `takeArrived` found missing; give it to `accept`. */
   nextMessage(): Promise<Message> {
-    const c = this.cursor
-    return this.comm.recv(c.run!.recvs[c.next].peer, c.tag)
+    return this.comm.recv(this.awaitedPeer(), this.cursor.tag)
   }
 
   /** The rank whose message `takeArrived` found missing. */

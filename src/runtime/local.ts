@@ -126,7 +126,6 @@ export async function runLocal<R>(program: Program<OptionSpecs, R>, opts: LocalR
         } catch (e) {
           // One failed rank would leave the others waiting: fail them all.
           for (const c of comms) c.close()
-          scheduler.fail(new CommunicationError(`rank ${rank} failed`))
           if (e instanceof MolotofError) throw e
           const s = readStatus(status, rank)
           throw new RankFailedError({ rank, skeleton: s.skeleton, step: s.step, phase: s.phase }, String((e as Error)?.message ?? e))
@@ -135,6 +134,7 @@ export async function runLocal<R>(program: Program<OptionSpecs, R>, opts: LocalR
     )
   } finally {
     for (const c of comms) c.close()
+    // Loops parked on a message that will never come (a rank failed) fail too.
     scheduler.fail(new CommunicationError('the run has ended'))
   }
 }

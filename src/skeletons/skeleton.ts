@@ -172,6 +172,7 @@ export class Skeleton<It, D extends Domain> {
     const initCtx: StepContext = { rank, size, step: 0 }
     k.initialize(read, write, initCtx)
 
+    let at = BEGIN
     if (recovery.kind === 'resume') {
       // Fast-forward: replay the iterator only, up to the recovery step.
       rt.status.set(this.index, 0, 'replay')
@@ -210,14 +211,11 @@ export class Skeleton<It, D extends Domain> {
       read = write
       write = was
       if (last) return this.finish(read, part, step)
-      it = nextIt
-      step++
-      part = partNext!
-      nextIt = k.next(it)
-      last = k.end(nextIt)
-      partNext = last ? undefined : parts.at(step + 1)
+      // The loop goes on with the superstep after the recovery step.
+      at = NEXT
     }
 
+    this.at = at
     this.step = step
     this.it = it
     this.nextIt = nextIt
@@ -226,7 +224,6 @@ export class Skeleton<It, D extends Domain> {
     this.partNext = partNext
     this.read = read
     this.write = write
-    this.at = BEGIN
     await this.loop()
     return this.finish(this.read, this.part, this.step)
   }

@@ -20,14 +20,6 @@ export interface Stepper {
   awaitedTag(): number
 }
 
-// `new Promise(capture)` hands out the resolving functions without a closure per park.
-let capturedResolve: ((v: unknown) => void) | undefined
-let capturedReject: ((e: unknown) => void) | undefined
-function capture(resolve: (v: unknown) => void, reject: (e: unknown) => void): void {
-  capturedResolve = resolve
-  capturedReject = reject
-}
-
 interface Parked {
   stepper: Stepper
   resolve: (v: unknown) => void
@@ -109,9 +101,8 @@ export class StepScheduler {
   /** Hand rank `rank`'s loop, which returned WOULD_WAIT, to the scheduler; resolves with DONE or with the value of what it then had to wait for. */
   park(rank: number, stepper: Stepper): Promise<unknown> {
     if (this.failure !== undefined) return Promise.reject(this.failure)
-    const p = new Promise<unknown>(capture)
-    this.parked[rank] = { stepper, resolve: capturedResolve!, reject: capturedReject! }
-    capturedResolve = capturedReject = undefined
+    // A park is a transition (a loop enters the scheduler once, not per superstep): a closure is fine here.
+    const p = new Promise<unknown>((resolve, reject) => (this.parked[rank] = { stepper, resolve, reject }))
     this.waitSource[rank] = stepper.awaitedSource()
     this.waitTag[rank] = stepper.awaitedTag()
     return p
