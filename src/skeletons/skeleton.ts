@@ -74,16 +74,11 @@ export class Skeleton<It, D extends Domain> {
   private readonly yieldClock: SparseClock
   private current: Mutable<SkeletonState<It, D>> | undefined
   private wb: { part: Partition; next: Partition | undefined; box: DomainDesc } | undefined
-  // The superstep loop's state between calls of advance().
+  // The superstep loop's state between calls of advance(), beside `current` (the step, its iterator,
+  // domains and partitions, which the checkpoint hooks see).
   private at = BEGIN
-  private step = 0
-  private it!: It
   private nextIt!: It
   private last = false
-  private part!: Partition
-  private partNext: Partition | undefined
-  private read!: D
-  private write!: D
   /** The value of what advance() last returned a promise of. */
   private resumed: unknown = undefined
   /** This loop as the StepScheduler sees it (made once: no closure per superstep). */
@@ -216,16 +211,11 @@ export class Skeleton<It, D extends Domain> {
     }
 
     this.at = at
-    this.step = step
-    this.it = it
     this.nextIt = nextIt
     this.last = last
-    this.part = part
-    this.partNext = partNext
-    this.read = read
-    this.write = write
+    const loop = this.state(step, it, read, write, part, partNext)
     await this.loop()
-    return this.finish(this.read, this.part, this.step)
+    return this.finish(loop.read, loop.partition, loop.step)
   }
 
   /**
@@ -256,33 +246,34 @@ export class Skeleton<It, D extends Domain> {
   private advance(driven: boolean): typeof DONE | typeof WOULD_WAIT | Promise<unknown> {
     const { rt, kernel: k, router } = this
     const rank = rt.comm.rank
+    const s = this.current!
     for (;;) {
       switch (this.at) {
         case BEGIN: {
-          rt.status.set(this.index, this.step, 'calculate')
+          rt.status.set(this.index, s.step, 'calculate')
           this.at = SETTLE
           // The memory checkpoint of the point before last may still be copying this domain (read-only since).
-          if (this.write.lent) return this.write.returned()
+          if (s.write.lent) return s.write.returned()
           break
         }
         case SETTLE: {
           this.at = CALCULATE
-          const settled = router.settle(this.write)
+          const settled = router.settle(s.write)
           if (settled) return settled
           break
         }
         case CALCULATE: {
-          const { read, write, part, partNext } = this
+          const { read, write, partition: part, next: partNext } = s
           write.resize(this.writeBox(part, partNext, rank))
           const mine = part.possessed[rank]
           read.setPossessedBox(mine)
           write.setPossessedBox(mine)
-          k.calculate(read, write, this.it, this.step)
+          k.calculate(read, write, s.it, s.step)
           if (!partNext) {
             this.at = POINT
           } else if (this.customRoute) {
             this.at = AGREED
-            return this.agreeRoute(this.it, this.step)
+            return this.agreeRoute(s.it, s.step)
           } else {
             this.at = ROUTE
           }
@@ -295,8 +286,8 @@ export class Skeleton<It, D extends Domain> {
         }
         case ROUTE: {
           rt.status.phase('route')
-          const { read, write } = this
-          const begun = router.begin(router.plan(this.part, this.partNext!), this.mode === 'border' ? write : read, write, this.tag(this.step))
+          const { read, write } = s
+          const begun = router.begin(router.plan(s.partition, s.next!), this.mode === 'border' ? write : read, write, this.tag(s.step))
           if (begun === true) {
             this.at = POINT
           } else if (begun === false) {
@@ -326,28 +317,28 @@ export class Skeleton<It, D extends Domain> {
         case POINT: {
           rt.status.phase('checkpoint')
           this.at = SWAP
-          const point = rt.hooks.checkpointPoint(this.state(this.step, this.it, this.read, this.write, this.part, this.partNext), this.last)
+          const point = rt.hooks.checkpointPoint(s, this.last)
           if (point) return point
           break
         }
         case SWAP: {
           rt.status.phase('swap')
-          const was = this.read
-          this.read = this.write
-          this.write = was
-          rt.onStep?.(this.index, this.step, this.total)
+          const was = s.read
+          s.read = s.write
+          s.write = was
+          rt.onStep?.(this.index, s.step, this.total)
           if (this.last) return DONE
           this.at = NEXT
           if (!driven && this.yieldClock.due()) return this.yieldToEventLoop()
           break
         }
         case NEXT: {
-          this.it = this.nextIt
-          this.step++
-          this.part = this.partNext!
-          this.nextIt = k.next(this.it)
+          s.it = this.nextIt
+          s.step++
+          s.partition = s.next!
+          this.nextIt = k.next(s.it)
           this.last = k.end(this.nextIt)
-          this.partNext = this.last ? undefined : this.parts!.at(this.step + 1)
+          s.next = this.last ? undefined : this.parts!.at(s.step + 1)
           this.at = BEGIN
           break
         }
