@@ -1,37 +1,30 @@
 import SuperJSON from 'superjson'
 import type { BufferAllocator } from '../domains/dtype.js'
 import { DTYPES, joinBytes, type DType } from '../domains/dtype.js'
-import { CommunicationError } from '../errors.js'
 import { SENT, type Communicator, type Message, type ReduceOp } from '../routing/communicator.js'
+import { AllreduceStepper, BarrierStepper, type StepperPointToPoint } from './collective-steppers.js'
 
 /** The point-to-point part a transport provides; collectives are built on it. */
-export interface PointToPoint {
-  readonly rank: number
-  readonly size: number
-  send(dest: number, tag: number, bytes: Uint8Array): Promise<void>
-  recv(src: number, tag: number): Promise<Message>
-}
+export type PointToPoint = StepperPointToPoint
 
 const encoder = new TextEncoder()
 const decoder = new TextDecoder()
-const EMPTY = new Uint8Array(0)
 
 /**
  * Collectives in O(log P) rounds over point-to-point messages, for small light
  * values (settings, votes, residuals, checkpoint lists):
  *
- * - `allreduce`: recursive doubling (ranks beyond the largest power of two
- *   first fold into a partner, and get the result back at the end). At each
- *   round both partners combine the same two operands in the same order (the
- *   lower rank's first), so every rank ends with the same bits, and the order
- *   of combination depends on the rank count only, never on timing: the same
- *   run gives the same bits every time. (A sum's rounding differs from a
- *   serial loop's; `RankContext.foldInRankOrder` is the O(P) way to get that.)
+ * - `allreduce`: recursive doubling (collective-steppers.ts): the same bits
+ *   on every rank, and in every run, whatever the timing. (A sum's rounding
+ *   differs from a serial loop's; `RankContext.foldInRankOrder` is the O(P)
+ *   way to get that.)
  * - `allgather`: binomial-tree gather to rank 0, then binomial broadcast.
  * - `barrier`: dissemination (round k talks to the ranks 2^k away).
  *
- * Values travel as bytes: a number as 8 bytes, a typed array as its bytes,
- * anything else through superjson. Tags are negative so they never meet
+ * Allreduce and barrier run as steppers: in runLocal their rounds run from
+ * the ranks' StepScheduler without an await each. Values travel as bytes: a
+ * number as 8 bytes, a typed array as its bytes, anything else through
+ * superjson. Tags are negative so they never meet
  * routing traffic; a counter keeps successive collectives apart.
  *
  * ```ts
@@ -41,55 +34,30 @@ const EMPTY = new Uint8Array(0)
  */
 export class Collectives {
   private seq = 0
-  private readonly out = new Float64Array(1)
-  private readonly outBytes = new Uint8Array(this.out.buffer)
-  private readonly in = new Float64Array(1)
-  private readonly inBytes = new Uint8Array(this.in.buffer)
+  private readonly reduce: AllreduceStepper
+  private readonly barrierSteps: BarrierStepper
 
-  constructor(private readonly p2p: PointToPoint) {}
+  constructor(private readonly p2p: PointToPoint) {
+    this.reduce = new AllreduceStepper(p2p)
+    this.barrierSteps = new BarrierStepper(p2p)
+  }
 
   /** Number of message rounds on the critical path of an allreduce over `size` ranks. */
   static allreduceRounds(size: number): number {
-    const pof2 = largestPowerOfTwo(size)
-    return Math.log2(pof2) + (pof2 === size ? 0 : 2)
+    return AllreduceStepper.rounds(size)
   }
 
-  async allreduce(value: number, op: ReduceOp): Promise<number> {
-    const { rank, size } = this.p2p
-    if (size === 1) return value
-    const tag = this.nextTag()
-    const pof2 = largestPowerOfTwo(size)
-    const rem = size - pof2
-    let acc = value
-    let newRank: number
-    if (rank < 2 * rem) {
-      if (rank % 2 === 0) {
-        await this.sendNumber(rank + 1, tag, acc)
-        newRank = -1
-      } else {
-        acc = combine(op, await this.recvNumber(rank - 1, tag), acc)
-        newRank = rank >> 1
-      }
-    } else {
-      newRank = rank - rem
+  allreduce(value: number, op: ReduceOp): Promise<number> {
+    if (this.p2p.size === 1) return Promise.resolve(value)
+    const s = this.reduce.busy ? new AllreduceStepper(this.p2p) : this.reduce
+    try {
+      s.start(this.nextTag(), value, op)
+      const waiting = s.run()
+      return waiting === undefined ? Promise.resolve(s.result) : waiting.then(() => s.result)
+    } catch (e) {
+      // A collective fails by rejecting, as an async function would.
+      return Promise.reject(e)
     }
-    if (newRank >= 0) {
-      for (let mask = 1; mask < pof2; mask <<= 1) {
-        const newPartner = newRank ^ mask
-        const partner = newPartner < rem ? newPartner * 2 + 1 : newPartner + rem
-        // Awaiting even a sent message keeps the ranks of one thread in step
-        // (all send, then all receive, their message already there); direct
-        // awaits rather than async helpers: no frame or promise per helper.
-        await this.sendNumber(partner, tag, acc)
-        const other = this.numberOf(await this.p2p.recv(partner, tag), partner)
-        acc = newRank < newPartner ? combine(op, acc, other) : combine(op, other, acc)
-      }
-    }
-    if (rank < 2 * rem) {
-      if (rank % 2 === 1) await this.sendNumber(rank - 1, tag, acc)
-      else acc = await this.recvNumber(rank + 1, tag)
-    }
-    return acc
   }
 
   async allgather<T>(value: T): Promise<T[]> {
@@ -119,14 +87,14 @@ export class Collectives {
     return decodeRecords<T>(all, size)
   }
 
-  async barrier(): Promise<void> {
-    const { rank, size } = this.p2p
-    if (size === 1) return
-    const tag = this.nextTag()
-    for (let d = 1; d < size; d <<= 1) {
-      await this.sendAwaited((rank + d) % size, tag, EMPTY)
-      const m = await this.p2p.recv((rank - d + size) % size, tag)
-      m.release()
+  barrier(): Promise<void> {
+    if (this.p2p.size === 1) return SENT
+    const s = this.barrierSteps.busy ? new BarrierStepper(this.p2p) : this.barrierSteps
+    try {
+      s.start(this.nextTag())
+      return s.run() ?? SENT
+    } catch (e) {
+      return Promise.reject(e)
     }
   }
 
@@ -141,43 +109,12 @@ export class Collectives {
     if (p !== SENT) await p
   }
 
-  /** Send one number: resolves (or is `SENT`) when `out` may be reused. */
-  private sendNumber(dest: number, tag: number, v: number): Promise<void> {
-    this.out[0] = v
-    return this.p2p.send(dest, tag, this.outBytes)
-  }
-
-  private async recvNumber(src: number, tag: number): Promise<number> {
-    return this.numberOf(await this.p2p.recv(src, tag), src)
-  }
-
-  /** The number a message carries (8 bytes); releases the message. */
-  private numberOf(m: Message, src: number): number {
-    if (m.bytes.byteLength !== 8) {
-      m.release()
-      throw new CommunicationError(`collectives: rank ${this.p2p.rank} expected a number (8 bytes) from rank ${src} but got ${m.bytes.byteLength} bytes; the ranks called different collectives`)
-    }
-    this.inBytes.set(m.bytes)
-    m.release()
-    return this.in[0]
-  }
-
   private async recvBytes(src: number, tag: number): Promise<Uint8Array> {
     const m = await this.p2p.recv(src, tag)
     const copy = m.bytes.slice()
     m.release()
     return copy
   }
-}
-
-function largestPowerOfTwo(n: number): number {
-  let p = 1
-  while (p * 2 <= n) p *= 2
-  return p
-}
-
-function combine(op: ReduceOp, low: number, high: number): number {
-  return op === 'sum' ? low + high : op === 'max' ? Math.max(low, high) : Math.min(low, high)
 }
 
 // A record: u32 length of what follows | u8 kind | payload.

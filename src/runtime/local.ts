@@ -40,7 +40,8 @@ class LocalCommunicator extends PointToPointCommunicator {
     readonly size: number,
     private readonly boxes: Mailbox[],
     readonly allocator: typeof plainAllocator,
-    private readonly scheduler: StepScheduler | undefined,
+    /** Runs the parked skeleton loops and collectives of the group's ranks (collective-steppers.ts). */
+    readonly scheduler: StepScheduler | undefined,
   ) {
     super()
   }

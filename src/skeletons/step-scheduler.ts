@@ -1,3 +1,4 @@
+import { InternalError } from '../errors.js'
 import type { SparseClock } from './sparse-clock.js'
 
 /** What `Stepper.advance` returns when its loop has ended. */
@@ -101,6 +102,8 @@ export class StepScheduler {
   /** Hand rank `rank`'s loop, which returned WOULD_WAIT, to the scheduler; resolves with DONE or with the value of what it then had to wait for. */
   park(rank: number, stepper: Stepper): Promise<unknown> {
     if (this.failure !== undefined) return Promise.reject(this.failure)
+    // One rank runs one thing at a time: a second park would lose the first.
+    if (this.parked[rank] !== undefined) return Promise.reject(new InternalError(`rank ${rank} parked twice with the step scheduler`))
     // A park is a transition (a loop enters the scheduler once, not per superstep): a closure is fine here.
     const p = new Promise<unknown>((resolve, reject) => (this.parked[rank] = { stepper, resolve, reject }))
     this.waitSource[rank] = stepper.awaitedSource()
@@ -132,6 +135,11 @@ export class StepScheduler {
     this.queued.fill(0)
   }
 
+  /** Whether a loop of `rank` is parked now (a rank running collectives side by side can park only one). */
+  holds(rank: number): boolean {
+    return this.parked[rank] !== undefined
+  }
+
   /** Number of loops parked now. */
   get waiting(): number {
     let n = 0
@@ -156,20 +164,26 @@ export class StepScheduler {
           burst++
           const p = this.parked[rank]
           if (p === undefined) continue
+          // Out of its slot while it runs: what it calls may park a stepper of its own there (a loop's vote).
+          this.parked[rank] = undefined
           let r: typeof DONE | typeof WOULD_WAIT | Promise<unknown>
           try {
             r = p.stepper.advance(true)
           } catch (e) {
-            this.parked[rank] = undefined
             p.reject(e)
             continue
           }
           if (r === WOULD_WAIT) {
+            // The run failed while it ran (fail() no longer saw it in its slot).
+            if (this.failure !== undefined) {
+              p.reject(this.failure)
+              return
+            }
+            this.parked[rank] = p
             this.waitSource[rank] = p.stepper.awaitedSource()
             this.waitTag[rank] = p.stepper.awaitedTag()
           } else {
             // The loop ended or waits for something else: its rank takes it back (a promise resolves with what it adopts).
-            this.parked[rank] = undefined
             p.resolve(r)
           }
           if (this.failure !== undefined) return
