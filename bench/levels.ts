@@ -14,7 +14,10 @@
  * over a run, such as the votes of the time policy (100–250 ms of supersteps
  * apart in a supervised run).
  *
- *   npm run bench:levels -- [--n 2048] [--seconds 20] [--repeats 3] [--transport processes]
+ *   npm run bench:levels -- [--n 2048] [--seconds 20] [--repeats 3] [--transport processes] [--ranks 2]
+ *
+ * `--ranks 1` leaves the second core of a 2-core machine to the rank's I/O
+ * thread: the cost of the levels when the compute does not fill every core.
  */
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -29,20 +32,22 @@ import type { Transport } from '../src/runtime/group.js'
 import { excessAt, stepsEvery, type ProgressSample } from '../src/bench/local-excess.js'
 import { timedJacobi } from './timed-jacobi.js'
 
-const USAGE = 'npm run bench:levels -- [--n 2048] [--seconds 20] [--repeats 3] [--transport processes]'
+const USAGE = 'npm run bench:levels -- [--n 2048] [--seconds 20] [--repeats 3] [--transport processes] [--ranks 2]'
 const { values } = benchArgs(USAGE, () => parseArgs({
   options: {
     n: { type: 'string', default: '2048' },
     seconds: { type: 'string', default: '20' },
     repeats: { type: 'string', default: '3' },
     transport: { type: 'string', default: 'processes' },
+    ranks: { type: 'string', default: '2' },
   },
 }))
 const n = Number(values.n)
 const targetSeconds = Number(values.seconds)
 const repeats = Number(values.repeats)
 const transport = values.transport as Transport
-const ranks = 2
+const ranks = Number(values.ranks)
+if (!Number.isInteger(ranks) || ranks < 1 || n % ranks !== 0) throw new Error(`--ranks must be a whole number ≥ 1 that divides --n (got ${values.ranks})`)
 const root = mkdtempSync(join(tmpdir(), 'molotof-bench-levels-'))
 let dirs = 0
 

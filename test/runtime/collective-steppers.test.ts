@@ -101,14 +101,15 @@ describe('collectives run by the step scheduler (ranks of one thread)', () => {
     for (const c of comms) c.close()
   })
 
-  it('an allreduce met by another collective on a peer fails with a message naming the mismatch', async () => {
-    const { comms } = group(2, true)
-    const [a, b] = comms
-    const reduced = a.allreduce(1, 'sum')
-    const gathered = b.allgather(2)
-    await expect(reduced).rejects.toThrow(/expected a number \(8 bytes\) from rank 1 .* called different collectives/)
-    a.close()
-    b.close()
-    await expect(gathered).rejects.toThrow()
-  })
+  for (const scheduled of [true, false]) {
+    it(`an allreduce met by another collective on a peer fails with a message naming the mismatch (${scheduled ? 'scheduled' : 'awaited'})`, async () => {
+      const [a, b] = group(2, scheduled).comms
+      const reduced = a.allreduce(1, 'sum')
+      const gathered = b.allgather(2)
+      await expect(reduced).rejects.toThrow(/expected a number \(8 bytes\) from rank 1 .* called different collectives/)
+      a.close()
+      b.close()
+      await expect(gathered).rejects.toThrow()
+    })
+  }
 })
