@@ -1,6 +1,7 @@
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { crc32 } from 'node:zlib'
 import { afterAll, describe, expect, it } from 'vitest'
 import { decodeRankFile, encodeRankFile, PLACEHOLDER_CHECKSUM, type EntryInput, type RankFileMeta } from '../../../src/checkpoint/format/rank-file.js'
 import { encodeLight } from '../../../src/checkpoint/light/codec.js'
@@ -79,6 +80,18 @@ describe('CheckpointIoThread: a rank file written in one go once the rank releas
     const decoded = decodeRankFile(file, 'rank-0.mlf')
     expect(Buffer.from(decoded.entries.get('read')!.bytes).equals(Buffer.from(bytesOf(interior)))).toBe(true)
     expect(Array.from(decoded.entries.get('counter')!.bytes)).toEqual(Array.from(counter))
+  })
+
+  it('the checksum of a payload in pieces, one of them a view of an empty SharedArrayBuffer, is the CRC32 of its bytes', async () => {
+    const shared = (n: number, seed: number) => {
+      const b = new Uint8Array(new SharedArrayBuffer(n))
+      for (let i = 0; i < n; i++) b[i] = (i * 31 + seed) & 0xff
+      return b
+    }
+    const pieces = [shared(300_000, 1), shared(0, 2), shared(70_001, 3)]
+    io.release()
+    const { done } = io.stage({ copies: [], uncompacted: [], sums: [pieces] })
+    expect((await done).sums).toEqual([crc32(Buffer.concat(pieces)) >>> 0])
   })
 
   it('a body that cannot be written rejects with the file-system error after the copy, and leaves no file', async () => {
