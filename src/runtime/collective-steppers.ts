@@ -73,7 +73,7 @@ abstract class CollectiveStepper implements Stepper {
     return this.awaitRest(r)
   }
 
-  /** The scheduler gave the stepper back: done, or after a send that had to wait (then go on awaiting). */
+  /** The scheduler gave the stepper back: done, or not (a send that had to wait, or its rank's loop took the slot: EVICTED), then it goes on awaiting. */
   private readonly afterPark = (v: unknown): Promise<void> | void => (v === DONE ? undefined : this.awaitRest(this.advance()))
 
   private async awaitRest(first: typeof DONE | typeof WOULD_WAIT | Promise<unknown>): Promise<void> {

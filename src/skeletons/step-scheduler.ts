@@ -1,10 +1,11 @@
-import { InternalError } from '../errors.js'
 import type { SparseClock } from './sparse-clock.js'
 
 /** What `Stepper.advance` returns when its loop has ended. */
 export const DONE: unique symbol = Symbol('done')
 /** What `Stepper.advance` returns when it needs a message that has not arrived (only when a scheduler runs it). */
 export const WOULD_WAIT: unique symbol = Symbol('would wait')
+/** What a park resolves with when a loop of the same rank took the slot (see `StepScheduler.park`). */
+export const EVICTED: unique symbol = Symbol('evicted')
 
 /**
  * A skeleton loop as a state machine: `advance` runs it until it ends
@@ -102,11 +103,14 @@ export class StepScheduler {
     this.queued = new Uint8Array(size)
   }
 
-  /** Hand rank `rank`'s loop, which returned WOULD_WAIT, to the scheduler; resolves with DONE or with the value of what it then had to wait for. */
+  /**
+   * Hand rank `rank`'s loop, which returned WOULD_WAIT, to the scheduler;
+   * resolves with DONE, with the value of what it then had to wait for, or
+   * with EVICTED (see `evict`).
+   */
   park(rank: number, stepper: Stepper): Promise<unknown> {
     if (this.failure !== undefined) return Promise.reject(this.failure)
-    // One rank runs one thing at a time: a second park would lose the first.
-    if (this.parked[rank] !== undefined) return Promise.reject(new InternalError(`rank ${rank} parked twice with the step scheduler`))
+    this.evict(rank)
     // A park is a transition (a loop enters the scheduler once, not per superstep): a closure is fine here.
     const p = new Promise<unknown>((resolve, reject) => (this.parked[rank] = { stepper, resolve, reject }))
     this.waitSource[rank] = stepper.awaitedSource()
@@ -138,9 +142,26 @@ export class StepScheduler {
     this.queued.fill(0)
   }
 
-  /** Whether a loop of `rank` is parked now (a rank running collectives side by side can park only one). */
+  /** Whether a stepper of `rank` is parked now (a collective finding the slot taken awaits its messages instead). */
   holds(rank: number): boolean {
     return this.parked[rank] !== undefined
+  }
+
+  /**
+   * One slot per rank: a loop that parks where a collective of its rank
+   * waits (a collective the loop's own code started and did not await)
+   * hands that collective back, resolved with EVICTED, to go on with its
+   * own awaits. Collectives never evict (they check `holds`).
+   */
+  private evict(rank: number): void {
+    const other = this.parked[rank]
+    if (other === undefined) return
+    this.parked[rank] = undefined
+    if (this.queued[rank] === 1) {
+      this.queued[rank] = 0
+      this.count--
+    }
+    other.resolve(EVICTED)
   }
 
   /** Number of loops parked now. */
@@ -182,6 +203,7 @@ export class StepScheduler {
               p.reject(this.failure)
               return
             }
+            this.evict(rank)
             this.parked[rank] = p
             this.waitSource[rank] = p.stepper.awaitedSource()
             this.waitTag[rank] = p.stepper.awaitedTag()

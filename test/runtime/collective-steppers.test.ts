@@ -1,6 +1,7 @@
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
 import { localGroup } from '../../src/runtime/local.js'
+import { CountedKernel, defineProgram, Domain, DomainDesc, option, runLocal } from '../../src/index.js'
 import { StepScheduler } from '../../src/skeletons/step-scheduler.js'
 import { SparseClock } from '../../src/skeletons/sparse-clock.js'
 import type { Communicator, ReduceOp } from '../../src/routing/communicator.js'
@@ -101,6 +102,12 @@ describe('collectives run by the step scheduler (ranks of one thread)', () => {
     for (const c of comms) c.close()
   })
 
+  it('an allreduce a kernel starts inside a superstep and awaits after the loop: right on every rank, no hang', async () => {
+    // The allreduce parks in its rank's slot; the loop, parking next for a halo, hands it back to its own awaits.
+    const results = await runLocal(startsAllreduces, { ranks: 4, argv: ['--steps', '6'] })
+    for (const r of results) expect(r).toEqual([0, 4, 8, 12, 16, 20].map((s) => s + 6))
+  })
+
   for (const scheduled of [true, false]) {
     it(`an allreduce met by another collective on a peer fails with a message naming the mismatch (${scheduled ? 'scheduled' : 'awaited'})`, async () => {
       const [a, b] = group(2, scheduled).comms
@@ -112,4 +119,43 @@ describe('collectives run by the step scheduler (ranks of one thread)', () => {
       await expect(gathered).rejects.toThrow()
     })
   }
+})
+
+/** 4 cells per rank on a line, one halo cell on each side. */
+class Line extends Domain<1> {
+  constructor() {
+    super(1)
+  }
+  possessed(rank: number): DomainDesc<1> {
+    return DomainDesc.of([1 + 4 * rank], [5 + 4 * rank])
+  }
+  needed(rank: number): DomainDesc<1> {
+    return DomainDesc.of([4 * rank], [6 + 4 * rank])
+  }
+}
+
+/** Each superstep starts an allreduce of step + rank (over 4 ranks: 4·step + 6) and keeps its promise. */
+class Starts extends CountedKernel<Line> {
+  readonly pending: Promise<number>[] = []
+  constructor(
+    steps: number,
+    private readonly ctx: { rank: number; allreduce(v: number, op: 'sum'): Promise<number> },
+  ) {
+    super(steps)
+  }
+  calculate(read: Line, write: Line): void {
+    const b = write.possessedBox
+    for (let i = b.lower[0]; i < b.upper[0]; i++) write.set([i], read.get([i]) + 1)
+    this.pending.push(this.ctx.allreduce(this.pending.length + this.ctx.rank, 'sum'))
+  }
+}
+
+const startsAllreduces = defineProgram({
+  name: 'starts-allreduces',
+  options: { steps: option.int(6, 'supersteps', { min: 1 }) },
+  async main(ctx): Promise<number[]> {
+    const k = new Starts(ctx.options.steps, ctx)
+    await ctx.skeleton(k, [new Line(), new Line()]).run()
+    return Promise.all(k.pending)
+  },
 })
