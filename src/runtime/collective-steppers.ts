@@ -69,7 +69,7 @@ abstract class CollectiveStepper implements Stepper {
     const r = this.advance()
     if (r === DONE) return undefined
     const scheduler = this.p2p.scheduler
-    if (r === WOULD_WAIT && scheduler !== undefined && !scheduler.holds(this.p2p.rank)) return scheduler.park(this.p2p.rank, this).then(this.afterPark)
+    if (r === WOULD_WAIT && scheduler !== undefined && !scheduler.holds(this.p2p.rank)) return scheduler.park(this.p2p.rank, this, true).then(this.afterPark)
     return this.awaitRest(r)
   }
 

@@ -1,3 +1,4 @@
+import { ConfigError } from '../errors.js'
 import type { SparseClock } from './sparse-clock.js'
 
 /** What `Stepper.advance` returns when its loop has ended. */
@@ -26,6 +27,8 @@ interface Parked {
   stepper: Stepper
   resolve: (v: unknown) => void
   reject: (e: unknown) => void
+  /** A collective, which a loop of its rank may send back to its own awaits (see `evict`). */
+  evictable: boolean
 }
 
 /** Ready ranks run per burst before the lowest ready rank is looked for again. */
@@ -108,11 +111,11 @@ export class StepScheduler {
    * resolves with DONE, with the value of what it then had to wait for, or
    * with EVICTED (see `evict`).
    */
-  park(rank: number, stepper: Stepper): Promise<unknown> {
+  park(rank: number, stepper: Stepper, evictable = false): Promise<unknown> {
     if (this.failure !== undefined) return Promise.reject(this.failure)
-    this.evict(rank)
+    if (!this.evict(rank)) return Promise.reject(twoLoops(rank))
     // A park is a transition (a loop enters the scheduler once, not per superstep): a closure is fine here.
-    const p = new Promise<unknown>((resolve, reject) => (this.parked[rank] = { stepper, resolve, reject }))
+    const p = new Promise<unknown>((resolve, reject) => (this.parked[rank] = { stepper, resolve, reject, evictable }))
     this.waitSource[rank] = stepper.awaitedSource()
     this.waitTag[rank] = stepper.awaitedTag()
     return p
@@ -148,20 +151,23 @@ export class StepScheduler {
   }
 
   /**
-   * One slot per rank: a loop that parks where a collective of its rank
-   * waits (a collective the loop's own code started and did not await)
-   * hands that collective back, resolved with EVICTED, to go on with its
-   * own awaits. Collectives never evict (they check `holds`).
+   * Free `rank`'s slot; false when it holds a loop. One slot per rank: a
+   * loop that parks where a collective of its rank waits (one the loop's own
+   * code started and did not await) hands that collective back, resolved
+   * with EVICTED, to go on with its own awaits. Collectives never evict
+   * (they check `holds`); two loops of one rank at once are refused.
    */
-  private evict(rank: number): void {
+  private evict(rank: number): boolean {
     const other = this.parked[rank]
-    if (other === undefined) return
+    if (other === undefined) return true
+    if (!other.evictable) return false
     this.parked[rank] = undefined
     if (this.queued[rank] === 1) {
       this.queued[rank] = 0
       this.count--
     }
     other.resolve(EVICTED)
+    return true
   }
 
   /** Number of loops parked now. */
@@ -203,7 +209,10 @@ export class StepScheduler {
               p.reject(this.failure)
               return
             }
-            this.evict(rank)
+            if (!this.evict(rank)) {
+              p.reject(twoLoops(rank))
+              continue
+            }
             this.parked[rank] = p
             this.waitSource[rank] = p.stepper.awaitedSource()
             this.waitTag[rank] = p.stepper.awaitedTag()
@@ -225,4 +234,8 @@ export class StepScheduler {
       this.driving = false
     }
   }
+}
+
+function twoLoops(rank: number): ConfigError {
+  return new ConfigError(`rank ${rank}: two superstep loops run at once on one rank; run one skeleton after the other (await its run() before starting the next)`)
 }

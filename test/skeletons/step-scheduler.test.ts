@@ -1,9 +1,9 @@
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
 import { CountedKernel, defineProgram, Domain2D, DomainDesc, option, runLocal, splitPoint } from '../../src/index.js'
-import { RankFailedError } from '../../src/errors.js'
+import { ConfigError, RankFailedError } from '../../src/errors.js'
 import { SparseClock } from '../../src/skeletons/sparse-clock.js'
-import { DONE, StepScheduler, WOULD_WAIT, type Stepper } from '../../src/skeletons/step-scheduler.js'
+import { DONE, EVICTED, StepScheduler, WOULD_WAIT, type Stepper } from '../../src/skeletons/step-scheduler.js'
 
 const ROWS_PER_RANK = 3
 const COLS = 5
@@ -152,6 +152,23 @@ describe('StepScheduler', () => {
     expect(await parked).toBe(DONE)
     expect(loop.advances).toBe(2)
     expect(s.waiting).toBe(0)
+  })
+
+  it("one slot per rank: a loop takes it from a collective (handed back, EVICTED), never from another loop", async () => {
+    const s = new StepScheduler(2, new SparseClock(50))
+    const collective = s.park(0, new FakeLoop(1, 1, () => 0), true)
+    // The collective's message arrives, then the loop parks before the scheduler runs it.
+    s.delivered(0, 1, 7)
+    let count = 0
+    const loop = new FakeLoop(1, 1, () => count)
+    const parked = s.park(0, loop)
+    expect(await collective).toBe(EVICTED)
+    expect(s.holds(0)).toBe(true)
+    await expect(s.park(0, new FakeLoop(1, 1, () => 0))).rejects.toThrow(ConfigError)
+    count = 1
+    s.delivered(0, 1, 7)
+    expect(await parked).toBe(DONE)
+    expect(s.holds(0)).toBe(false)
   })
 
   it('runs every ready loop, more than a burst of them, and those made ready behind the one running', async () => {
