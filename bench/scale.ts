@@ -102,6 +102,36 @@ const min = (xs: number[]) => Math.min(...xs)
 /** Supersteps of a long run with P ranks in one thread: about `work` rank-supersteps. */
 const stepsFor = (P: number) => Math.max(steps, Math.ceil(work / P))
 
+interface Timed {
+  seconds: number
+  allocated: number
+}
+
+/**
+ * `repeats` runs of `short` and of `long` supersteps, each pair beside
+ * kernel-only loops over `strips` strips of the same lengths: what the
+ * difference costs in kernel seconds (fastest runs), the rest of the time
+ * (framework) and bytes allocated (medians), for the whole group.
+ */
+async function longMinusShort(run: (iterations: number) => Promise<Timed>, strips: number, short: number, long: number): Promise<{ kernel: number; framework: number; allocated: number }> {
+  const shortRuns: Timed[] = []
+  const longRuns: Timed[] = []
+  const kShort: number[] = []
+  const kLong: number[] = []
+  for (let r = 0; r < repeats; r++) {
+    longRuns.push(await run(long))
+    shortRuns.push(await run(short))
+    kShort.push(kernelOnly(strips, short))
+    kLong.push(kernelOnly(strips, long))
+  }
+  const kernel = min(kLong) - min(kShort)
+  return {
+    kernel,
+    framework: min(longRuns.map((x) => x.seconds)) - min(shortRuns.map((x) => x.seconds)) - kernel,
+    allocated: median(longRuns.map((x) => x.allocated)) - median(shortRuns.map((x) => x.allocated)),
+  }
+}
+
 // 1. runLocal
 const localRows: string[][] = []
 const localFigures: Record<number, number> = {}
@@ -109,24 +139,14 @@ for (const P of parts.has('local') ? localRanks : []) {
   const short = Math.max(SHORT, P)
   const long = short + stepsFor(P)
   const supersteps = long - short
-  const shortRuns: Array<{ seconds: number; allocated: number }> = []
-  const longRuns: Array<{ seconds: number; allocated: number }> = []
-  const kShort: number[] = []
-  const kLong: number[] = []
   // Warm-up: the JIT compiles (and its code counts as heap allocation) before anything is measured.
   await localRun(P, long)
   kernelOnly(P, long)
-  for (let r = 0; r < repeats; r++) {
-    shortRuns.push(await localRun(P, short))
-    longRuns.push(await localRun(P, long))
-    kShort.push(kernelOnly(P, short))
-    kLong.push(kernelOnly(P, long))
-  }
-  const k = min(kLong) - min(kShort)
-  const fw = ((min(longRuns.map((x) => x.seconds)) - min(shortRuns.map((x) => x.seconds)) - k) / (P * supersteps)) * 1e6
-  const alloc = (median(longRuns.map((x) => x.allocated)) - median(shortRuns.map((x) => x.allocated))) / supersteps
+  const d = await longMinusShort((iterations) => localRun(P, iterations), P, short, long)
+  const fw = (d.framework / (P * supersteps)) * 1e6
+  const alloc = d.allocated / supersteps
   localFigures[P] = fw
-  localRows.push([String(P), String(long), f((k / (P * supersteps)) * 1e6, 2), f(fw, 2), f(alloc, 0), f(alloc / P, 1)])
+  localRows.push([String(P), String(long), f((d.kernel / (P * supersteps)) * 1e6, 2), f(fw, 2), f(alloc, 0), f(alloc / P, 1)])
   process.stderr.write(`runLocal P=${P} done\n`)
 }
 if (localRows.length) {
@@ -145,24 +165,13 @@ for (const transport of ['threads', 'processes'] as const) {
     const short = Math.max(steps, Math.ceil(work / 4))
     const long = short + Math.max(steps, Math.ceil(work / 4))
     const supersteps = long - short
-    const run = async (iterations: number) => {
+    const run = async (iterations: number): Promise<Timed> => {
       const r = await launch<StripResult>('bench/programs/strip-jacobi.ts', { ranks: P, transport, argv: argv(iterations, ['--count-alloc']), ...quiet })
       return { seconds: Math.max(...r.values.map((v) => v.seconds)), allocated: Math.max(...r.values.map((v) => v.allocated)) }
     }
-    const shortRuns: Array<{ seconds: number; allocated: number }> = []
-    const longRuns: Array<{ seconds: number; allocated: number }> = []
-    const kShort: number[] = []
-    const kLong: number[] = []
-    for (let r = 0; r < repeats; r++) {
-      longRuns.push(await run(long))
-      shortRuns.push(await run(short))
-      kShort.push(kernelOnly(1, short))
-      kLong.push(kernelOnly(1, long))
-    }
-    const k = min(kLong) - min(kShort)
-    const fw = ((min(longRuns.map((x) => x.seconds)) - min(shortRuns.map((x) => x.seconds)) - k) / supersteps) * 1e6
-    const alloc = (median(longRuns.map((x) => x.allocated)) - median(shortRuns.map((x) => x.allocated))) / supersteps
-    rows.push([String(P), String(long), f(fw, 2), f(alloc, 0)])
+    // Each rank has a core or shares one: its kernel alone is one strip's loop.
+    const d = await longMinusShort(run, 1, short, long)
+    rows.push([String(P), String(long), f((d.framework / supersteps) * 1e6, 2), f(d.allocated / supersteps, 0)])
     process.stderr.write(`${transport} P=${P} done\n`)
   }
   if (rows.length) {
