@@ -3,8 +3,8 @@ import { SENT, type Message, type ReduceOp } from '../routing/communicator.js'
 import type { StepScheduler, Stepper } from '../skeletons/step-scheduler.js'
 import { DONE, WOULD_WAIT } from '../skeletons/step-scheduler.js'
 
-/** What the collectives' steppers need from a transport. */
-export interface StepperPointToPoint {
+/** The point-to-point part a transport provides; the collectives are built on it. */
+export interface PointToPoint {
   readonly rank: number
   readonly size: number
   send(dest: number, tag: number, bytes: Uint8Array): Promise<void>
@@ -43,7 +43,7 @@ abstract class CollectiveStepper implements Stepper {
   /** The awaited message, handed over by `run` when the rank awaits its receives. */
   private handed: Message | undefined
 
-  constructor(protected readonly p2p: StepperPointToPoint) {}
+  constructor(protected readonly p2p: PointToPoint) {}
 
   abstract advance(): typeof DONE | typeof WOULD_WAIT | Promise<unknown>
 

@@ -2,10 +2,7 @@ import SuperJSON from 'superjson'
 import type { BufferAllocator } from '../domains/dtype.js'
 import { DTYPES, joinBytes, type DType } from '../domains/dtype.js'
 import { SENT, type Communicator, type Message, type ReduceOp } from '../routing/communicator.js'
-import { AllreduceStepper, BarrierStepper, type StepperPointToPoint } from './collective-steppers.js'
-
-/** The point-to-point part a transport provides; collectives are built on it. */
-export type PointToPoint = StepperPointToPoint
+import { AllreduceStepper, BarrierStepper, type PointToPoint } from './collective-steppers.js'
 
 const encoder = new TextEncoder()
 const decoder = new TextDecoder()
