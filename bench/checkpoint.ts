@@ -10,6 +10,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
 import { benchArgs } from './args.js'
+import { openRecord } from './record.js'
 import { encodeRankFile } from '../src/checkpoint/format/rank-file.js'
 import { CheckpointStore } from '../src/checkpoint/store/checkpoint-store.js'
 import { launch, RunInterruptedError } from '../src/index.js'
@@ -20,6 +21,7 @@ const { values } = benchArgs(USAGE, () => parseArgs({ options: { n: { type: 'str
 const n = Number(values.n)
 const repeats = Number(values.repeats)
 const ranks = 2
+const record = openRecord('checkpoint', 'Checkpoint sizes, write throughput, resume and replay')
 const root = mkdtempSync(join(tmpdir(), 'molotof-bench-ckpt-'))
 const quiet = { onLog: () => {} }
 const mib = (b: number) => (b / 2 ** 20).toFixed(2)
@@ -108,6 +110,9 @@ try {
     ),
   )
   console.log(`molotof / plain throughput: ${(sp.median / sm.median).toFixed(3)}`)
+  record.figure(`molotof rank file write, ${mib(possessedBytes)} MiB`, tm, 'ms')
+  record.figure(`plain write + fsync + rename, ${mib(possessedBytes)} MiB`, tp, 'ms')
+  record.figure('molotof / plain write throughput (per repeat)', tp.map((p, i) => p / tm[i]), 'ratio', { headline: 'checkpoint write throughput against a plain write + fsync', target: '≥ 0.9' })
 
   // 3. Recovery line negotiation and restore, Jacobi n×n on 2 ranks (threads).
   const dir = join(root, 'resume')
@@ -134,3 +139,4 @@ try {
 } finally {
   rmSync(root, { recursive: true, force: true })
 }
+record.save()

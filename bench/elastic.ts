@@ -11,6 +11,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
 import { benchArgs } from './args.js'
+import { openRecord } from './record.js'
 import { runLocal, RunInterruptedError, type Program } from '../src/index.js'
 import jacobi, { type JacobiResult } from '../examples/jacobi/jacobi.js'
 import blocks from './programs/block-jacobi.js'
@@ -20,6 +21,7 @@ const { values } = benchArgs(USAGE, () => parseArgs({ options: { n: { type: 'str
 const n = Number(values.n)
 const root = mkdtempSync(join(tmpdir(), 'molotof-bench-elastic-'))
 const mib = (b: number) => (b / 2 ** 20).toFixed(2)
+const record = openRecord('elastic', 'Elastic restart: bytes read against bytes needed')
 
 interface Row {
   program: string
@@ -78,7 +80,10 @@ try {
     )
   }
   const target = rows[0]
+  for (const r of rows) record.figure(`${r.program} ${r.from} → ${r.to}: bytes read / bytes needed`, r.read / r.needed, 'ratio', r === target ? { headline: `elastic restart ${r.from} → ${r.to} ranks, Jacobi ${n}²: bytes read / needed`, target: '≤ 1.05' } : {})
+  for (const r of rows) record.figure(`${r.program} ${r.from} → ${r.to}: restore`, r.restoreMs, 'ms')
   console.log(`\n4 → 3 ranks (jacobi): bytes read / bytes needed = ${(target.read / target.needed).toFixed(4)} (target ≤ 1.05), with headers ${((target.read + target.headers) / target.needed).toFixed(4)}`)
 } finally {
   rmSync(root, { recursive: true, force: true })
 }
+record.save()

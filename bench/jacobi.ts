@@ -7,6 +7,7 @@
  */
 import { parseArgs } from 'node:util'
 import { benchArgs } from './args.js'
+import { openRecord } from './record.js'
 import { launch } from '../src/index.js'
 import type { JacobiResult } from '../examples/jacobi/jacobi.js'
 import { jacobiSerial } from '../examples/jacobi/serial.js'
@@ -26,6 +27,7 @@ const n = Number(values.n)
 const iterations = Number(values.iterations)
 const repeats = Number(values.repeats)
 const updates = n * n * iterations
+const record = openRecord('jacobi', 'Jacobi throughput against hand-written loops')
 
 const configs: Array<{ name: string; run: () => Promise<number> }> = [
   {
@@ -75,3 +77,9 @@ console.log('(time measured around the skeleton loop on rank 0 for molotof, arou
 const best = times.map((t) => summary(t).min)
 const pairs = summary(times[1].map((hand, r) => hand / times[3][r])).median
 console.log(`molotof 2 ranks / hand-written 2 threads: ${(med[1] / med[3]).toFixed(3)} (medians), ${(best[1] / best[3]).toFixed(3)} (best runs), ${pairs.toFixed(3)} (median of the per-repeat ratios)`)
+configs.forEach((c, i) => record.figure(`${c.name}, n=${n}`, times[i].map((t) => updates / t / 1e6), 'MLUPS'))
+record.figure('molotof 2 ranks / hand-written 2 threads (per repeat)', times[1].map((hand, r) => hand / times[3][r]), 'ratio', {
+  headline: `Jacobi ${n}², 2 ranks: throughput against a hand-written 2-thread loop`,
+  target: '≥ 0.95',
+})
+record.save()

@@ -24,6 +24,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
 import { benchArgs } from './args.js'
+import { openRecord } from './record.js'
 import { performance } from 'node:perf_hooks'
 import type { CheckpointEvent } from '../src/checkpoint/events.js'
 import type { FaultToleranceConfig } from '../src/checkpoint/config.js'
@@ -49,6 +50,7 @@ const transport = values.transport as Transport
 const ranks = Number(values.ranks)
 if (!Number.isInteger(ranks) || ranks < 1 || n % ranks !== 0) throw new Error(`--ranks must be a whole number ≥ 1 that divides --n (got ${values.ranks})`)
 const root = mkdtempSync(join(tmpdir(), 'molotof-bench-levels-'))
+const record = openRecord('levels', `Checkpoint levels: Jacobi ${n}², ${ranks} ranks (${transport})`)
 let dirs = 0
 
 // The project's median (src/bench/stats.ts), as every bench reports it.
@@ -133,6 +135,11 @@ try {
   console.log(`  disk flush from memory, point to durable:      ${f1(median(flushEvents.map((e) => e.ms)))} ms median, stall 0 (${flushEvents.length} flushes)`)
   console.log(`  foreground disk checkpoint (no memory level):  ${f1(median(diskEvents.map((e) => e.ms)))} ms median, all of it a stall`)
   console.log(`  stall target (copy + 1 ms): ${median(stalls) <= copyMs + 1 ? 'met' : 'NOT met'} at the median`)
+  record.figure('plain memory copy of a rank file', copies, 'ms')
+  record.figure('stall at a memory checkpoint', stalls, 'ms', { headline: `stall at a memory checkpoint, ${(bytes / 2 ** 20).toFixed(0)} MiB per rank (plain copy: ${f2(copyMs)} ms)`, target: 'copy + 1 ms' })
+  record.figure('memory checkpoint, point to commit', memoryEvents.map((e) => e.ms), 'ms')
+  record.figure('disk flush from memory, point to durable', flushEvents.map((e) => e.ms), 'ms')
+  record.figure('foreground disk checkpoint', diskEvents.map((e) => e.ms), 'ms')
 
   // 2. Failure-free overhead: memory every 2 s + disk every 60 s, against no checkpoints.
   const none: number[] = []
@@ -209,6 +216,10 @@ try {
   // The narrower windows: less noise, and still wider than all a checkpoint sets off.
   const [e] = meanAndError(excess[0])
   console.log(`  overhead, within-run estimate (±${NARROW_HALF_WINDOW_MS} ms) + votes: ${f2((e * perMs + voteMs / levelsMs) * 100)} % (target ≤ 1 %)`)
+  record.figure('run time without checkpoints', none.map((x) => x / 1000), 's')
+  record.figure('run time with memory every 2 s + disk every 60 s', levels.map((x) => x / 1000), 's')
+  record.figure('failure-free overhead of the levels, within-run estimate + votes', (e * perMs + voteMs / levelsMs) * 100, '%', { headline: 'failure-free overhead, memory every 2 s + disk every 60 s', target: '≤ 1 %' })
 } finally {
   rmSync(root, { recursive: true, force: true })
 }
+record.save()

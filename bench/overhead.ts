@@ -22,6 +22,7 @@ import { join } from 'node:path'
 import { parseArgs, promisify } from 'node:util'
 import { summary } from '../src/bench/stats.js'
 import { benchArgs } from './args.js'
+import { openRecord } from './record.js'
 
 const run = promisify(execFile)
 const USAGE = 'npm run bench:overhead -- [--n 2048] [--seconds 70] [--pairs 6] [--control]'
@@ -37,6 +38,7 @@ const n = Number(values.n)
 const seconds = Number(values.seconds)
 const pairs = Number(values.pairs)
 const root = mkdtempSync(join(tmpdir(), 'molotof-bench-overhead-'))
+const record = openRecord('overhead', 'Failure-free overhead of the levels, one rank per core')
 const median = (xs: number[]) => summary(xs).median
 const pct = (r: number) => `${((r - 1) * 100).toFixed(2)} %`
 
@@ -89,6 +91,7 @@ try {
   for (let p = 0; p + 1 < pairs; p += 2) swapped.push(Math.sqrt(ratios[p] * ratios[p + 1]))
   console.log(`levels on core 0: ${byCore[0].map(pct).join(', ')}; on core 1: ${byCore[1].map(pct).join(', ')}`)
   console.log(`median of the ${pairs} paired ratios: ${pct(median(ratios))}`)
+  record.figure('overhead, memory every 2 s + disk every 60 s (paired runs)', ratios.map((r) => (r - 1) * 100), '%', { target: '≤ 1 %' })
   if (controls.length > 0) console.log(`control pairs (identical work): ${controls.map(pct).join(', ')}`)
   if (swapped.length > 0) {
     console.log(
@@ -98,3 +101,4 @@ try {
 } finally {
   rmSync(root, { recursive: true, force: true })
 }
+record.save()

@@ -16,6 +16,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
 import { benchArgs } from './args.js'
+import { openRecord } from './record.js'
 import type { FaultToleranceConfig } from '../src/checkpoint/config.js'
 import { summary } from '../src/bench/stats.js'
 import type { Transport } from '../src/runtime/group.js'
@@ -39,6 +40,7 @@ const memoryEvery = Number(values['memory-every'])
 const repeats = Number(values.repeats)
 const transport = values.transport as Transport
 const ranks = 2
+const record = openRecord('partner', 'Partner copies: cost at the checkpoint point')
 const root = mkdtempSync(join(tmpdir(), 'molotof-bench-partner-'))
 let dirs = 0
 
@@ -109,6 +111,10 @@ try {
       `memory ${ratio('memory + partner', 'memory', perOf)}×`,
   )
   console.log(`  partner copy, checkpoint point to partner commit: ${f1(median(partnerMs))} ms median (${partnerMs.length} copies)`)
+  for (const c of configs) if (c.name !== 'no checkpoints') record.figure(`${c.name}: stall at the checkpoint point`, stalls.get(c.name)!, 'ms')
+  record.figure('partner / without, stall at a foreground disk checkpoint', stallOf('disk + partner') / stallOf('disk'), '×', { headline: 'partner copies: stall at the checkpoint point against none', target: '≤ 1.5×' })
+  record.figure('partner copy, checkpoint point to partner commit', partnerMs, 'ms')
 } finally {
   rmSync(root, { recursive: true, force: true })
 }
+record.save()

@@ -13,6 +13,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
 import { benchArgs } from './args.js'
+import { openRecord } from './record.js'
 import type { JacobiResult } from '../examples/jacobi/jacobi.js'
 import { launch } from '../src/index.js'
 import { summary, table } from '../src/bench/stats.js'
@@ -38,6 +39,7 @@ const repeats = Number(values.repeats)
 const failStep = Math.floor(iterations * 0.6) + Math.floor(every / 2)
 const argv = ['--n', values.n!, '--iterations', String(iterations)]
 const program = 'examples/jacobi/jacobi.ts'
+const record = openRecord('recovery', 'Recovery: failure to the first superstep computed again')
 
 interface Config {
   name: string
@@ -114,3 +116,9 @@ console.log(
   ),
 )
 console.log(`every recovered result bit-identical to the failure-free run: ${allSame ? 'yes' : 'NO'}`)
+for (const c of configs) {
+  const total = rows.get(c)!.map((x) => x.failureToFirstStepMs)
+  const warm = c.spares > 0 && c.keepSurvivors
+  record.figure(`${c.name}: failure → first superstep`, total, 'ms', warm ? { headline: `recovery on warm spares, Jacobi n=${values.n}, ${ranks} ${transport}`, target: '< 100 ms' } : {})
+}
+record.save()

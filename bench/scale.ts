@@ -31,6 +31,7 @@
  */
 import { parseArgs } from 'node:util'
 import { benchArgs } from './args.js'
+import { openRecord } from './record.js'
 import { launch, runLocal } from '../src/index.js'
 import { Collectives } from '../src/runtime/collectives.js'
 import { allocatedBytes, startAllocationCount } from '../src/bench/alloc.js'
@@ -65,6 +66,7 @@ const work = Number(values.work)
 const collectiveRepeats = Number(values['collective-repeats'])
 const parts = new Set(values.parts.split(','))
 const SHORT = 10
+const record = openRecord('scale', 'Scale: framework cost per rank-superstep and collectives')
 // A loaded host can take more than the default 2 s to start a rank process: not a hang.
 const quiet = { onLog: () => {}, hangTimeoutMs: 60_000 }
 const policy = ['--policy', 'every:1000000000']
@@ -155,6 +157,7 @@ if (localRows.length) {
   const p4 = localFigures[4]
   const top = Math.max(...localRanks)
   if (p4 !== undefined && top !== 4) console.log(`framework at P=${top} / at P=4: ${(localFigures[top] / p4).toFixed(2)}\n`)
+  for (const [P, fw] of Object.entries(localFigures)) record.figure(`runLocal framework cost per rank-superstep, P=${P}`, fw, 'µs', Number(P) === top ? { headline: `framework cost per rank-superstep at P=${top} (P=4: ${f(p4 ?? NaN, 2)} µs)`, target: '≤ 30 µs, flat in P' } : {})
 }
 
 // 2. rank threads (the default transport) and rank processes
@@ -322,3 +325,4 @@ function printGrowth(rows: GrowthRow[]): void {
     console.log(`P ${a.P} → ${b.P}: rounds ×${rounds.toFixed(2)}; per rank: allreduce ${x('allreduce')}, among ${population} ${x('among')}, bare ${x('bare')}`)
   }
 }
+record.save()

@@ -10,6 +10,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
 import { benchArgs } from './args.js'
+import { openRecord } from './record.js'
 import { readHeaderOnly } from '../src/checkpoint/format/rank-file.js'
 import { launch } from '../src/index.js'
 import type { SwingResult } from '../examples/swing/swing.js'
@@ -20,6 +21,7 @@ const { values } = benchArgs(USAGE, () => parseArgs({ options: { preset: { type:
 const preset = values.preset!
 const repeats = Number(values.repeats)
 const quiet = { onLog: () => {} }
+const record = openRecord('swing', `Swing, preset ${preset}: 1 and 2 ranks`)
 
 const runOnce = async (ranks: number) => {
   const r = await launch<SwingResult>('examples/swing/swing.ts', { ranks, argv: ['--preset', preset], ...quiet })
@@ -50,6 +52,9 @@ console.log(
   ),
 )
 console.log(`value ${value.toPrecision(15)} (identical on 1 and 2 ranks)`)
+record.figure('dynamic programming, 1 rank', times[0], 's')
+record.figure('dynamic programming, 2 ranks', times[1], 's')
+record.figure('speed-up on 2 ranks (per repeat)', times[0].map((t, i) => t / times[1][i]), '×', { headline: `Swing ${preset}: speed-up on 2 ranks` })
 
 // Minimal checkpoint on 2 ranks, taken at a few dates.
 const dir = mkdtempSync(join(tmpdir(), 'molotof-bench-swing-'))
@@ -75,3 +80,4 @@ try {
 } finally {
   rmSync(dir, { recursive: true, force: true })
 }
+record.save()

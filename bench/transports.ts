@@ -8,6 +8,7 @@
  */
 import { parseArgs } from 'node:util'
 import { benchArgs } from './args.js'
+import { openRecord } from './record.js'
 import type { JacobiResult } from '../examples/jacobi/jacobi.js'
 import { summary, table } from '../src/bench/stats.js'
 import { launch } from '../src/index.js'
@@ -27,6 +28,7 @@ const repeats = Number(values.repeats)
 const ranks = Number(values.ranks)
 const updates = n * n * iterations
 const transports = ['processes', 'tcp'] as const
+const record = openRecord('transports', 'Transports: Unix sockets against TCP')
 
 console.log(`Jacobi n=${n}, ${iterations} iterations, ${ranks} rank processes, ${repeats} repeats (+1 warm-up), transports interleaved`)
 const times = transports.map(() => [] as number[])
@@ -50,3 +52,6 @@ const rows = transports.map((t, i) => {
 })
 console.log(table(['transport', 'MLUPS min', 'median', 'max'], rows))
 console.log(`tcp / Unix sockets (medians of the skeleton loop time on rank 0): ${(med[0] / med[1]).toFixed(3)}`)
+transports.forEach((t, i) => record.figure(`${t}, Jacobi n=${n}, ${ranks} ranks`, times[i].map((x) => updates / x / 1e6), 'MLUPS'))
+record.figure('TCP / Unix sockets throughput (per repeat)', times[0].map((u, r) => u / times[1][r]), 'ratio', { headline: 'TCP against Unix sockets, Jacobi throughput', target: '≥ 0.95' })
+record.save()
