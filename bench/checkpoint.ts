@@ -112,7 +112,7 @@ try {
   console.log(`molotof / plain throughput: ${(sp.median / sm.median).toFixed(3)}`)
   record.figure(`molotof rank file write, ${mib(possessedBytes)} MiB`, tm, 'ms')
   record.figure(`plain write + fsync + rename, ${mib(possessedBytes)} MiB`, tp, 'ms')
-  record.figure('molotof / plain write throughput (per repeat)', tp.map((p, i) => p / tm[i]), 'ratio', { headline: 'checkpoint write throughput against a plain write + fsync', target: '≥ 0.9' })
+  record.figure('molotof / plain write throughput (per repeat)', tp.map((p, i) => p / tm[i]), '×', { headline: 'checkpoint write throughput against a plain write + fsync', target: '≥ 0.9' })
 
   // 3. Recovery line negotiation and restore, Jacobi n×n on 2 ranks (threads).
   const dir = join(root, 'resume')

@@ -80,7 +80,7 @@ try {
     )
   }
   const target = rows[0]
-  for (const r of rows) record.figure(`${r.program} ${r.from} → ${r.to}: bytes read / bytes needed`, r.read / r.needed, 'ratio', r === target ? { headline: `elastic restart ${r.from} → ${r.to} ranks, Jacobi ${n}²: bytes read / needed`, target: '≤ 1.05' } : {})
+  for (const r of rows) record.figure(`${r.program} ${r.from} → ${r.to}: bytes read / bytes needed`, r.read / r.needed, '×', r === target ? { headline: `elastic restart ${r.from} → ${r.to} ranks, Jacobi ${n}²: bytes read / needed`, target: '≤ 1.05' } : {})
   for (const r of rows) record.figure(`${r.program} ${r.from} → ${r.to}: restore`, r.restoreMs, 'ms')
   console.log(`\n4 → 3 ranks (jacobi): bytes read / bytes needed = ${(target.read / target.needed).toFixed(4)} (target ≤ 1.05), with headers ${((target.read + target.headers) / target.needed).toFixed(4)}`)
 } finally {

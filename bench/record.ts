@@ -7,7 +7,7 @@
  *
  * ```ts
  * const record = openRecord('jacobi', 'Jacobi throughput')
- * record.figure('molotof 2 ranks / hand-written 2 threads', [0.99, 1.01, 0.98], 'ratio', { headline: 'throughput against a hand-written 2-thread loop', target: '≥ 0.95' })
+ * record.figure('molotof 2 ranks / hand-written 2 threads', [0.99, 1.01, 0.98], '×', { headline: 'throughput against a hand-written 2-thread loop', target: '≥ 0.95' })
  * record.save()
  * ```
  */

@@ -26,6 +26,11 @@ export function formatValue(x: number): string {
   return x.toExponential(2)
 }
 
+/** 80 ms, 1.02×: a ratio takes no space before its sign. */
+function withUnit(value: string, unit: string): string {
+  return unit === '×' || unit === '%' ? `${value}${unit}` : `${value} ${unit}`
+}
+
 function spread(f: Figure): string {
   return f.n > 1 ? `${formatValue(f.min)}–${formatValue(f.max)}` : ''
 }
@@ -93,7 +98,7 @@ export function renderHeadlines(records: readonly BenchRecord[]): string {
   const rows = records.flatMap((r) =>
     r.figures
       .filter((f) => f.headline !== undefined)
-      .map((f) => `| ${f.headline} | ${formatValue(f.median)} ${f.unit}${f.n > 1 ? ` (${spread(f)})` : ''} | ${f.target ?? ''} | \`${r.command}\` | [${day(r)}](docs/RESULTS.md#${anchor(r)}) |`),
+      .map((f) => `| ${f.headline} | ${withUnit(formatValue(f.median), f.unit)}${f.n > 1 ? ` (${spread(f)})` : ''} | ${f.target ?? ''} | \`${r.command}\` | [${day(r)}](docs/RESULTS.md#${anchor(r)}) |`),
   )
   return ['| what | measured (median, spread) | target | command | record |', '|---|---|---|---|---|', ...rows].join('\n')
 }

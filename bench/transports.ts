@@ -53,5 +53,5 @@ const rows = transports.map((t, i) => {
 console.log(table(['transport', 'MLUPS min', 'median', 'max'], rows))
 console.log(`tcp / Unix sockets (medians of the skeleton loop time on rank 0): ${(med[0] / med[1]).toFixed(3)}`)
 transports.forEach((t, i) => record.figure(`${t}, Jacobi n=${n}, ${ranks} ranks`, times[i].map((x) => updates / x / 1e6), 'MLUPS'))
-record.figure('TCP / Unix sockets throughput (per repeat)', times[0].map((u, r) => u / times[1][r]), 'ratio', { headline: 'TCP against Unix sockets, Jacobi throughput', target: '≥ 0.95' })
+record.figure('TCP / Unix sockets throughput (per repeat)', times[0].map((u, r) => u / times[1][r]), '×', { headline: 'TCP against Unix sockets, Jacobi throughput', target: '≥ 0.95' })
 record.save()
