@@ -20,6 +20,7 @@ export class Cell<T> {
   constructor(public value: T) {}
 }
 
+/** A typed array saved in checkpoints (`register`), as the registry lists it. */
 export interface HeavyRegistration {
   readonly name: string
   readonly array: AnyTypedArray
@@ -27,6 +28,7 @@ export interface HeavyRegistration {
   readonly box?: DomainDesc
   readonly order: StorageOrder
 }
+/** A light value saved in checkpoints (`value`), as the registry lists it. */
 export interface LightRegistration {
   readonly name: string
   readonly cell: Cell<unknown>
@@ -59,8 +61,10 @@ export interface LightOptions<T> {
   /** Used only when resuming on another rank count and the old ranks' values differ. */
   merge?: MergeRule<T>
 }
+/** A value read at each checkpoint through a getter (`watch`), as the registry lists it. */
 export interface WatchRegistration {
   readonly name: string
+  /** Reads the current value when a checkpoint is taken. */
   readonly get: () => unknown
   readonly serializer: Serializer<unknown> | undefined
 }

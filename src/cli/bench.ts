@@ -8,7 +8,7 @@ import { ConfigError } from '../errors.js'
 import { TRANSPORTS } from '../runtime/group.js'
 import { option } from '../skeletons/options.js'
 import { HELP_OPTION, parseProgramCommand } from './args.js'
-import { formatHelp } from './help.js'
+import { formatHelp, STARTER_EXAMPLES_FROM } from './help.js'
 
 const BENCH_OPTIONS = {
   ranks: option.int(2, 'number of ranks', { min: 1 }),
@@ -44,7 +44,8 @@ The program's own options (molotof run --help <program>) follow the program.`,
     [1, 'a measured run failed'],
     [2, 'bad input (options, program file), refused before any computation'],
   ],
-  examples: ['molotof bench examples/jacobi/jacobi.ts --ranks 2 --n 2048 --iterations 400'],
+  examplesFrom: STARTER_EXAMPLES_FROM,
+  examples: ['molotof bench relax.ts --ranks 2 --n 2048 --sweeps 400'],
 })
 
 export async function benchCommand(argv: readonly string[], out: (s: string) => void, err: (s: string) => void): Promise<number> {

@@ -3,6 +3,12 @@ import { formatOptions, type OptionSpecs } from '../skeletons/options.js'
 /** One exit code of a command and what it means there. */
 export type ExitCodeLine = readonly [code: number, meaning: string]
 
+/**
+ * Where the program file of the help pages' examples comes from: every project
+ * has it after `molotof init` (README's "Writing a program" shows the same file).
+ */
+export const STARTER_EXAMPLES_FROM = '(relax.ts: the starter program `molotof init <dir>` writes; its options are --n and --sweeps)'
+
 /** What every `molotof run` exit code means (the same words in every help page). */
 export const RUN_EXIT_CODES: readonly ExitCodeLine[] = [
   [0, 'done'],
@@ -22,6 +28,8 @@ export interface HelpPage {
   sections: ReadonlyArray<{ title: string; specs: OptionSpecs | string }>
   exitCodes: readonly ExitCodeLine[]
   examples?: readonly string[]
+  /** First line under Examples: where the files the examples name come from. */
+  examplesFrom?: string
 }
 
 /**
@@ -38,6 +46,9 @@ export function formatHelp(page: HelpPage): string {
   for (const { title, specs } of page.sections) parts.push(`${title}:\n${typeof specs === 'string' ? specs : formatOptions(specs)}`)
   const w = Math.max(...page.exitCodes.map(([c]) => String(c).length)) + 2
   parts.push(`Exit codes:\n${page.exitCodes.map(([c, m]) => `  ${String(c).padEnd(w)}${m}`).join('\n')}`)
-  if (page.examples && page.examples.length > 0) parts.push(`Examples:\n${page.examples.map((e) => `  ${e}`).join('\n')}`)
+  if (page.examples && page.examples.length > 0) {
+    const lines = page.examplesFrom ? [page.examplesFrom, ...page.examples] : page.examples
+    parts.push(`Examples:\n${lines.map((e) => `  ${e}`).join('\n')}`)
+  }
   return parts.join('\n\n')
 }

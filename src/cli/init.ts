@@ -14,7 +14,9 @@ ranks) and its test (relax.test.ts). Then:
 Options:
   --molotof <spec>   the molotof dependency in package.json: a version range, a
                      path to a .tgz made by npm pack, a directory
-                     [default: file:<the molotof copy running this command>]`
+                     [default: file:<the molotof copy running this command>;
+                     a copy installed in a project's node_modules: what that
+                     project installed it from (its .tgz, path or version)]`
 
 /** The starter program: README's "Writing a program" shows this same text. */
 export const STARTER_PROGRAM = `import { CountedKernel, defineProgram, Domain2D, DomainDesc, option, splitPoint, type StepContext } from 'molotof'
@@ -142,6 +144,7 @@ export async function initCommand(argv: readonly string[], out: (s: string) => v
     throw new ConfigError(`molotof init: ${dir} is not empty; give a new or empty directory`)
   }
   const own = ownPackage()
+  const from: InstalledFrom = spec === undefined ? defaultSpec(own) : { spec }
   const name = basename(target).toLowerCase().replace(/[^a-z0-9._-]+/g, '-').replace(/^[._-]+/, '') || 'molotof-project'
   const pkg = {
     name,
@@ -153,7 +156,7 @@ export async function initCommand(argv: readonly string[], out: (s: string) => v
       test: 'node --import tsx --test relax.test.ts',
       typecheck: 'tsc --noEmit',
     },
-    dependencies: { molotof: spec ?? `file:${own.dir}` },
+    dependencies: { molotof: from.spec },
     devDependencies: {
       '@types/node': own.devDependencies['@types/node'] ?? '^20.0.0',
       tsx: own.dependencies.tsx ?? '^4.0.0',
@@ -170,13 +173,59 @@ export async function initCommand(argv: readonly string[], out: (s: string) => v
   ]
   for (const [file, text] of files) writeFileSync(join(target, file), text)
   out(`created ${dir}: ${files.map(([f]) => f).join(', ')}`)
-  out(`molotof dependency: ${pkg.dependencies.molotof}`)
-  if (spec === undefined && !existsSync(join(own.dir, 'dist', 'index.js'))) {
+  out(`molotof dependency: ${pkg.dependencies.molotof}${from.why ? ` (${from.why})` : ''}`)
+  if (from.note) out(`note: ${from.note}`)
+  if (spec === undefined && from.spec === `file:${own.dir}` && !existsSync(join(own.dir, 'dist', 'index.js'))) {
     // Imports (tests, the type checker) use the package's build; the CLI alone would run from sources.
     out(`note: ${own.dir} has no build yet: run \`npm run build\` there before \`npm install\` here`)
   }
   out(`next:\n  cd ${dir}\n  npm install\n  npm test\n  npx molotof run relax.ts --ranks 4`)
   return 0
+}
+
+/** A project's record of where it installed molotof from. */
+interface InstalledFrom {
+  spec: string
+  /** Said after the dependency line: where the spec comes from. */
+  why?: string
+  /** A warning: the spec may not install as it is. */
+  note?: string
+}
+
+/**
+ * The dependency of a new project when --molotof is not given. A clone, or a
+ * directory installed by path (npm links it, so its real path lies outside
+ * node_modules), is depended on as that directory. A copy inside another
+ * project's node_modules (installed from a tarball or the registry) belongs to
+ * that project, which may remove or replace it: the new project gets what that
+ * project installed molotof from instead.
+ */
+function defaultSpec(own: OwnPackage): InstalledFrom {
+  const at = own.dir.lastIndexOf('/node_modules/')
+  if (at < 0) return { spec: `file:${own.dir}` }
+  const host = own.dir.slice(0, at)
+  const fallback = { spec: `^${own.version}`, why: `the version running this command; ${host} does not say where it installed molotof from` }
+  const declared = readJson(join(host, 'package.json')) as { dependencies?: Record<string, string>; devDependencies?: Record<string, string>; optionalDependencies?: Record<string, string> } | undefined
+  const lock = readJson(join(host, 'package-lock.json')) as { packages?: Record<string, { resolved?: string }> } | undefined
+  const range = declared?.dependencies?.molotof ?? declared?.devDependencies?.molotof ?? declared?.optionalDependencies?.molotof
+  const resolved = lock?.packages?.[own.dir.slice(at + 1)]?.resolved
+  // A registry download: the lock holds a URL, the package.json a version range.
+  const raw = range?.startsWith('file:') ? range : resolved?.startsWith('file:') ? resolved : range
+  if (raw === undefined) return fallback
+  if (!raw.startsWith('file:')) return { spec: raw, why: `as ${host}/package.json has it` }
+  // Relative file: specs are relative to the project that wrote them.
+  const rest = raw.slice('file:'.length)
+  const path = rest.startsWith('//') ? fileURLToPath(raw) : resolve(host, rest)
+  const made = { spec: `file:${path}`, why: `what ${host} installed molotof from` }
+  return existsSync(path) ? made : { ...made, note: `${path} no longer exists: give --molotof <spec> (a version range, a .tgz made by npm pack, a directory)` }
+}
+
+function readJson(file: string): unknown {
+  try {
+    return JSON.parse(readFileSync(file, 'utf8')) as unknown
+  } catch {
+    return undefined
+  }
 }
 
 /** The package this command runs from (src/cli or dist/: package.json is one or two levels up). */

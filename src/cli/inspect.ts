@@ -10,7 +10,7 @@ import { partnerDirOf } from '../checkpoint/store/partner.js'
 import { ConfigError } from '../errors.js'
 import { option } from '../skeletons/options.js'
 import { HELP_OPTION, parseCommand } from './args.js'
-import { formatHelp } from './help.js'
+import { formatHelp, STARTER_EXAMPLES_FROM } from './help.js'
 import { formatBytes } from './run.js'
 
 const INSPECT_OPTIONS = {
@@ -52,7 +52,11 @@ partner or shared copy can replace it.`,
     [1, 'it is not, or there is no checkpoint'],
     [2, 'bad input (options, a directory that does not exist)'],
   ],
-  examples: ['molotof inspect .molotof/jacobi --verify', "molotof inspect '/scratch/ckpt-{node}' --shared-dir /shared"],
+  examplesFrom: STARTER_EXAMPLES_FROM,
+  examples: [
+    'molotof inspect .molotof/relax --verify      # after molotof run relax.ts --checkpoint every:50',
+    "molotof inspect '/scratch/ckpt-{node}' --shared-dir /shared      # a cluster run's, started with --checkpoint-dir '/scratch/ckpt-{node}' --shared-checkpoint --shared-dir /shared",
+  ],
 })
 
 interface Row {

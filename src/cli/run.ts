@@ -15,7 +15,7 @@ import { option, type OptionSpecs, type OptionValues } from '../skeletons/option
 import { HELP_OPTION, parseProgramCommand } from './args.js'
 import { CLUSTER_OPTIONS, copyLevels, joinCluster } from './cluster-run.js'
 import { EXIT, exitCodeOf } from './exit-codes.js'
-import { formatHelp, RUN_EXIT_CODES } from './help.js'
+import { formatHelp, RUN_EXIT_CODES, STARTER_EXAMPLES_FROM } from './help.js'
 import { ProgressView } from './progress.js'
 
 /** The options of `molotof run` (the program's own options follow the program file). */
@@ -58,14 +58,15 @@ programs run as they are, without a build. Options may stand before or after
 the program file; the program's own options are listed by
 molotof run --help <program>.`,
   exitCodes: RUN_EXIT_CODES,
+  examplesFrom: STARTER_EXAMPLES_FROM,
   examples: [
-    'molotof run examples/jacobi/jacobi.ts --ranks 4 --n 1024 --iterations 500',
-    'molotof run examples/jacobi/jacobi.ts --ranks 2 --checkpoint every:50 --inject rank=1,step=120',
-    'molotof run examples/jacobi/jacobi.ts --ranks 2 --transport processes --checkpoint 10s --time-limit 2h',
-    'molotof run examples/jacobi/jacobi.ts --ranks 2 --checkpoint every:50 --resume      # after a crash',
-    'molotof run examples/jacobi/jacobi.ts --ranks 2 --memory-checkpoint every:5 --checkpoint every:50',
-    'molotof run examples/jacobi/jacobi.ts --ranks 2 --transport processes --checkpoint every:20 --spares 1',
-    'molotof run --help examples/swing/swing.ts                                          # its options',
+    'molotof run relax.ts --ranks 4 --n 1024 --sweeps 500',
+    'molotof run relax.ts --ranks 2 --checkpoint every:50 --inject rank=1,step=120',
+    'molotof run relax.ts --ranks 2 --transport processes --checkpoint 10s --time-limit 2h',
+    'molotof run relax.ts --ranks 2 --checkpoint every:50 --resume      # after a crash',
+    'molotof run relax.ts --ranks 2 --memory-checkpoint every:5 --checkpoint every:50',
+    'molotof run relax.ts --ranks 2 --transport processes --checkpoint every:20 --spares 1',
+    'molotof run --help relax.ts                                        # its options',
   ],
 }
 

@@ -45,6 +45,7 @@ export class DomainDesc<N extends number = number> {
     return this.lower.length as N
   }
 
+  /** Number of cells along dimension `d` (0 when empty). */
   extent(d: number): number {
     return Math.max(0, this.upper[d] - this.lower[d])
   }
@@ -60,6 +61,7 @@ export class DomainDesc<N extends number = number> {
     return v
   }
 
+  /** The cells in both boxes (possibly empty). */
   intersect(o: DomainDesc<N>): DomainDesc<N> {
     this.checkDims(o)
     const lo = this.lower.map((l, d) => Math.max(l, o.lower[d]))
@@ -88,11 +90,13 @@ export class DomainDesc<N extends number = number> {
     return true
   }
 
+  /** Whether the cell `p` (global coordinates) lies in the box (upper bounds exclusive). */
   containsPoint(p: readonly number[]): boolean {
     for (let d = 0; d < this.lower.length; d++) if (p[d] < this.lower[d] || p[d] >= this.upper[d]) return false
     return true
   }
 
+  /** Whether the two boxes share at least one cell. */
   overlaps(o: DomainDesc<N>): boolean {
     return !this.intersect(o).isEmpty
   }
@@ -132,10 +136,12 @@ export class DomainDesc<N extends number = number> {
     }
   }
 
+  /** Plain bounds, as checkpoint headers and JSON output store them. */
   toJSON(): { lower: number[]; upper: number[] } {
     return { lower: [...this.lower], upper: [...this.upper] }
   }
 
+  /** `[lo..hi, …)` per dimension, as messages print boxes. */
   toString(): string {
     return `[${this.lower.map((l, d) => `${l}..${this.upper[d]}`).join(', ')})`
   }

@@ -6,6 +6,7 @@ import { arrayOver, DTYPES, plainAllocator, type BufferAllocator, type DType, ty
 /** Element types a domain may use (BigInt arrays cannot hold numbers). */
 export type NumericDType = Exclude<DType, 'bigint64' | 'biguint64'>
 
+/** How a domain stores its cells (constructor options of `Domain2D`, `Domain3D` and `Domain`). */
 export interface DomainOptions {
   /** Element type of the backing array; `float64` by default. */
   dtype?: NumericDType
@@ -209,6 +210,7 @@ export abstract class Domain<N extends number = number, A extends NumericArray =
     return this._data[this.index(x)] as number
   }
 
+  /** Store at a global cell; throws outside the allocated box. */
   set(x: readonly number[], value: number): void {
     this.check(x)
     this._data[this.index(x)] = value
@@ -219,6 +221,7 @@ export abstract class Domain<N extends number = number, A extends NumericArray =
     return this.get(l.map((v, d) => v + this._box.lower[d]))
   }
 
+  /** Store at a local cell (0-based from the box's lower corner). */
   setLocal(l: readonly number[], value: number): void {
     this.set(l.map((v, d) => v + this._box.lower[d]), value)
   }

@@ -29,9 +29,11 @@ export abstract class Domain3D<A extends NumericArray = Float64Array<ArrayBuffer
   get s2(): number {
     return this.strides[2]
   }
+  /** Value at global cell (i, j, k), unchecked. */
   at(i: number, j: number, k: number): number {
     return this.data[this.offset + i * this.strides[0] + j * this.strides[1] + k * this.strides[2]] as number
   }
+  /** Store at global cell (i, j, k), unchecked. */
   put(i: number, j: number, k: number, v: number): void {
     this.data[this.offset + i * this.strides[0] + j * this.strides[1] + k * this.strides[2]] = v
   }

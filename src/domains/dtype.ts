@@ -17,7 +17,9 @@ export const DTYPES = {
   biguint64: BigUint64Array,
 } as const
 
+/** An element type by name: `float64`, `float32`, `int32`, `uint32`, `int16`, `uint16`, `int8`, `uint8`, `bigint64`, `biguint64`. */
 export type DType = keyof typeof DTYPES
+/** The typed array of each element type name. */
 export interface TypedArrayByName {
   float64: Float64Array<ArrayBufferLike>
   float32: Float32Array<ArrayBufferLike>
@@ -34,6 +36,7 @@ export interface TypedArrayByName {
 export type TypedArrayOf<T extends DType> = TypedArrayByName[T]
 /** Any typed array a domain may be backed by (numeric element type). */
 export type NumericArray = TypedArrayOf<Exclude<DType, 'bigint64' | 'biguint64'>>
+/** Any typed array a checkpoint entry may hold (BigInt arrays included). */
 export type AnyTypedArray = TypedArrayOf<DType>
 
 export function isDType(name: string): name is DType {

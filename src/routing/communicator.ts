@@ -7,6 +7,7 @@ export interface Message {
   release(): void
 }
 
+/** How `allreduce` combines the ranks' numbers. */
 export type ReduceOp = 'sum' | 'max' | 'min'
 
 /**
@@ -48,6 +49,7 @@ export interface Communicator {
    * few hundred bytes of garbage).
    */
   send(dest: number, tag: number, bytes: Uint8Array): Promise<void>
+  /** The next message from `src` with `tag`; release it once read. */
   recv(src: number, tag: number): Promise<Message>
   /**
    * The message from `src` with `tag` if it is already here (a transport may
@@ -60,6 +62,8 @@ export interface Communicator {
   allreduce(value: number, op: ReduceOp): Promise<number>
   /** Every rank's value, in rank order, on every rank (small light values). */
   allgather<T>(value: T): Promise<T[]>
+  /** Resolves once every rank has called it. */
   barrier(): Promise<void>
+  /** Ends this rank's communication (the runtime calls it when a rank finishes). */
   close(): void
 }

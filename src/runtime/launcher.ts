@@ -15,6 +15,7 @@ import { assertHangTimeout, assertRanksFit } from './limits.js'
 import { createStatusBuffer } from './status.js'
 import { startThreadGroup } from './thread-group.js'
 
+/** Options of `launch` (one run, no restarts) and, extended, of `Supervisor`. */
 export interface LaunchOptions {
   /** Number of ranks (SPMD copies of the program). */
   ranks: number
@@ -46,6 +47,7 @@ export interface LaunchOptions {
   hangTimeoutMs?: number
 }
 
+/** What a finished run returns. */
 export interface RunResult<R = unknown> {
   /** Rank 0's return value of `main`. */
   value: R

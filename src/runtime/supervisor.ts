@@ -76,6 +76,7 @@ export type SupervisorEvent =
   | { event: 'finish'; attempt: number; wallMs: number; restarts: number }
   | { event: 'gave-up'; attempt: number; failures: number }
 
+/** Options of `Supervisor`: those of `launch`, plus restarts, a time limit, events and warm spares. */
 export interface SuperviseOptions extends LaunchOptions {
   /** Restarts allowed after failures (default 3). */
   restarts?: number
@@ -102,6 +103,7 @@ export interface GroupStarterOption {
   startGroup?: StartRankGroup
 }
 
+/** How a supervised run ended: `done` with the result, or `preempted` after a checkpoint (resume from it). */
 export type SuperviseResult<R = unknown> =
   | ({ kind: 'done'; failures: FailureRecord[]; restarts: number } & RunResult<R>)
   | { kind: 'preempted'; seq: number | undefined; skeleton: number; step: number; failures: FailureRecord[]; checkpointDir: string }
@@ -188,6 +190,7 @@ export class Supervisor<R = unknown> {
     if (g) for (let r = 0; r < g.size; r++) g.send(r, { type: 'checkpoint' })
   }
 
+  /** Runs the program to its end, restarting after failures; rejects when the restart budget is spent or the run fails otherwise. */
   async run(): Promise<SuperviseResult<R>> {
     const budget = this.opts.restarts ?? 3
     const failures: FailureRecord[] = []

@@ -69,14 +69,17 @@ export class RankContext<O> {
     this.logSink(`[rank ${this.rank}] ${parts.map(String).join(' ')}`)
   }
 
+  /** Reduce one number over all ranks; every rank gets the result. */
   allreduce(value: number, op: ReduceOp): Promise<number> {
     return this.rt.comm.allreduce(value, op)
   }
 
+  /** Every rank's value, in rank order, on every rank (small light values). */
   allgather<T>(value: T): Promise<T[]> {
     return this.rt.comm.allgather(value)
   }
 
+  /** Resolves once every rank has called it. */
   barrier(): Promise<void> {
     return this.rt.comm.barrier()
   }

@@ -46,6 +46,7 @@ export interface NumberRange {
   max?: number
 }
 
+/** A program's options by name (camelCase here, `--kebab-case` on the command line). */
 export type OptionSpecs = Record<string, OptionSpec>
 
 type BaseValue<S> = S extends { type: 'int' | 'number' }
@@ -74,12 +75,17 @@ export type OptionValues<O extends OptionSpecs> = { readonly [K in keyof O]: Val
  * ```
  */
 export const option = {
+  /** An integer option (`--n <int>`), optionally within a range. */
   int: <D extends number | undefined>(def: D, help: string, range: NumberRange = {}) =>
     ({ type: 'int', default: def, help, ...range }) as { type: 'int'; default: D; help: string } & NumberRange,
+  /** A number option (`--tol <number>`), optionally within a range. */
   number: <D extends number | undefined>(def: D, help: string, range: NumberRange = {}) =>
     ({ type: 'number', default: def, help, ...range }) as { type: 'number'; default: D; help: string } & NumberRange,
+  /** A string option. */
   string: <D extends string | undefined>(def: D, help: string) => ({ type: 'string', default: def, help }) as { type: 'string'; default: D; help: string },
+  /** A switch: `--x`, `--no-x`, `--x=true|false|1|0`. */
   boolean: (def: boolean, help: string) => ({ type: 'boolean', default: def, help }) as { type: 'boolean'; default: boolean; help: string },
+  /** One of `choices`; anything else is refused before any computation. */
   choice: <const C extends readonly string[], D extends C[number] | undefined>(choices: C, def: D, help: string) =>
     ({ type: 'choice', default: def, help, choices }) as { type: 'choice'; default: D; help: string; choices: C },
 }

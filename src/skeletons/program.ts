@@ -5,9 +5,11 @@ import type { OptionSpecs, OptionValues } from './options.js'
 /** The key under which a program carries its per-rank entry (shared across module copies). */
 export const RANK_ENTRY = Symbol.for('molotof.rank-entry')
 
+/** What `defineProgram` takes: a name, options, the SPMD `main`, and how to print the result. */
 export interface ProgramDefinition<O extends OptionSpecs, R> {
   /** Identifies the program in checkpoints (a checkpoint of another program is refused). */
   name: string
+  /** One line for `molotof run --help <program>`. */
   description?: string
   /** Command-line options; their values are the run's settings. */
   options: O
@@ -17,9 +19,12 @@ export interface ProgramDefinition<O extends OptionSpecs, R> {
   format?(result: R, options: OptionValues<O>): string
 }
 
+/** A program as `defineProgram` returns it: the default export of a program file, run by `launch`, `Supervisor`, `runLocal` and `molotof run`. */
 export interface Program<O extends OptionSpecs = OptionSpecs, R = unknown> extends Readonly<ProgramDefinition<O, R>> {
   /** Runs this program as one rank; `init` comes from the launcher (see src/runtime/rank-main.ts). */
   readonly [RANK_ENTRY]: (init: unknown) => Promise<void>
+  /** How the launcher prints rank 0's result (JSON by default). Declared again: `Readonly<…>` drops the doc comment. */
+  readonly format?: ProgramDefinition<O, R>['format']
 }
 
 /** How a rank runs a program: installed by the runtime of the same molotof copy. */

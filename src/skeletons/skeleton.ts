@@ -15,6 +15,7 @@ import { SparseClock } from './sparse-clock.js'
 import { DONE, WOULD_WAIT, type Stepper } from './step-scheduler.js'
 import type { Message } from '../routing/communicator.js'
 
+/** Options of `ctx.skeleton(kernel, domains, options)`. */
 export interface SkeletonOptions {
   /** `border` (halo exchange, the default) or `circulation` (blocks move between ranks). */
   routing?: RoutingMode

@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process'
-import { cpSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
+import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
@@ -33,7 +33,7 @@ function events(file: string): SupervisorEvent[] {
 beforeAll(() => {
   const stage = mkdtempSync(join(tmpdir(), 'molotof-stage-'))
   tmp.push(stage)
-  for (const f of ['package.json', 'README.md', 'tsconfig.json', 'tsup.config.ts', 'bin', 'src']) cpSync(join(repo, f), join(stage, f), { recursive: true })
+  for (const f of ['package.json', 'README.md', 'tsconfig.json', 'tsup.config.ts', 'bin', 'src', 'examples']) cpSync(join(repo, f), join(stage, f), { recursive: true })
   symlinkSync(join(repo, 'node_modules'), join(stage, 'node_modules'))
   const out = sh(`npm pack --pack-destination "${stage}" 2>/dev/null`, stage)
   tarball = join(stage, out.trim().split('\n').pop()!)
@@ -76,9 +76,17 @@ describe("README's Writing a program, in a new directory outside the repository"
     expect(JSON.parse(out)).toMatch(new RegExp(`^file://${join(work, 'relax/node_modules/molotof/dist/index.js')}`))
   }, 120_000)
 
+  it('molotof demo runs from the installed package: the recovered result is bit-identical', () => {
+    const out = sh('npx molotof demo --ranks 2 --n 128 --iterations 40', join(work, 'relax'))
+    expect(out).toContain('bit-identical to the reference (1 restart)')
+  }, 120_000)
+
   it('molotof init writes the same program and a test that pass, type-check and run', () => {
     sh('npx molotof init starter', join(work, 'relax'))
     const starter = join(work, 'relax/starter')
+    // The tarball the project installed molotof from, not that project's node_modules copy.
+    const pkg = JSON.parse(readFileSync(join(starter, 'package.json'), 'utf8')) as { dependencies: Record<string, string> }
+    expect(pkg.dependencies.molotof).toBe(`file:${tarball}`)
     expect(readFileSync(join(starter, 'relax.ts'), 'utf8')).toBe(block('relax.ts'))
     sh('npm install 2>&1', starter)
     const test = sh('npm test 2>&1', starter)
@@ -86,4 +94,18 @@ describe("README's Writing a program, in a new directory outside the repository"
     sh('npm run typecheck 2>&1', starter)
     expect(sh('npx molotof run relax.ts --ranks 2 --quiet', starter)).toContain(`heat ${heat}`)
   }, 300_000)
+
+  it("the help pages' examples name files the project molotof init made has, and run there as written", () => {
+    const starter = join(work, 'relax/starter')
+    const examples = (cmd: string) => sh(`npx molotof ${cmd} --help`, starter).split('Examples:\n')[1].split('\n').map((l) => l.trim())
+    const pages = { run: examples('run'), bench: examples('bench'), inspect: examples('inspect') }
+    for (const [cmd, lines] of Object.entries(pages)) {
+      const files = lines.flatMap((l) => l.split(/\s+/).filter((w) => w.endsWith('.ts')))
+      expect(files.length, `${cmd} --help names a program`).toBeGreaterThan(0)
+      for (const f of files) expect(existsSync(join(starter, f)), `${cmd} --help names ${f}`).toBe(true)
+    }
+    const command = (lines: string[], start: string) => lines.find((l) => l.startsWith(start))!.split('#')[0].replace(/^molotof /, 'npx molotof ')
+    expect(sh(command(pages.run, 'molotof run relax.ts --ranks 2 --checkpoint every:50 --inject'), starter)).toContain(`heat ${heat}`)
+    expect(sh(command(pages.inspect, 'molotof inspect .molotof/relax'), starter)).toMatch(/valid .* step 499 /)
+  }, 120_000)
 })

@@ -30,7 +30,9 @@ export { diffLight }
  */
 export interface Serializer<T> {
   name: string
+  /** The value as plain data (what the checkpoint stores). */
   serialize(value: T): unknown
+  /** The value back from that data. */
   deserialize(data: unknown): T
 }
 
