@@ -217,8 +217,14 @@ export class Skeleton<It, D extends Domain> {
       }
       if (partNext && (restored.reroute || refilled) && (!this.customRoute || (await this.agreeRoute(it, step)))) {
         rt.status.phase('route')
-        if (refilled) await router.route(router.plan(partNext, partNext), write, write, this.tag(step))
-        else await router.route(router.plan(part, partNext), this.mode === 'border' ? write : read, write, this.tag(step))
+        if (refilled) {
+          await router.route(router.plan(partNext, partNext), write, write, this.tag(step))
+          // As before step 0: a circulation kernel may change its block while a peer still reads it.
+          const settled = router.settle(write)
+          if (settled) await settled
+        } else {
+          await router.route(router.plan(part, partNext), this.mode === 'border' ? write : read, write, this.tag(step))
+        }
       }
       // What the failure-free run's next step read, where the checkpoint recorded its digest (a domain left out of it).
       if (restored.readDigest !== undefined) checkRefilledRead(state, rank, restored.readDigest)
