@@ -192,12 +192,9 @@ export class ReplayDivergenceError extends MolotofError {
   static readonly code = 'E_DIVERGENCE'
   static override readonly restartable: boolean = false
   readonly value: string
-  constructor(value: string, detail: string) {
-    super(
-      ReplayDivergenceError.code,
-      `replay diverged: ${value} differs from the value recorded at checkpoint time (${detail}). ` +
-        'Light code must be deterministic; keep light state immutable (immer) and out of heavy phases.',
-    )
+  /** `advice`: what to change, when the divergence has a more precise cause than non-deterministic light code. */
+  constructor(value: string, detail: string, advice = 'Light code must be deterministic; keep light state immutable (immer) and out of heavy phases.') {
+    super(ReplayDivergenceError.code, `replay diverged: ${value} differs from the value recorded at checkpoint time (${detail}). ${advice}`)
     this.value = value
   }
 }

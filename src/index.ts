@@ -23,7 +23,7 @@ export type { Skeleton, SkeletonOptions } from './skeletons/skeleton.js'
 export type { RoutingMode } from './routing/plan.js'
 export type { Schedule } from './routing/router.js'
 export type { Communicator, Message, ReduceOp } from './routing/communicator.js'
-export type { CheckpointRegistry, Cell, DefaultEntry, HeavyRegistration, LightRegistration, WatchRegistration, HeavyOptions, LightOptions, MergeRule } from './checkpoint/registry.js'
+export type { CheckpointRegistry, Cell, DefaultEntry, HeavyRegistration, LightRegistration, WatchRegistration, HeavyOptions, LightOptions, MergeRule, UnregisterOptions } from './checkpoint/registry.js'
 export type { Serializer } from './checkpoint/light/codec.js'
 
 // --- Running a program: once, supervised, or in this thread (tests) ---------

@@ -55,6 +55,16 @@ export interface HeavyOptions {
   order?: StorageOrder
 }
 
+/** Options of `unregister`. */
+export interface UnregisterOptions {
+  /**
+   * `initialize`: the values `initialize` puts in the domain are what the
+   * next step reads after any checkpoint (a constant domain, or one the
+   * kernel does not read), so a recovery needs no `rebuild` for it.
+   */
+  rebuiltBy?: 'initialize'
+}
+
 /** Options of `value`. */
 export interface LightOptions<T> {
   serializer?: Serializer<T>
@@ -86,15 +96,42 @@ export class CheckpointRegistry {
   private readonly heavyEntries = new Map<string, HeavyRegistration>()
   private readonly lightEntries = new Map<string, LightRegistration>()
   private readonly watchEntries = new Map<string, WatchRegistration>()
+  private readByInitialize = false
 
   constructor(private readonly owner: string) {}
 
-  /** Leave a default entry out of this skeleton's checkpoints. */
-  unregister(name: DefaultEntry): void {
+  /**
+   * Leave a default entry out of this skeleton's checkpoints. The next step
+   * reads `read`: a skeleton that leaves it out is refused at start unless
+   * its kernel has a `rebuild` that refills it, or the program declares that
+   * `initialize`'s values are what that step reads (`{ rebuiltBy:
+   * 'initialize' }`: a domain that never changes, or one the kernel does not
+   * read). Either way a recovery checks the refilled cells against a digest
+   * the checkpoint recorded.
+   *
+   * ```ts
+   * sk.checkpoint.unregister('read')                               // the kernel's rebuild() refills it
+   * sk.checkpoint.unregister('read', { rebuiltBy: 'initialize' })  // constant: initialize's values stay right
+   * ```
+   */
+  unregister(name: DefaultEntry, options: UnregisterOptions = {}): void {
     if (!DEFAULTS.includes(name)) {
       throw new ConfigError(`${this.owner}: cannot unregister "${String(name)}": the defaults are ${DEFAULTS.join(', ')}`)
     }
+    const { rebuiltBy } = options
+    if (rebuiltBy !== undefined && rebuiltBy !== 'initialize') {
+      throw new ConfigError(`${this.owner}: unregister("${name}"): rebuiltBy can only be "initialize" (a kernel's rebuild() needs no declaration)`)
+    }
+    if (rebuiltBy !== undefined && name !== 'read') {
+      throw new ConfigError(`${this.owner}: unregister("${name}", { rebuiltBy }): only "read" is read by the next step; "${name}" needs no declaration`)
+    }
     this.defaults.delete(name)
+    if (rebuiltBy === 'initialize') this.readByInitialize = true
+  }
+
+  /** @internal The program declared that `initialize` leaves in the unregistered `read` what the next step reads. */
+  get readRebuiltByInitialize(): boolean {
+    return this.readByInitialize
   }
 
   /** Whether a default entry is saved. */

@@ -60,6 +60,12 @@ export interface RestoreOutcome {
   reroute: boolean
   read: boolean
   write: boolean
+  /**
+   * When the checkpoint left out the domain the next step reads and recorded
+   * its digest (same rank count): what the refilled domain must match (see
+   * replay-check.ts, `checkRefilledRead`).
+   */
+  readDigest?: string
 }
 
 /** How long getting back to work took on this rank. */

@@ -85,6 +85,12 @@ export abstract class CalcKernel<It, D extends Domain = Domain> {
    * (boundary values, initial data). Replayed during recovery. Both domains
    * are allocated for superstep 0 and their `possessedBox` is set to this
    * rank's `possessed(rank, size, 0)`; `ctx.step` is 0.
+   *
+   * Fill the possessed cells of `read` (the initial data), and the cells
+   * that no rank possesses but the steps read (fixed boundary values) in both
+   * domains. The rest of what step 0 reads comes from the ranks that possess
+   * it, routed before step 0: halos in `border` mode, the cells of `needed(0)`
+   * beyond this rank's block in `circulation` (values put there are overwritten).
    */
   initialize(_read: D, _write: D, _ctx: StepContext): void {}
 
@@ -95,14 +101,24 @@ export abstract class CalcKernel<It, D extends Domain = Domain> {
    * `ctx.step` (the one after the checkpoint) will see them: `read` is
    * allocated to what that superstep reads (its box) and both `possessedBox`
    * are its possessed box; `ctx.restored` says which domains the checkpoint
-   * held. In border mode halos are routed again afterwards. Nothing by
-   * default: an unregistered domain then keeps what `initialize` put there.
+   * held. When `read` was left out, fill its possessed cells with what that
+   * superstep reads there: the rest (halos, in circulation the cells beyond
+   * the block) is routed from the ranks that possess it afterwards, and a
+   * recovery checks the possessed cells against a digest the checkpoint
+   * recorded (a difference is a ReplayDivergenceError). `write` needs nothing:
+   * that superstep overwrites it. Nothing by default: a skeleton that leaves
+   * `read` out with no `rebuild` is refused at start, unless the program
+   * declares that `initialize`'s values stay right
+   * (`unregister('read', { rebuiltBy: 'initialize' })`).
    *
    * ```ts
-   * class Formula extends Relax {
-   *   // A grid that is a formula of its coordinates need not be saved: sk.checkpoint.unregister('read')
+   * class Waves extends CountedKernel<Plate> {
+   *   // Step s writes a formula of s and the coordinates: the grid need not be saved (sk.checkpoint.unregister('read')).
+   *   calculate(_read: Plate, write: Plate, it: number) {
+   *     for (const [i, j] of write.possessedBox.cells()) write.put(i, j, Math.sin(it + 1 + i + j))
+   *   }
    *   override rebuild(read: Plate, _write: Plate, ctx: RebuildContext<number>) {
-   *     if (!ctx.restored.read) for (const [i, j] of read.box.cells()) read.put(i, j, i + j)
+   *     if (!ctx.restored.read) for (const [i, j] of read.possessedBox.cells()) read.put(i, j, Math.sin(ctx.step + i + j))
    *   }
    * }
    * ```

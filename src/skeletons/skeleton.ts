@@ -9,6 +9,7 @@ import { Router, validateSchedule, type Schedule } from '../routing/router.js'
 import { CheckpointRegistry } from '../checkpoint/registry.js'
 import { parsePolicy, type CheckpointPolicy } from '../checkpoint/policy/policy.js'
 import type { SkeletonState } from '../checkpoint/skeleton-hooks.js'
+import { checkRefilledRead } from '../checkpoint/recovery/replay-check.js'
 import { CalcKernel, type StepContext } from './kernel.js'
 import type { RankRuntime } from './runtime.js'
 import { SparseClock } from './sparse-clock.js'
@@ -28,6 +29,9 @@ export interface SkeletonOptions {
   /** When this skeleton writes memory-level checkpoints, overriding the run's memory policy (used only when the run has a memory level). */
   memoryCheckpoint?: CheckpointPolicy | string
 }
+
+/** The superstep whose tag the route before step 0 borrows: the last of a tag cycle (see Skeleton.tag). */
+const INITIAL_ROUTE = 0xfffff
 
 /** The longest a skeleton keeps the event loop waiting (give or take the SparseClock's 20 ms). */
 export const YIELD_EVERY_MS = 50
@@ -169,6 +173,17 @@ export class Skeleton<It, D extends Domain> {
     k.initialize(read, write, initCtx)
 
     let at = BEGIN
+    if (recovery.kind === 'normal') {
+      // Step 0 reads what its possessors initialized, as every later step reads what they computed:
+      // `initialize` fills possessed cells only, the framework routes the rest of needed(0) (halos in
+      // border mode, the blocks a rank needs beyond its own in circulation). A resume routes after its restore instead.
+      rt.status.phase('route')
+      const routed = router.route(router.plan(part, part), read, read, this.tag(INITIAL_ROUTE))
+      if (routed) await routed
+      // A circulation kernel may change its block in `read` at step 0: no peer may still be reading it.
+      const settled = router.settle(read)
+      if (settled) await settled
+    }
     if (recovery.kind === 'resume') {
       // Fast-forward: replay the iterator only, up to the recovery step.
       rt.status.set(this.index, 0, 'replay')
@@ -191,6 +206,9 @@ export class Skeleton<It, D extends Domain> {
       const restoreStart = performance.now()
       const state = this.state(step, it, read, write, part, partNext)
       const restored = await rt.hooks.restore(state)
+      // The domain the next superstep reads was left out of the checkpoint: its possessed cells are the
+      // kernel's to refill (rebuild, or initialize's values), the rest comes from their possessors.
+      const refilled = !restored.read
       if (!restored.read || !restored.write) {
         // The program left a domain out: its kernel rebuilds it, seen as the next superstep will.
         const box = (partNext ?? part).possessed[rank]
@@ -198,10 +216,19 @@ export class Skeleton<It, D extends Domain> {
         read.setPossessedBox(box)
         k.rebuild(write, read, { rank, size, step: step + 1, it: nextIt, restored: { read: restored.read, write: restored.write } })
       }
-      if (partNext && restored.reroute && (!this.customRoute || (await this.agreeRoute(it, step)))) {
+      if (partNext && (restored.reroute || refilled) && (!this.customRoute || (await this.agreeRoute(it, step)))) {
         rt.status.phase('route')
-        await router.route(router.plan(part, partNext), this.mode === 'border' ? write : read, write, this.tag(step))
+        if (refilled) {
+          await router.route(router.plan(partNext, partNext), write, write, this.tag(step))
+          // As before step 0: a circulation kernel may change its block while a peer still reads it.
+          const settled = router.settle(write)
+          if (settled) await settled
+        } else {
+          await router.route(router.plan(part, partNext), this.mode === 'border' ? write : read, write, this.tag(step))
+        }
       }
+      // What the failure-free run's next step read, where the checkpoint recorded its digest (a domain left out of it).
+      if (restored.readDigest !== undefined) checkRefilledRead(state, rank, restored.readDigest)
       rt.hooks.resumed({ skeleton: this.index, step, replayMs, restoreMs: performance.now() - restoreStart })
       const was = read
       read = write
@@ -350,16 +377,28 @@ export class Skeleton<It, D extends Domain> {
   /**
    * Registration is complete when the loop starts: a checkpoint that would
    * restore nothing (both domains unregistered, no array or value registered,
-   * no `rebuild`) is a configuration error now, not an empty file later.
+   * no `rebuild`) is a configuration error now, not an empty file later; so
+   * is leaving out the domain the next step reads with nothing to refill it
+   * (a recovery would go on silently wrong).
    */
   private checkRegistration(): void {
     const reg = this.checkpoint
-    if (reg.includes('read') || reg.includes('write') || reg.heavy.size > 0 || reg.light.size > 0) return
-    if (this.kernel.rebuild !== CalcKernel.prototype.rebuild) return
-    throw new ConfigError(
-      `${this.name}: its checkpoints would restore nothing (both domains unregistered, nothing registered): ` +
-        `register the state replay cannot rebuild (sk.checkpoint.register / value), keep a domain, or give the kernel a rebuild() that refills the domains`,
-    )
+    const rebuilds = this.kernel.rebuild !== CalcKernel.prototype.rebuild
+    if (!reg.includes('read') && !reg.includes('write') && reg.heavy.size === 0 && reg.light.size === 0 && !rebuilds) {
+      throw new ConfigError(
+        `${this.name}: its checkpoints would restore nothing (both domains unregistered, nothing registered): ` +
+          `register the state replay cannot rebuild (sk.checkpoint.register / value), keep a domain, or give the kernel a rebuild() that refills the domains`,
+      )
+    }
+    // After a recovery the next step would read what initialize left there: right only for a constant domain.
+    if (!reg.includes('read') && !rebuilds && !reg.readRebuiltByInitialize) {
+      throw new ConfigError(
+        `${this.name}: the domain the next step reads is left out of checkpoints (sk.checkpoint.unregister('read')) and nothing refills it after a recovery, ` +
+          `which would then go on from initialize's values: give the kernel a rebuild(read, write, ctx) that fills read's possessed cells when !ctx.restored.read, ` +
+          `or keep 'read' in checkpoints; if initialize's values are what every step reads (a constant domain, or one the kernel does not read), ` +
+          `declare it: sk.checkpoint.unregister('read', { rebuiltBy: 'initialize' })`,
+      )
+    }
   }
 
   /**

@@ -46,6 +46,12 @@ describe('CheckpointRegistry', () => {
     expect(() => r.value('money', new Money(5n, 'EUR'))).toThrow(/money/)
     expect(() => r.value('money', new Money(5n, 'EUR'), moneySerializer)).not.toThrow()
     expect(() => r.unregister('domain' as 'read')).toThrow(/cannot unregister "domain"/)
+    // Only the domain the next step reads can be declared refilled by initialize, and only so.
+    expect(() => r.unregister('write', { rebuiltBy: 'initialize' })).toThrow(/only "read" is read by the next step/)
+    expect(() => r.unregister('read', { rebuiltBy: 'rebuild' as 'initialize' })).toThrow(/rebuiltBy can only be "initialize"/)
+    expect(r.includes('read')).toBe(true)
+    r.unregister('read', { rebuiltBy: 'initialize' })
+    expect([r.includes('read'), r.readRebuiltByInitialize]).toEqual([false, true])
   })
 
   it('restores registered values with their types (typed array, Map/Set/Date/BigInt/NaN/-0, a user class)', async () => {

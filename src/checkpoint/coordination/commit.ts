@@ -10,7 +10,8 @@ import type { CheckpointEvent, CheckpointLevel } from '../events.js'
 import type { CodeIdentity } from '../format/code-record.js'
 import { encodeRankFile, PLACEHOLDER_CHECKSUM, type EntryInput } from '../format/rank-file.js'
 import { encodeLight } from '../light/codec.js'
-import { replayDigests } from '../recovery/replay-check.js'
+import { READ_DIGEST, readDigest, replayDigests } from '../recovery/replay-check.js'
+import type { DefaultEntry } from '../registry.js'
 import type { SkeletonState } from '../skeleton-hooks.js'
 import type { CheckpointStore } from '../store/checkpoint-store.js'
 import { CheckpointIoThread, type Staged } from '../store/io-thread.js'
@@ -223,7 +224,11 @@ export class CheckpointCommitter {
     if (memory && level === 'disk') clock.lastAt = started
     const seq = this.seq++
     const at = { skeleton: state.index, step: state.step }
-    const meta = { fingerprint: this.id.fingerprint, skeleton: state.index, step: state.step, rank, size, settings: this.id.settings, digests: replayDigests(state), ...this.stamp }
+    const digests = replayDigests(state)
+    // The domain the next step reads, when left out: its digest lets a recovery check what refills it.
+    const read = this.saves(state, 'read') ? undefined : readDigest(state, rank)
+    if (read !== undefined) digests[READ_DIGEST] = read
+    const meta = { fingerprint: this.id.fingerprint, skeleton: state.index, step: state.step, rank, size, settings: this.id.settings, digests, ...this.stamp }
     if (memory === undefined) {
       const parts = encodeRankFile(meta, this.entries(state, this.staging))
       const durable = this.background.track(this.writeDisk(seq, at, parts, started))
@@ -476,6 +481,11 @@ export class CheckpointCommitter {
   }
 
 
+  /** Whether checkpoints of `state`'s skeleton hold a default entry (all of them with `contents: 'default'`). */
+  private saves(state: SkeletonState, name: DefaultEntry): boolean {
+    return this.cfg.contents === 'default' || state.registry.includes(name)
+  }
+
   /**
    * The payloads of a checkpoint: views of the program's memory (written
    * before the next superstep), or, with shared staging, copies of the
@@ -485,8 +495,7 @@ export class CheckpointCommitter {
   private entries(state: SkeletonState, staging: StagingBuffers, defer = false): (EntryInput & { staged?: boolean })[] {
     const { rank } = this.comm
     const reg = state.registry
-    const all = this.cfg.contents === 'default'
-    const includes = (name: 'read' | 'write' | 'iterator') => all || reg.includes(name)
+    const includes = (name: 'read' | 'write' | 'iterator') => this.saves(state, name)
     const out: (EntryInput & { staged?: boolean })[] = []
     if (includes('read')) {
       // In circulation the blocks have already moved: save what this rank now holds for the next step.

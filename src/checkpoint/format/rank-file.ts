@@ -76,7 +76,7 @@ export interface RankFileMeta {
   size: number
   /** The run's settings, plain JSON, compared on restart. */
   settings: Readonly<Record<string, unknown>>
-  /** sha256 digests of light values replay must rebuild identically (name → hex). */
+  /** Digests of what replay must rebuild identically (name → hex): sha256 of light values, CRC32 of a domain left out (`crc32:read`). */
   digests?: Readonly<Record<string, string>>
   /** ISO time; now when omitted. */
   createdAt?: string

@@ -5,7 +5,7 @@ import { entryArray } from '../format/payload.js'
 import type { DecodedEntry, DecodedRankFile } from '../format/rank-file.js'
 import { decodeLight } from '../light/codec.js'
 import type { RestoreOutcome, SkeletonState } from '../skeleton-hooks.js'
-import { checkReplay } from './replay-check.js'
+import { checkReplay, READ_DIGEST } from './replay-check.js'
 
 /**
  * Put a rank's saved state back into the skeleton that replay brought to the
@@ -44,7 +44,8 @@ export function restoreFromFile(state: SkeletonState, file: DecodedRankFile, seq
   for (const reg of state.registry.light.values()) {
     reg.cell.value = decodeLight(requireEntry(file, reg.name, seq).bytes, reg.serializer)
   }
-  return { reroute: state.mode === 'border', read: read !== undefined, write: write !== undefined }
+  const readDigest = read === undefined ? file.header.digests[READ_DIGEST] : undefined
+  return { reroute: state.mode === 'border', read: read !== undefined, write: write !== undefined, ...(readDigest !== undefined ? { readDigest } : {}) }
 }
 
 /** Copy a domain entry's cells back into `d`, run by run in `d`'s storage order. */
