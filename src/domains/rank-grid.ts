@@ -13,7 +13,7 @@ import { splitPoint } from './split.js'
  * ```ts
  * class Cavity extends Domain2D {
  *   readonly global: DomainDesc<2>
- *   constructor(readonly n: number) { super(); this.global = DomainDesc.of([0, 0], [n, n]) }
+ *   constructor(readonly n: number) { super({ components: 9 }); this.global = DomainDesc.of([0, 0], [n, n]) }
  *   possessed(rank: number, size: number) { return RankGrid.of(this.global, size).boxOf(rank) }
  *   needed(rank: number, size: number) { return this.possessed(rank, size).expand(1).intersect(this.global) }
  * }

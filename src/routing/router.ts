@@ -73,9 +73,10 @@ class Transfer {
   /** The staging array, allocated with the communicator's allocator on first use. */
   stage(d: Domain, allocate: (bytes: number) => ArrayBufferLike): NumericArray {
     const s = this.staging
-    if (s && s.constructor === d.data.constructor) return s
+    if (s && s.constructor === d.data.constructor && s.length === this.cells * d.components) return s
     const bpe = DTYPES[d.dtype].BYTES_PER_ELEMENT
-    const fresh = arrayOver(d.dtype, allocate(this.cells * bpe), 0, this.cells)
+    const values = this.cells * d.components
+    const fresh = arrayOver(d.dtype, allocate(values * bpe), 0, values)
     this.staging = fresh
     this.stagingBytes = new Uint8Array(fresh.buffer, fresh.byteOffset, fresh.byteLength)
     return fresh
@@ -91,7 +92,7 @@ function fillPlacement(p: Placement, d: Domain, boxes: readonly DomainDesc[], ra
   if (boxes.length === 1 && d.isContiguous(boxes[0])) {
     const data = d.data
     const start = boxes[0].isEmpty ? 0 : d.index(boxes[0].lower)
-    p.bytes = new Uint8Array(data.buffer, data.byteOffset + start * data.BYTES_PER_ELEMENT, boxes[0].volume * data.BYTES_PER_ELEMENT)
+    p.bytes = new Uint8Array(data.buffer, data.byteOffset + start * data.BYTES_PER_ELEMENT, boxes[0].volume * d.components * data.BYTES_PER_ELEMENT)
     p.runs = NO_RUNS
     return
   }
@@ -369,7 +370,7 @@ export class Router {
 
   private unpackOne(t: Transfer, m: Message, dst: Domain, tag: number): void {
     const bytes = m.bytes
-    const expected = t.cells * dst.data.BYTES_PER_ELEMENT
+    const expected = t.cells * dst.components * dst.data.BYTES_PER_ELEMENT
     if (bytes.byteLength !== expected) {
       m.release()
       throw new PartitionError(
@@ -392,6 +393,7 @@ export class Router {
   private copyLocal(run: PlanRun, box: DomainDesc, src: Domain, dst: Domain): void {
     if (src === dst) return
     if (src.order !== dst.order) throw new ConfigError('circulation needs both domains in the same storage order')
+    if (src.components !== dst.components) throw new ConfigError(`circulation needs both domains with the same components per cell (${src.components} and ${dst.components})`)
     const runs = run.localCopy(box, src, dst)
     const from = src.data
     const to = dst.data
