@@ -26,6 +26,14 @@ export interface DomainOptions {
    * axis's stride is `components`.
    */
   components?: number
+  /**
+   * Axes whose halos wrap around (a ring, a channel with periodic ends):
+   * `true` for every axis, or one flag per axis. Along a periodic axis a
+   * needed box may reach up to one period past the global box (the hull of
+   * every rank's possessed box); those cells receive the values of the cells
+   * one period away, from whichever rank possesses them (itself included).
+   */
+  periodic?: boolean | readonly boolean[]
 }
 
 /**
@@ -55,6 +63,8 @@ export abstract class Domain<N extends number = number, A extends NumericArray =
   readonly preserveOnResize: boolean
   /** Values per cell (see `DomainOptions.components`). */
   readonly components: number
+  /** Per axis, whether halos wrap around (see `DomainOptions.periodic`). */
+  readonly periodic: readonly boolean[]
   /** Memory source; the threads runtime installs a SharedArrayBuffer allocator. */
   allocator: BufferAllocator = plainAllocator
 
@@ -78,6 +88,11 @@ export abstract class Domain<N extends number = number, A extends NumericArray =
     const components = options.components ?? 1
     if (!Number.isSafeInteger(components) || components < 1) throw new ConfigError(`a domain needs a positive whole number of components per cell (got ${components})`)
     this.components = components
+    const periodic = options.periodic ?? false
+    if (typeof periodic !== 'boolean' && periodic.length !== dims) {
+      throw new ConfigError(`periodic gives ${periodic.length} axes for a domain of ${dims} dimensions: give one flag per axis, or true for all`)
+    }
+    this.periodic = Object.freeze(typeof periodic === 'boolean' ? new Array<boolean>(dims).fill(periodic) : periodic.map((p) => p === true))
     this._box = DomainDesc.empty(dims)
     this._possessed = this._box
     this._data = new DTYPES[dtype](0) as A

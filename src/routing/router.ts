@@ -136,6 +136,12 @@ class PlanRun {
     { src: undefined, dst: undefined, runs: NO_RUNS },
   ]
   private nextLocal = 0
+  /** Periodic wraps within this rank: the same two slots, (source, target, length) triples of every wrap. */
+  readonly wraps: [LocalCopy, LocalCopy] = [
+    { src: undefined, dst: undefined, runs: NO_RUNS },
+    { src: undefined, dst: undefined, runs: NO_RUNS },
+  ]
+  private nextWrap = 0
 
   constructor(readonly plan: RoutingPlan) {
     this.sends = plan.sends.map((t) => new Transfer(t.peer, t.boxes, t.cells))
@@ -148,6 +154,24 @@ class PlanRun {
     this.nextLocal ^= 1
     const triples: number[] = []
     forEachRunPair(src, dst, box, src.order, (s, t, len) => triples.push(s, t, len))
+    c.src = src.data
+    c.dst = dst.data
+    c.runs = Int32Array.from(triples)
+    return c.runs
+  }
+
+  wrapCopy(src: Domain, dst: Domain, rank: number): Int32Array {
+    for (let k = 0; k < 2; k++) if (this.wraps[k].src === src.data && this.wraps[k].dst === dst.data) return this.wraps[k].runs
+    const c = this.wraps[this.nextWrap]
+    this.nextWrap ^= 1
+    const triples: number[] = []
+    for (const w of this.plan.wraps) {
+      if (!src.box.contains(w.from) || !dst.box.contains(w.to)) throw new InternalError(`routing: the periodic wrap ${w.from} → ${w.to} is outside the allocated boxes of rank ${rank}`)
+      // The target's layout moved so that cell x of `from` lands on its image in `to`.
+      let offset = dst.offset
+      for (let d = 0; d < w.to.dims; d++) offset += (w.to.lower[d] - w.from.lower[d]) * dst.strides[d]
+      forEachRunPair(src, { strides: dst.strides, offset }, w.from, src.order, (s, t, len) => triples.push(s, t, len))
+    }
     c.src = src.data
     c.dst = dst.data
     c.runs = Int32Array.from(triples)
@@ -246,6 +270,7 @@ export class Router {
       this.sendOne(sends[i], src, tag)
     }
     if (plan.local) this.copyLocal(run, plan.local, src, dst)
+    if (plan.wraps.length > 0) this.copyWraps(run, src, dst)
     this.cursor.run = run
     this.cursor.next = 0
     this.cursor.dst = dst
@@ -331,6 +356,7 @@ export class Router {
       this.sendOne(t, src, tag)
     }
     if (run.plan.local) this.copyLocal(run, run.plan.local, src, dst)
+    if (run.plan.wraps.length > 0) this.copyWraps(run, src, dst)
     const c = this.cursor
     c.run = run
     c.next = 0
@@ -387,6 +413,19 @@ export class Router {
       unpack(stage, place.runs, dst.data)
     }
     m.release()
+  }
+
+  /** Periodic axes: the halo cells this rank fills from its own possessed cells, one period away. */
+  private copyWraps(run: PlanRun, src: Domain, dst: Domain): void {
+    const runs = run.wrapCopy(src, dst, this.comm.rank)
+    const from = src.data
+    const to = dst.data
+    for (let r = 0; r < runs.length; r += 3) {
+      const s = runs[r]
+      const t = runs[r + 1]
+      const len = runs[r + 2]
+      for (let k = 0; k < len; k++) to[t + k] = from[s + k]
+    }
   }
 
   /** Circulation: the cells this rank keeps go from its source to its target domain. */
