@@ -1,3 +1,6 @@
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { CountedKernel, defineProgram, Domain2D, DomainDesc, option, RankGrid, runLocal, type StorageOrder } from '../../src/index.js'
 import { partitionAt } from '../../src/routing/partition.js'
@@ -123,6 +126,31 @@ describe('a domain with components per cell (D2Q9)', () => {
         expect(r.allocated).toBe(box.volume * Q)
       }
       expect(seen).toBe(nx * ny)
+    })
+  }
+
+  for (const to of [4, 3]) {
+    it(`checkpoints whole cells: stopped on 4 ranks after step 3, resumed on ${to}, gives the serial lattice`, async () => {
+      const dir = mkdtempSync(join(tmpdir(), 'molotof-components-'))
+      try {
+        const argv = ['--nx', '13', '--ny', '11', '--steps', '6']
+        const ft = { dir, policy: { every: 1 }, keep: 2, resume: false }
+        await expect(runLocal(program, { ranks: 4, argv, checkpoint: { ...ft, interrupt: { skeleton: 0, step: 3 } } })).rejects.toThrow(/interrupted/)
+        const logs: string[] = []
+        const out = await runLocal(program, { ranks: to, argv, checkpoint: { ...ft, resume: true }, onLog: (_r, t) => logs.push(t) })
+        expect(logs.join('\n')).toMatch(to === 4 ? /resuming from checkpoint/ : /resuming a checkpoint of 4 ranks on 3/)
+        const want = serial(13, 11, 6)
+        let seen = 0
+        for (const r of out) {
+          for (const [i, j, values] of r.cells) {
+            for (let q = 0; q < Q; q++) expect(values[q], `cell (${i}, ${j}) component ${q}`).toBe(want[(i * 11 + j) * Q + q])
+            seen++
+          }
+        }
+        expect(seen).toBe(13 * 11)
+      } finally {
+        rmSync(dir, { recursive: true, force: true })
+      }
     })
   }
 
