@@ -152,11 +152,9 @@ class PlanRun {
     for (let k = 0; k < 2; k++) if (this.local[k].src === src.data && this.local[k].dst === dst.data) return this.local[k].runs
     const c = this.local[this.nextLocal]
     this.nextLocal ^= 1
-    const triples: number[] = []
-    forEachRunPair(src, dst, box, src.order, (s, t, len) => triples.push(s, t, len))
     c.src = src.data
     c.dst = dst.data
-    c.runs = Int32Array.from(triples)
+    c.runs = pairRuns(box, src, dst)
     return c.runs
   }
 
@@ -164,19 +162,35 @@ class PlanRun {
     for (let k = 0; k < 2; k++) if (this.wraps[k].src === src.data && this.wraps[k].dst === dst.data) return this.wraps[k].runs
     const c = this.wraps[this.nextWrap]
     this.nextWrap ^= 1
-    const triples: number[] = []
-    for (const w of this.plan.wraps) {
-      if (!src.box.contains(w.from) || !dst.box.contains(w.to)) throw new InternalError(`routing: the periodic wrap ${w.from} → ${w.to} is outside the allocated boxes of rank ${rank}`)
-      // The target's layout moved so that cell x of `from` lands on its image in `to`.
-      let offset = dst.offset
-      for (let d = 0; d < w.to.dims; d++) offset += (w.to.lower[d] - w.from.lower[d]) * dst.strides[d]
-      forEachRunPair(src, { strides: dst.strides, offset }, w.from, src.order, (s, t, len) => triples.push(s, t, len))
-    }
     c.src = src.data
     c.dst = dst.data
-    c.runs = Int32Array.from(triples)
+    c.runs = wrapRuns(this.plan, src, dst, rank)
     return c.runs
   }
+}
+
+/** (source, target, length) triples of `box` between two domains; apart from `PlanRun.localCopy` for the reason `wrapRuns` says. */
+function pairRuns(box: DomainDesc, src: Domain, dst: Domain): Int32Array {
+  const triples: number[] = []
+  forEachRunPair(src, dst, box, src.order, (s, t, len) => triples.push(s, t, len))
+  return Int32Array.from(triples)
+}
+
+/**
+ * (source, target, length) triples of a plan's periodic wraps between two
+ * domains. Apart from `PlanRun.wrapCopy`, whose every call would otherwise
+ * allocate the context this closure needs.
+ */
+function wrapRuns(plan: RoutingPlan, src: Domain, dst: Domain, rank: number): Int32Array {
+  const triples: number[] = []
+  for (const w of plan.wraps) {
+    if (!src.box.contains(w.from) || !dst.box.contains(w.to)) throw new InternalError(`routing: the periodic wrap ${w.from} → ${w.to} is outside the allocated boxes of rank ${rank}`)
+    // The target's layout moved so that cell x of `from` lands on its image in `to`.
+    let offset = dst.offset
+    for (let d = 0; d < w.to.dims; d++) offset += (w.to.lower[d] - w.from.lower[d]) * dst.strides[d]
+    forEachRunPair(src, { strides: dst.strides, offset }, w.from, src.order, (s, t, len) => triples.push(s, t, len))
+  }
+  return Int32Array.from(triples)
 }
 
 /**
