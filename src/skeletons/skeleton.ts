@@ -99,8 +99,8 @@ export class Skeleton<It, D extends Domain> {
     if (domains.length !== 2 || domains[0] === domains[1]) {
       throw new ConfigError('a skeleton needs two distinct domains (read and write are swapped after each superstep)')
     }
-    if (domains[0].dims !== domains[1].dims || domains[0].dtype !== domains[1].dtype || domains[0].order !== domains[1].order || domains[0].components !== domains[1].components) {
-      throw new ConfigError('both domains of a skeleton must have the same dimensions, dtype, storage order and components per cell')
+    if (domains[0].dims !== domains[1].dims || domains[0].dtype !== domains[1].dtype || domains[0].order !== domains[1].order || domains[0].components !== domains[1].components || domains[0].periodic.join() !== domains[1].periodic.join()) {
+      throw new ConfigError('both domains of a skeleton must have the same dimensions, dtype, storage order, components per cell and periodic axes')
     }
     this.name = options.name ?? `skeleton${index}`
     this.mode = options.routing ?? 'border'
