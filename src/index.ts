@@ -12,6 +12,7 @@ export { Domain, type DomainOptions, type NumericDType } from './domains/domain.
 export { Domain2D } from './domains/domain2d.js'
 export { Domain3D } from './domains/domain3d.js'
 export { splitPoint } from './domains/split.js'
+export { RankGrid } from './domains/rank-grid.js'
 export type { DType, NumericArray, AnyTypedArray, TypedArrayOf, TypedArrayByName, BufferAllocator } from './domains/dtype.js'
 export { CalcKernel, CountedKernel, type StepContext, type RebuildContext } from './skeletons/kernel.js'
 export { option, notSetting, type OptionSpec, type OptionSpecs, type OptionValues, type OptionCommon, type NumberRange } from './skeletons/options.js'

@@ -18,6 +18,23 @@ export interface DomainOptions {
    * each superstep, so a resize never copies.
    */
   preserveOnResize?: boolean
+  /**
+   * Values per cell (default 1): the 9 distributions of a D2Q9 lattice
+   * Boltzmann cell, the 3 components of a velocity. They form an innermost
+   * axis that is not a dimension of the boxes: halos, `expand` and routing
+   * move whole cells, and memory is exactly cells × components. Component c
+   * of cell x is at `index(x) + c`; the strides count values, so the fastest
+   * axis's stride is `components`.
+   */
+  components?: number
+  /**
+   * Axes whose halos wrap around (a ring, a channel with periodic ends):
+   * `true` for every axis, or one flag per axis. Along a periodic axis a
+   * needed box may reach up to one period past the global box (the hull of
+   * every rank's possessed box); those cells receive the values of the cells
+   * one period away, from whichever rank possesses them (itself included).
+   */
+  periodic?: boolean | readonly boolean[]
 }
 
 /**
@@ -45,6 +62,10 @@ export abstract class Domain<N extends number = number, A extends NumericArray =
   readonly dtype: NumericDType
   readonly order: StorageOrder
   readonly preserveOnResize: boolean
+  /** Values per cell (see `DomainOptions.components`). */
+  readonly components: number
+  /** Per axis, whether halos wrap around (see `DomainOptions.periodic`). */
+  readonly periodic: readonly boolean[]
   /** Memory source; the threads runtime installs a SharedArrayBuffer allocator. */
   allocator: BufferAllocator = plainAllocator
 
@@ -65,10 +86,19 @@ export abstract class Domain<N extends number = number, A extends NumericArray =
     this.dtype = dtype
     this.order = order
     this.preserveOnResize = options.preserveOnResize ?? true
+    const components = options.components ?? 1
+    if (!Number.isSafeInteger(components) || components < 1) throw new ConfigError(`a domain needs a positive whole number of components per cell (got ${components})`)
+    this.components = components
+    const periodic = options.periodic ?? false
+    if (typeof periodic !== 'boolean' && periodic.length !== dims) {
+      throw new ConfigError(`periodic gives ${periodic.length} axes for a domain of ${dims} dimensions: give one flag per axis, or true for all`)
+    }
+    this.periodic = Object.freeze(typeof periodic === 'boolean' ? new Array<boolean>(dims).fill(periodic) : periodic.map((p) => p === true))
     this._box = DomainDesc.empty(dims)
     this._possessed = this._box
     this._data = new DTYPES[dtype](0) as A
     this._strides = new Array<number>(dims).fill(0)
+    this.computeLayout()
   }
 
   /** The cells this rank computes (owns) at superstep `step`. Boxes of all ranks must not overlap. */
@@ -147,11 +177,11 @@ export abstract class Domain<N extends number = number, A extends NumericArray =
   get box(): DomainDesc<N> {
     return this._box
   }
-  /** Backing array; element `index(x)` holds global cell x. Replaced by `resize`. */
+  /** Backing array; element `index(x)` holds global cell x (its first component). Replaced by `resize`. */
   get data(): A {
     return this._data
   }
-  /** Flat-index step per dimension. */
+  /** Flat-index step per dimension, in values (the fastest dimension's is `components`). */
   get strides(): readonly number[] {
     return this._strides
   }
@@ -167,11 +197,11 @@ export abstract class Domain<N extends number = number, A extends NumericArray =
    */
   resize(box: DomainDesc<N>): void {
     if (box.dims !== this.dims) throw new ConfigError(`resize: box has ${box.dims} dimensions, domain has ${this.dims}`)
-    if (box.equals(this._box) && this._data.length === box.volume) return
+    if (box.equals(this._box) && this._data.length === box.volume * this.components) return
     // A background copy still reads the old memory, which may be reused below: the skeleton waits first.
     if (this._lease) throw new InternalError('a domain was resized while a checkpoint copy still read it')
     const old = { box: this._box, data: this._data, strides: this._strides, offset: this._offset }
-    const volume = box.volume
+    const volume = box.volume * this.components
     const keep = this.preserveOnResize && !old.box.isEmpty && old.box.overlaps(box)
     const bytes = volume * DTYPES[this.dtype].BYTES_PER_ELEMENT
     if (keep || this._data.buffer.byteLength < bytes) {
@@ -187,7 +217,7 @@ export abstract class Domain<N extends number = number, A extends NumericArray =
     }
   }
 
-  /** Flat index of a global cell (no bounds check; use `box.containsPoint` when unsure). */
+  /** Flat index of a global cell's first component (no bounds check; use `box.containsPoint` when unsure). */
   index(x: readonly number[]): number {
     let k = this._offset
     for (let d = 0; d < this.dims; d++) k += x[d] * this._strides[d]
@@ -197,36 +227,37 @@ export abstract class Domain<N extends number = number, A extends NumericArray =
   /** Memory for `box`; an impossible size (beyond typed array limits or this machine) is bad input, not a crash to restart from. */
   private allocate(bytes: number, box: DomainDesc<N>): A {
     try {
-      return arrayOver(this.dtype, this.allocator(bytes), 0, box.volume) as A
+      return arrayOver(this.dtype, this.allocator(bytes), 0, box.volume * this.components) as A
     } catch (e) {
       if (!(e instanceof RangeError)) throw e
-      throw new ConfigError(`cannot allocate a domain of ${box} (${box.volume} ${this.dtype} cells, ${formatSize(bytes)}): ${e.message}; choose a smaller problem size`)
+      const cells = this.components === 1 ? `${box.volume} ${this.dtype} cells` : `${box.volume} cells of ${this.components} ${this.dtype} values`
+      throw new ConfigError(`cannot allocate a domain of ${box} (${cells}, ${formatSize(bytes)}): ${e.message}; choose a smaller problem size`)
     }
   }
 
-  /** Value at a global cell; throws outside the allocated box. */
-  get(x: readonly number[]): number {
-    this.check(x)
-    return this._data[this.index(x)] as number
+  /** Value (component `c`, default 0) at a global cell; throws outside the allocated box. */
+  get(x: readonly number[], c = 0): number {
+    this.check(x, c)
+    return this._data[this.index(x) + c] as number
   }
 
-  /** Store at a global cell; throws outside the allocated box. */
-  set(x: readonly number[], value: number): void {
-    this.check(x)
-    this._data[this.index(x)] = value
+  /** Store (component `c`, default 0) at a global cell; throws outside the allocated box. */
+  set(x: readonly number[], value: number, c = 0): void {
+    this.check(x, c)
+    this._data[this.index(x) + c] = value
   }
 
   /** Value at a local cell (0-based from the box's lower corner). */
-  getLocal(l: readonly number[]): number {
-    return this.get(l.map((v, d) => v + this._box.lower[d]))
+  getLocal(l: readonly number[], c = 0): number {
+    return this.get(l.map((v, d) => v + this._box.lower[d]), c)
   }
 
   /** Store at a local cell (0-based from the box's lower corner). */
-  setLocal(l: readonly number[], value: number): void {
-    this.set(l.map((v, d) => v + this._box.lower[d]), value)
+  setLocal(l: readonly number[], value: number, c = 0): void {
+    this.set(l.map((v, d) => v + this._box.lower[d]), value, c)
   }
 
-  /** Fill every cell of `box ∩ this.box` with `value`. */
+  /** Fill every value of every cell of `box ∩ this.box` with `value`. */
   fill(value: number, box: DomainDesc<N> = this._box): void {
     const b = box.intersect(this._box)
     if (b.isEmpty) return
@@ -238,18 +269,18 @@ export abstract class Domain<N extends number = number, A extends NumericArray =
     return isContiguousIn(this._box, sub, this.order)
   }
 
-  /** The cells of a contiguous `sub` as a view on the backing array (no copy). */
+  /** The values of the cells of a contiguous `sub` as a view on the backing array (no copy). */
   view(sub: DomainDesc<N>): A {
     if (!this._box.contains(sub)) throw new ConfigError(`view: ${sub} is outside the allocated box ${this._box}`)
     if (!this.isContiguous(sub)) throw new ConfigError(`view: ${sub} is not contiguous in ${this._box} (${this.order} order)`)
     const start = sub.isEmpty ? 0 : this.index(sub.lower)
-    return this._data.subarray(start, start + sub.volume) as A
+    return this._data.subarray(start, start + sub.volume * this.components) as A
   }
 
   private computeLayout(): void {
     const n = this.dims
     const strides = new Array<number>(n).fill(0)
-    let s = 1
+    let s = this.components
     const dims = this.order === 'C' ? [...Array(n).keys()].reverse() : [...Array(n).keys()]
     for (const d of dims) {
       strides[d] = s
@@ -261,9 +292,12 @@ export abstract class Domain<N extends number = number, A extends NumericArray =
     this._offset = off
   }
 
-  private check(x: readonly number[]): void {
+  private check(x: readonly number[], c: number): void {
     if (x.length !== this.dims || !this._box.containsPoint(x)) {
       throw new ConfigError(`cell (${x.join(', ')}) is outside the allocated box ${this._box}`)
+    }
+    if (!(c >= 0 && c < this.components && Number.isInteger(c))) {
+      throw new ConfigError(`component ${c} of a cell with ${this.components} components`)
     }
   }
 }
@@ -286,7 +320,10 @@ export function isContiguousIn(outer: DomainDesc, sub: DomainDesc, order: Storag
 
 /**
  * Call `run(start, length)` for each maximal run of consecutive flat indices
- * covering `box` in an array with the given layout, in storage order.
+ * covering `box` in an array with the given layout, in storage order. A
+ * layout is dense: its fastest dimension's stride is the number of values
+ * per cell (`Domain.components`, 1 for most domains), so a run of cells is a
+ * run of `cells × stride` values, whole cells.
  */
 export function forEachRun(
   strides: readonly number[],
@@ -314,7 +351,9 @@ export function forEachRunPair(
   if (box.isEmpty) return
   const n = box.dims
   const fast = order === 'C' ? n - 1 : 0
-  const len = box.extent(fast)
+  const perCell = a.strides[fast]
+  if (b.strides[fast] !== perCell) throw new InternalError(`two layouts with ${perCell} and ${b.strides[fast]} values per cell`)
+  const len = box.extent(fast) * perCell
   const p = [...box.lower]
   const outerDims = order === 'C' ? [...Array(n - 1).keys()].reverse() : [...Array(n).keys()].slice(1)
   for (;;) {

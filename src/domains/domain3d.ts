@@ -4,7 +4,7 @@ import type { NumericArray } from './dtype.js'
 
 /**
  * A three-dimensional domain with fast accessors: cell (i, j, k) is at
- * `offset + i*s0 + j*s1 + k*s2`.
+ * `offset + i*s0 + j*s1 + k*s2` (its component q, with `components`, at `… + q`).
  *
  * ```ts
  * class Cube extends Domain3D {
@@ -29,13 +29,13 @@ export abstract class Domain3D<A extends NumericArray = Float64Array<ArrayBuffer
   get s2(): number {
     return this.strides[2]
   }
-  /** Value at global cell (i, j, k), unchecked. */
-  at(i: number, j: number, k: number): number {
-    return this.data[this.offset + i * this.strides[0] + j * this.strides[1] + k * this.strides[2]] as number
+  /** Value at global cell (i, j, k) (its component `c`, default 0), unchecked. */
+  at(i: number, j: number, k: number, c = 0): number {
+    return this.data[this.offset + i * this.strides[0] + j * this.strides[1] + k * this.strides[2] + c] as number
   }
-  /** Store at global cell (i, j, k), unchecked. */
-  put(i: number, j: number, k: number, v: number): void {
-    this.data[this.offset + i * this.strides[0] + j * this.strides[1] + k * this.strides[2]] = v
+  /** Store at global cell (i, j, k) (its component `c`, default 0), unchecked. */
+  put(i: number, j: number, k: number, v: number, c = 0): void {
+    this.data[this.offset + i * this.strides[0] + j * this.strides[1] + k * this.strides[2] + c] = v
   }
   abstract override possessed(rank: number, size: number, step: number): DomainDesc<3>
   abstract override needed(rank: number, size: number, step: number): DomainDesc<3>

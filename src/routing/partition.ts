@@ -19,6 +19,8 @@ export interface Partition<N extends number = number> {
   readonly epoch: number
   readonly possessed: readonly DomainDesc<N>[]
   readonly needed: readonly DomainDesc<N>[]
+  /** Per axis, whether halos wrap around (`domain.periodic`); none when absent. */
+  readonly periodic?: readonly boolean[]
 }
 
 /** The boxes of a partition, as `validatePartition` checks them. */
@@ -32,7 +34,7 @@ export function partitionAt<N extends number>(domain: Domain<N>, size: number, s
     possessed[q] = domain.possessed(q, size, step)
     needed[q] = domain.needed(q, size, step)
   }
-  return { step, epoch: domain.partitionEpoch(step), possessed, needed }
+  return { step, epoch: domain.partitionEpoch(step), possessed, needed, periodic: domain.periodic.includes(true) ? domain.periodic : undefined }
 }
 
 /** Same boxes for every rank (the step may differ). */

@@ -73,9 +73,10 @@ class Transfer {
   /** The staging array, allocated with the communicator's allocator on first use. */
   stage(d: Domain, allocate: (bytes: number) => ArrayBufferLike): NumericArray {
     const s = this.staging
-    if (s && s.constructor === d.data.constructor) return s
+    if (s && s.constructor === d.data.constructor && s.length === this.cells * d.components) return s
     const bpe = DTYPES[d.dtype].BYTES_PER_ELEMENT
-    const fresh = arrayOver(d.dtype, allocate(this.cells * bpe), 0, this.cells)
+    const values = this.cells * d.components
+    const fresh = arrayOver(d.dtype, allocate(values * bpe), 0, values)
     this.staging = fresh
     this.stagingBytes = new Uint8Array(fresh.buffer, fresh.byteOffset, fresh.byteLength)
     return fresh
@@ -91,7 +92,7 @@ function fillPlacement(p: Placement, d: Domain, boxes: readonly DomainDesc[], ra
   if (boxes.length === 1 && d.isContiguous(boxes[0])) {
     const data = d.data
     const start = boxes[0].isEmpty ? 0 : d.index(boxes[0].lower)
-    p.bytes = new Uint8Array(data.buffer, data.byteOffset + start * data.BYTES_PER_ELEMENT, boxes[0].volume * data.BYTES_PER_ELEMENT)
+    p.bytes = new Uint8Array(data.buffer, data.byteOffset + start * data.BYTES_PER_ELEMENT, boxes[0].volume * d.components * data.BYTES_PER_ELEMENT)
     p.runs = NO_RUNS
     return
   }
@@ -135,6 +136,12 @@ class PlanRun {
     { src: undefined, dst: undefined, runs: NO_RUNS },
   ]
   private nextLocal = 0
+  /** Periodic wraps within this rank: the same two slots, (source, target, length) triples of every wrap. */
+  readonly wraps: [LocalCopy, LocalCopy] = [
+    { src: undefined, dst: undefined, runs: NO_RUNS },
+    { src: undefined, dst: undefined, runs: NO_RUNS },
+  ]
+  private nextWrap = 0
 
   constructor(readonly plan: RoutingPlan) {
     this.sends = plan.sends.map((t) => new Transfer(t.peer, t.boxes, t.cells))
@@ -145,13 +152,45 @@ class PlanRun {
     for (let k = 0; k < 2; k++) if (this.local[k].src === src.data && this.local[k].dst === dst.data) return this.local[k].runs
     const c = this.local[this.nextLocal]
     this.nextLocal ^= 1
-    const triples: number[] = []
-    forEachRunPair(src, dst, box, src.order, (s, t, len) => triples.push(s, t, len))
     c.src = src.data
     c.dst = dst.data
-    c.runs = Int32Array.from(triples)
+    c.runs = pairRuns(box, src, dst)
     return c.runs
   }
+
+  wrapCopy(src: Domain, dst: Domain, rank: number): Int32Array {
+    for (let k = 0; k < 2; k++) if (this.wraps[k].src === src.data && this.wraps[k].dst === dst.data) return this.wraps[k].runs
+    const c = this.wraps[this.nextWrap]
+    this.nextWrap ^= 1
+    c.src = src.data
+    c.dst = dst.data
+    c.runs = wrapRuns(this.plan, src, dst, rank)
+    return c.runs
+  }
+}
+
+/** (source, target, length) triples of `box` between two domains; apart from `PlanRun.localCopy` for the reason `wrapRuns` says. */
+function pairRuns(box: DomainDesc, src: Domain, dst: Domain): Int32Array {
+  const triples: number[] = []
+  forEachRunPair(src, dst, box, src.order, (s, t, len) => triples.push(s, t, len))
+  return Int32Array.from(triples)
+}
+
+/**
+ * (source, target, length) triples of a plan's periodic wraps between two
+ * domains. Apart from `PlanRun.wrapCopy`, whose every call would otherwise
+ * allocate the context this closure needs.
+ */
+function wrapRuns(plan: RoutingPlan, src: Domain, dst: Domain, rank: number): Int32Array {
+  const triples: number[] = []
+  for (const w of plan.wraps) {
+    if (!src.box.contains(w.from) || !dst.box.contains(w.to)) throw new InternalError(`routing: the periodic wrap ${w.from} → ${w.to} is outside the allocated boxes of rank ${rank}`)
+    // The target's layout moved so that cell x of `from` lands on its image in `to`.
+    let offset = dst.offset
+    for (let d = 0; d < w.to.dims; d++) offset += (w.to.lower[d] - w.from.lower[d]) * dst.strides[d]
+    forEachRunPair(src, { strides: dst.strides, offset }, w.from, src.order, (s, t, len) => triples.push(s, t, len))
+  }
+  return Int32Array.from(triples)
 }
 
 /**
@@ -245,6 +284,7 @@ export class Router {
       this.sendOne(sends[i], src, tag)
     }
     if (plan.local) this.copyLocal(run, plan.local, src, dst)
+    if (plan.wraps.length > 0) this.copyWraps(run, src, dst)
     this.cursor.run = run
     this.cursor.next = 0
     this.cursor.dst = dst
@@ -330,6 +370,7 @@ export class Router {
       this.sendOne(t, src, tag)
     }
     if (run.plan.local) this.copyLocal(run, run.plan.local, src, dst)
+    if (run.plan.wraps.length > 0) this.copyWraps(run, src, dst)
     const c = this.cursor
     c.run = run
     c.next = 0
@@ -369,7 +410,7 @@ export class Router {
 
   private unpackOne(t: Transfer, m: Message, dst: Domain, tag: number): void {
     const bytes = m.bytes
-    const expected = t.cells * dst.data.BYTES_PER_ELEMENT
+    const expected = t.cells * dst.components * dst.data.BYTES_PER_ELEMENT
     if (bytes.byteLength !== expected) {
       m.release()
       throw new PartitionError(
@@ -388,10 +429,24 @@ export class Router {
     m.release()
   }
 
+  /** Periodic axes: the halo cells this rank fills from its own possessed cells, one period away. */
+  private copyWraps(run: PlanRun, src: Domain, dst: Domain): void {
+    const runs = run.wrapCopy(src, dst, this.comm.rank)
+    const from = src.data
+    const to = dst.data
+    for (let r = 0; r < runs.length; r += 3) {
+      const s = runs[r]
+      const t = runs[r + 1]
+      const len = runs[r + 2]
+      for (let k = 0; k < len; k++) to[t + k] = from[s + k]
+    }
+  }
+
   /** Circulation: the cells this rank keeps go from its source to its target domain. */
   private copyLocal(run: PlanRun, box: DomainDesc, src: Domain, dst: Domain): void {
     if (src === dst) return
     if (src.order !== dst.order) throw new ConfigError('circulation needs both domains in the same storage order')
+    if (src.components !== dst.components) throw new ConfigError(`circulation needs both domains with the same components per cell (${src.components} and ${dst.components})`)
     const runs = run.localCopy(box, src, dst)
     const from = src.data
     const to = dst.data

@@ -124,8 +124,10 @@ export class RankContext<O> {
    * global storage order (the order of a serial loop over the whole array),
    * and give every rank the result. Every possessed cell crosses once to
    * rank 0, band by band (rank 0 holds at most two bands of about 2^20
-   * cells), where `step` runs on each cell in turn: the time of a serial
-   * pass plus the transfer. For results and checksums, not every superstep.
+   * cells), where `step` runs on each cell in turn (on each value of a cell
+   * of several components; see `foldCellsInStorageOrder` for whole cells and
+   * their coordinates): the time of a serial pass plus the transfer. For
+   * results and checksums, not every superstep.
    *
    * ```ts
    * const sumOfSquares = await ctx.foldInStorageOrder(grid, 0, (acc, v) => acc + v * v)
@@ -133,5 +135,26 @@ export class RankContext<O> {
    */
   foldInStorageOrder(domain: Domain, initial: number, step: (acc: number, value: number) => number): Promise<number> {
     return foldInStorageOrder(this.comm, domain, initial, { kind: 'fold', step })
+  }
+
+  /**
+   * `foldInStorageOrder` over whole cells: `step` gets each possessed cell's
+   * values (all its components) and its global coordinates, in the global
+   * storage order, so a per-cell figure needs no decoding of a running index.
+   * `cell` and `at` are reused from one call to the next: read them during
+   * the call, copy what must outlive it. Same cost as `foldInStorageOrder`.
+   *
+   * ```ts
+   * // x-momentum of a D2Q9 lattice (components: 9) over the columns j ≥ 10
+   * const cx = [0, 1, 0, -1, 0, 1, -1, -1, 1]
+   * const momentum = await ctx.foldCellsInStorageOrder(grid, 0, (acc, f, at) => {
+   *   if (at[1] < 10) return acc
+   *   for (let q = 0; q < f.length; q++) acc += cx[q] * f[q]
+   *   return acc
+   * })
+   * ```
+   */
+  foldCellsInStorageOrder(domain: Domain, initial: number, step: (acc: number, cell: Float64Array, at: readonly number[]) => number): Promise<number> {
+    return foldInStorageOrder(this.comm, domain, initial, { kind: 'cells', step })
   }
 }

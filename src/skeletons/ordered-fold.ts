@@ -11,8 +11,15 @@ const TAG_DATA = FRAMEWORK_TAGS.orderedFoldData
 const TAG_ACK = FRAMEWORK_TAGS.orderedFoldAck
 const TAG_RESULT = FRAMEWORK_TAGS.orderedFoldResult
 
-/** How rank 0 combines one value; `sum` runs a tight loop, `fold` calls the user's function. */
-export type Combine = { kind: 'sum' } | { kind: 'fold'; step: (acc: number, value: number) => number }
+/**
+ * How rank 0 combines: `sum` adds every value in a tight loop, `fold` calls
+ * the user's function on each value, `cells` on each whole cell with its
+ * global coordinates (`cell` and `at` are reused arrays, valid during the call).
+ */
+export type Combine =
+  | { kind: 'sum' }
+  | { kind: 'fold'; step: (acc: number, value: number) => number }
+  | { kind: 'cells'; step: (acc: number, cell: Float64Array, at: readonly number[]) => number }
 
 /**
  * Fold the cells every rank possesses in `domain` (its `possessedBox`) in the
@@ -20,6 +27,8 @@ export type Combine = { kind: 'sum' } | { kind: 'fold'; step: (acc: number, valu
  * The order is that of a serial loop over the global array (C: last index
  * fastest; F: first), whatever the decomposition — strips, a 2-D grid of
  * ranks, uneven boxes — so a floating-point sum has the same bits as that loop.
+ * A cell of several components (`Domain.components`) gives its values in
+ * order, or, with `cells`, all of them at once.
  *
  * Cost: a serial pass. Every possessed cell crosses once to rank 0, band by
  * band along the slowest dimension (about 2^20 cells a band; rank 0 holds at
@@ -80,12 +89,12 @@ export async function foldInStorageOrder(comm: Communicator, domain: Domain, ini
         continue
       }
       const m = await comm.recv(q, TAG_DATA)
-      const values = arrayOver(domain.dtype, m.bytes.slice().buffer, 0, piece.volume)
+      const values = arrayOver(domain.dtype, m.bytes.slice().buffer, 0, piece.volume * domain.components)
       m.release()
       void comm.send(q, TAG_ACK, ack).catch(() => {}) // a failed transport fails the next recv anyway
       pieces.push({ box: piece, values })
     }
-    acc = foldBand(band, order, pieces, acc, combine)
+    acc = foldBand(band, order, domain.components, pieces, acc, combine)
   }
   const out = new Uint8Array(Float64Array.of(acc).buffer)
   await Promise.all([...Array(size - 1).keys()].map((i) => comm.send(i + 1, TAG_RESULT, out)))
@@ -96,7 +105,7 @@ export async function foldInStorageOrder(comm: Communicator, domain: Domain, ini
 function cellsOf(d: Domain, piece: DomainDesc): NumericArray {
   if (!d.box.contains(piece)) throw new InternalError(`possessed box ${piece} is outside the allocated box ${d.box}`) // the skeleton allocates every possessed box
   if (d.isContiguous(piece)) return d.view(piece)
-  const out = new DTYPES[d.dtype](piece.volume) as NumericArray
+  const out = new DTYPES[d.dtype](piece.volume * d.components) as NumericArray
   let pos = 0
   const src = d.data
   forEachRun(d.strides, d.offset, piece, d.order, (start, len) => {
@@ -111,15 +120,18 @@ function cellsOf(d: Domain, piece: DomainDesc): NumericArray {
  * but the fastest) the pieces that cross it tile it; taking them by their
  * lower bound on the fastest dimension visits the line's cells in order, and
  * each piece's values are consumed in its own storage order — which is the
- * global order restricted to that piece.
+ * global order restricted to that piece. A cell is `perCell` values.
  */
-function foldBand(band: DomainDesc, order: StorageOrder, pieces: { box: DomainDesc; values: NumericArray }[], acc: number, combine: Combine): number {
+function foldBand(band: DomainDesc, order: StorageOrder, perCell: number, pieces: { box: DomainDesc; values: NumericArray }[], acc: number, combine: Combine): number {
   const n = band.dims
   const fast = order === 'C' ? n - 1 : 0
   const outer = order === 'C' ? [...Array(n - 1).keys()] : [...Array(n).keys()].slice(1).reverse() // slowest first
   pieces.sort((a, b) => a.box.lower[fast] - b.box.lower[fast])
   const cursor = new Array<number>(pieces.length).fill(0)
   const at = outer.map((d) => band.lower[d])
+  // The cell and coordinates handed to a `cells` step: reused, one pair per band.
+  const cell = new Float64Array(perCell)
+  const x = [...band.lower]
   for (;;) {
     for (let p = 0; p < pieces.length; p++) {
       const box = pieces[p].box
@@ -128,9 +140,18 @@ function foldBand(band: DomainDesc, order: StorageOrder, pieces: { box: DomainDe
       if (!crosses) continue
       const v = pieces[p].values
       const from = cursor[p]
-      const to = from + box.extent(fast)
+      const to = from + box.extent(fast) * perCell
       if (combine.kind === 'sum') for (let i = from; i < to; i++) acc += v[i] as number
-      else for (let i = from; i < to; i++) acc = combine.step(acc, v[i] as number)
+      else if (combine.kind === 'fold') for (let i = from; i < to; i++) acc = combine.step(acc, v[i] as number)
+      else {
+        for (let k = 0; k < outer.length; k++) x[outer[k]] = at[k]
+        let xf = box.lower[fast]
+        for (let i = from; i < to; i += perCell) {
+          for (let c = 0; c < perCell; c++) cell[c] = v[i + c] as number
+          x[fast] = xf++
+          acc = combine.step(acc, cell, x)
+        }
+      }
       cursor[p] = to
     }
     // Next line: the fastest of the outer dimensions moves first.

@@ -104,8 +104,8 @@ export class Skeleton<It, D extends Domain> {
     if (domains.length !== 2 || domains[0] === domains[1]) {
       throw new ConfigError('a skeleton needs two distinct domains (read and write are swapped after each superstep)')
     }
-    if (domains[0].dims !== domains[1].dims || domains[0].dtype !== domains[1].dtype || domains[0].order !== domains[1].order) {
-      throw new ConfigError('both domains of a skeleton must have the same dimensions, dtype and storage order')
+    if (domains[0].dims !== domains[1].dims || domains[0].dtype !== domains[1].dtype || domains[0].order !== domains[1].order || domains[0].components !== domains[1].components || domains[0].periodic.join() !== domains[1].periodic.join()) {
+      throw new ConfigError('both domains of a skeleton must have the same dimensions, dtype, storage order, components per cell and periodic axes')
     }
     this.name = options.name ?? `skeleton${index}`
     this.mode = options.routing ?? 'border'
@@ -163,7 +163,7 @@ export class Skeleton<It, D extends Domain> {
     let last = k.end(nextIt)
     let part = parts.at(0)
     let partNext = last ? undefined : parts.at(1)
-    assertDomainsFit(part.needed[rank].hull(part.possessed[rank]).volume, DTYPES[owner.dtype].BYTES_PER_ELEMENT, this.name, rank)
+    assertDomainsFit(part.needed[rank].hull(part.possessed[rank]).volume, DTYPES[owner.dtype].BYTES_PER_ELEMENT * owner.components, this.name, rank)
 
     read.resize(part.needed[rank])
     write.resize(this.writeBox(part, partNext, rank))

@@ -126,3 +126,51 @@ describe('Domain lending (a checkpoint copy reading the memory during the next s
     expect(waits.length).toBe(1)
   })
 })
+
+describe('Domain with components per cell', () => {
+  class Cells2D extends Domain2D {
+    constructor(order: StorageOrder) {
+      super({ components: 9, order })
+    }
+    possessed(): DomainDesc<2> {
+      return DomainDesc.of([0, 0], [4, 5])
+    }
+    needed(): DomainDesc<2> {
+      return this.possessed().expand(1)
+    }
+  }
+
+  it('holds exactly cells × components values, halos growing the cells only, whole cells kept on resize', () => {
+    for (const order of ['C', 'F'] as const) {
+      const d = new Cells2D(order)
+      d.resize(d.needed())
+      // 6 × 7 cells of 9 values: a 3-D domain grown by expand(1) would hold 6 × 7 × 11.
+      expect(d.data.length).toBe(6 * 7 * 9)
+      expect(order === 'C' ? d.s1 : d.s0).toBe(9)
+      for (const [i, j] of d.box.cells()) for (let q = 0; q < 9; q++) d.set([i, j], 100 * i + 10 * j + q, q)
+      // Components of a cell are neighbours in memory, cells follow the storage order.
+      expect(d.data[d.index([2, 3]) + 4]).toBe(234)
+      expect(d.at(2, 3, 8)).toBe(238)
+      d.resize(DomainDesc.of([1, 2], [3, 9]))
+      expect(d.data.length).toBe(2 * 7 * 9)
+      for (const [i, j] of DomainDesc.of([1, 2], [3, 6]).cells()) for (let q = 0; q < 9; q++) expect(d.get([i, j], q)).toBe(100 * i + 10 * j + q)
+      d.fill(-1, DomainDesc.of([1, 2], [2, 9]))
+      expect(d.get([1, 8], 8)).toBe(-1)
+      expect(d.get([2, 2], 0)).toBe(220)
+      expect(() => d.get([1, 2], 9)).toThrow(ConfigError)
+    }
+  })
+
+  it('refuses a component count that is not a positive whole number', () => {
+    class Bad extends Domain2D {
+      possessed(): DomainDesc<2> {
+        return this.box
+      }
+      needed(): DomainDesc<2> {
+        return this.box
+      }
+    }
+    expect(() => new (Bad as unknown as new (o: object) => Bad)({ components: 0 })).toThrow(ConfigError)
+    expect(() => new (Bad as unknown as new (o: object) => Bad)({ components: 2.5 })).toThrow(ConfigError)
+  })
+})

@@ -54,7 +54,8 @@ function restoreDomain(d: Domain, e: DecodedEntry): void {
   const box = DomainDesc.of(e.box.lower, e.box.upper)
   if (!d.box.contains(box)) throw new CheckpointMismatchError(`checkpoint entry "${e.name}" covers ${box}, outside this rank's domain ${d.box}`)
   const saved = entryArray(e, d.dtype)
-  if (saved.length !== box.volume) throw new CheckpointMismatchError(`checkpoint entry "${e.name}" has ${saved.length} values for ${box.volume} cells`)
+  const values = box.volume * d.components
+  if (saved.length !== values) throw new CheckpointMismatchError(`checkpoint entry "${e.name}" has ${saved.length} values for ${box.volume} cells × ${d.components} components`)
   let pos = 0
   forEachRun(d.strides, d.offset, box, d.order, (s, len) => {
     d.data.set(saved.subarray(pos, pos + len) as never, s)

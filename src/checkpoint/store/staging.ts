@@ -174,13 +174,13 @@ export function domainPayload(d: Domain, box: DomainDesc, staging: StagingBuffer
   const runs: number[] = []
   forEachRun(d.strides, d.offset, box, d.order, (s, len) => runs.push(s, len))
   const runCount = runs.length / 2
-  if (!copy && runCount > 0 && (box.volume * bpe) / runCount >= MIN_GATHER_RUN_BYTES) {
+  if (!copy && runCount > 0 && (box.volume * d.components * bpe) / runCount >= MIN_GATHER_RUN_BYTES) {
     const pieces: Uint8Array[] = []
     for (let i = 0; i < runs.length; i += 2) pieces.push(bytesOf(d.data.subarray(runs[i], runs[i] + runs[i + 1])))
     return pieces
   }
   const all = bytesOf(d.data)
-  const payloadBytes = box.volume * bpe
+  const payloadBytes = box.volume * d.components * bpe
   if (copy && defer && all.buffer instanceof SharedArrayBuffer) {
     const to = staging.get(`pack:${name}`, payloadBytes)
     const at = new Float64Array(runs.length)

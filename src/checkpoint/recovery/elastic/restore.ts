@@ -33,6 +33,8 @@ interface Target {
   layout: Layout
   order: StorageOrder
   dtype: DType
+  /** Values per cell (a domain's `components`; 1 for a registered array). */
+  components: number
 }
 
 /**
@@ -134,7 +136,7 @@ export async function restoreElastic(state: SkeletonState, line: ElasticLine, co
   await agree(comm, failure)
 
   const bytesNeeded =
-    targets.reduce((n, t) => n + t.box.volume * DTYPES[t.dtype].BYTES_PER_ELEMENT, 0) + light.reduce((n, l) => n + l.reduce((m, e) => m + e.length, 0), 0)
+    targets.reduce((n, t) => n + t.box.volume * t.components * DTYPES[t.dtype].BYTES_PER_ELEMENT, 0) + light.reduce((n, l) => n + l.reduce((m, e) => m + e.length, 0), 0)
   return {
     outcome: { reroute: state.mode === 'border', read: plan!.read, write: plan!.write },
     figures: { fromRanks: oldSize, bytesRead, bytesNeeded, headerBytes: source.counters.headerBytes, verifyBytes: extraBytes },
@@ -182,7 +184,7 @@ function planTargets(state: SkeletonState, line: ElasticLine, rank: number) {
   const targets: Target[] = []
   const domainTarget = (name: string, d: Domain, box: DomainDesc) => {
     if (!d.box.contains(box)) throw new CheckpointMismatchError(`elastic restore: the box ${box} of entry "${name}" lies outside this rank's domain ${d.box}`)
-    targets.push({ name, box, data: d.data, layout: { strides: d.strides, offset: d.offset }, order: d.order, dtype: d.dtype })
+    targets.push({ name, box, data: d.data, layout: { strides: d.strides, offset: d.offset }, order: d.order, dtype: d.dtype, components: d.components })
   }
   const reg = state.registry
   // The entries' boxes, as the committer chose them on the old ranks, now for this rank.
@@ -200,7 +202,7 @@ function planTargets(state: SkeletonState, line: ElasticLine, rank: number) {
         `cannot resume checkpoint ${seq}, taken on ${oldSize} ranks, on ${state.partition.possessed.length}: "${h.name}" (skeleton ${state.index}) is an array registered without its global box: register it with { box } to make it elastic`,
       )
     }
-    targets.push({ name: h.name, box: h.box, data: h.array, layout: boxLayout(h.box, h.order), order: h.order, dtype: dtypeOf(h.array) })
+    targets.push({ name: h.name, box: h.box, data: h.array, layout: boxLayout(h.box, h.order), order: h.order, dtype: dtypeOf(h.array), components: 1 })
   }
   const pieces: Piece[][] = Array.from({ length: oldSize }, () => [])
   for (const t of targets) {

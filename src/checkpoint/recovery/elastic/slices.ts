@@ -3,7 +3,7 @@ import { forEachRunPair } from '../../../domains/domain.js'
 import type { BoxRecord, EntryRecord } from '../../format/rank-file.js'
 import type { ByteRange } from './source.js'
 
-/** Where an array's cells are: flat index of cell x = offset + Σ x[d]·strides[d]. */
+/** Where an array's cells are: flat index of cell x = offset + Σ x[d]·strides[d] (the fastest stride is the values per cell). */
 export interface Layout {
   strides: readonly number[]
   offset: number
@@ -11,16 +11,17 @@ export interface Layout {
 
 /**
  * The layout of an array holding exactly the cells of `box` in storage order
- * `order` — a domain's over its allocated box, a payload over its entry's box.
+ * `order`, `components` values each — a domain's over its allocated box, a
+ * payload over its entry's box.
  *
  * ```ts
  * boxLayout(DomainDesc.of([2, 0], [4, 3]), 'C')   // { strides: [3, 1], offset: -6 }
  * ```
  */
-export function boxLayout(box: DomainDesc, order: StorageOrder): Layout {
+export function boxLayout(box: DomainDesc, order: StorageOrder, components = 1): Layout {
   const n = box.dims
   const strides = new Array<number>(n).fill(0)
-  let s = 1
+  let s = components
   for (let k = 0; k < n; k++) {
     const d = order === 'C' ? n - 1 - k : k
     strides[d] = s
@@ -88,13 +89,15 @@ export function slicePieces(
   bytesPerElement: number,
 ): { pieces: Piece[]; uncovered: DomainDesc[] } {
   const pieces: Piece[] = []
+  // Old payloads hold whole cells of as many values as the target's.
+  const perCell = layout.strides[order === 'C' ? target.dims - 1 : 0]
   let remaining: DomainDesc[] = target.isEmpty ? [] : [target]
   for (const { rank, record } of olds) {
     if (remaining.length === 0) break
     if (!record.box) continue
     const box = boxOf(record.box)
     if (box.dims !== target.dims || box.isEmpty) continue
-    const src = boxLayout(box, order)
+    const src = boxLayout(box, order, perCell)
     const next: DomainDesc[] = []
     for (const r of remaining) {
       const cut = r.intersect(box)
