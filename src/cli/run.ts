@@ -4,7 +4,7 @@ import { parseDuration } from '../checkpoint/policy/duration.js'
 import { parsePolicy } from '../checkpoint/policy/policy.js'
 import { explainFsError } from '../checkpoint/store/fs-errors.js'
 import type { FaultToleranceConfig } from '../checkpoint/config.js'
-import { memoryDirFor } from '../checkpoint/store/memory-level.js'
+import { checkMemoryDirectory, memoryDirFor } from '../checkpoint/store/memory-level.js'
 import { ConfigError } from '../errors.js'
 import { TRANSPORTS } from '../runtime/group.js'
 import { checkDirTemplate, detectLauncher } from '../runtime/cluster-env.js'
@@ -226,7 +226,9 @@ function faultTolerance(program: string, f: RunValues): FaultToleranceConfig {
     // --async-checkpoints is a memory level with no policy of its own: disk checkpoints go through RAM.
     const policy = f.memoryCheckpoint === undefined ? ({ kind: 'off' } as const) : parsePolicy(f.memoryCheckpoint)
     if (f.memoryDir !== undefined) checkDirTemplate(f.memoryDir)
-    ft.memory = { policy, dir: resolve(f.memoryDir ?? memoryDirFor(ft.dir) + placeholdersOf(dir)) }
+    const memoryDir = f.memoryDir ?? memoryDirFor(ft.dir) + placeholdersOf(dir)
+    checkMemoryDirectory(memoryDir, dir)
+    ft.memory = { policy, dir: resolve(memoryDir) }
   }
   return ft
 }
