@@ -8,16 +8,20 @@ import { spawn, spawnSync } from 'node:child_process'
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
-import { afterAll, describe, expect, it } from 'vitest'
+import { afterAll, beforeEach, describe, expect, it } from 'vitest'
 import { memoryDirFor } from '../../src/checkpoint/store/memory-level.js'
 
 const root = mkdtempSync(join(tmpdir(), 'molotof-cleaning-'))
 const sandbox = join(root, 'sandbox')
 const home = join(root, 'home')
-mkdirSync(sandbox)
-mkdirSync(home)
-writeFileSync(join(sandbox, 'precious.txt'), 'cwd')
-writeFileSync(join(home, 'precious.txt'), 'home')
+/** The sandbox's current and home directory, each with a file of the user's (again: a case that deleted them fails alone). */
+function makeSandbox(): void {
+  mkdirSync(sandbox, { recursive: true })
+  mkdirSync(home, { recursive: true })
+  writeFileSync(join(sandbox, 'precious.txt'), 'cwd')
+  writeFileSync(join(home, 'precious.txt'), 'home')
+}
+makeSandbox()
 afterAll(() => rmSync(root, { recursive: true, force: true }))
 
 const BIN = resolve('bin/molotof.mjs')
@@ -102,6 +106,7 @@ describe('directories refused before any rank starts (exit 2)', () => {
   const ckpt = join(root, 'refused-ckpt')
   const file = join(root, 'a-file')
   writeFileSync(file, 'not a directory')
+  beforeEach(makeSandbox)
   it.each([
     [['--memory-dir', ''], /--memory-dir needs a directory path \(got an empty value\)/],
     [['--memory-dir', '.'], /--memory-dir \. is the current directory/],
@@ -170,7 +175,9 @@ describe('a preempted run (exit 75), then resumed', () => {
     const first = start([...args, '--events', events])
     await until(() => progressIn(events) >= 200)
     // A file of the user's put into molotof's own folder while the run writes there: it survives too.
-    const inside = join(mem, 'molotof-memory', 'user-inside.txt')
+    // (The level writes in a sub-directory of its own, as the given one holds a file of the user's.)
+    const level = existsSync(join(mem, 'molotof-memory')) ? join(mem, 'molotof-memory') : mem
+    const inside = join(level, 'user-inside.txt')
     writeFileSync(inside, 'mine')
     process.kill(-first.pid, 'SIGTERM')
     expect(await first.done, first.stderr()).toEqual({ code: 75, signal: null })
@@ -181,7 +188,7 @@ describe('a preempted run (exit 75), then resumed', () => {
     expect(readFileSync(memFile, 'utf8')).toBe('mine')
     expect(readFileSync(inside, 'utf8')).toBe('mine')
     // Only the user's file is left in molotof's folder (still marked as molotof's).
-    expect(readdirSync(join(mem, 'molotof-memory')).sort()).toEqual(['.molotof-owned', 'user-inside.txt'])
+    expect(readdirSync(level).sort()).toEqual(['.molotof-owned', 'user-inside.txt'])
   }, 120_000)
 })
 
