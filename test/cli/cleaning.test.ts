@@ -182,6 +182,9 @@ describe('a preempted run (exit 75), then resumed', () => {
     process.kill(-first.pid, 'SIGTERM')
     expect(await first.done, first.stderr()).toEqual({ code: 75, signal: null })
     expect(readFileSync(memFile, 'utf8')).toBe('mine')
+    // `molotof inspect` given the same --memory-dir finds the level where the run wrote it.
+    const inspect = spawnSync(process.execPath, [BIN, 'inspect', join(root, 'preempt-ckpt'), '--memory-dir', mem], { cwd: sandbox, env, encoding: 'utf8' })
+    expect(inspect.stdout).toContain(`checkpoints in ${join(mem, 'molotof-memory')} (memory level)`)
 
     const resumed = start([...args, '--resume'])
     expect(await resumed.done, resumed.stderr()).toEqual({ code: 0, signal: null })
