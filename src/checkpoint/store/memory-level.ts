@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto'
-import { existsSync, lstatSync, readFileSync, statfsSync } from 'node:fs'
+import { existsSync, readFileSync, statfsSync, statSync } from 'node:fs'
 import { homedir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { ConfigError } from '../../errors.js'
@@ -85,7 +85,7 @@ export function checkMemoryDirectory(given: string, checkpointDir: string, flag 
   if (!checkpointDir.includes('{') && dir === resolve(checkpointDir)) throw refuse('the checkpoint directory (the disk level)')
   let st: import('node:fs').Stats | undefined
   try {
-    st = lstatSync(dir)
+    st = statSync(dir)
   } catch {
     // absent: created by the ranks
   }

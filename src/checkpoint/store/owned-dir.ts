@@ -1,4 +1,4 @@
-import { lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmdirSync, unlinkSync, writeFileSync } from 'node:fs'
+import { chmodSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmdirSync, statSync, unlinkSync, writeFileSync } from 'node:fs'
 import { hostname } from 'node:os'
 import { basename, dirname, join } from 'node:path'
 import { ConfigError } from '../../errors.js'
@@ -83,7 +83,7 @@ export function claimDirectory(dir: string, o: ClaimOptions): string {
   for (let attempt = 0; attempt < 5; attempt++) {
     let isDir: boolean | undefined
     try {
-      isDir = lstatSync(dir).isDirectory()
+      isDir = statSync(dir).isDirectory() // a symlink to a directory is that directory
     } catch (e) {
       if (errorCode(e) !== 'ENOENT') throw e
     }
@@ -114,6 +114,7 @@ function createMarked(dir: string, purpose: string): boolean {
   const parent = dirname(dir)
   mkdirSync(parent, { recursive: true })
   const tmp = mkdtempSync(join(parent, `.${basename(dir)}.claim-`))
+  chmodSync(tmp, 0o755) // as mkdir would make it, not mkdtemp's private 0700
   writeFileSync(join(tmp, OWNED_MARKER), ownerRecord(purpose, true))
   try {
     renameSync(tmp, dir)
