@@ -166,6 +166,25 @@ describe('a failed run, then --fresh', () => {
   })
 })
 
+describe('the shared level', () => {
+  it('a new run discarding the shared copies of the last one leaves the files planted there', () => {
+    const shared = join(root, 'shared')
+    const beside = userDir(shared)
+    const args = ['--n', '64', '--iterations', '20', '--checkpoint', 'every:5', '--shared-checkpoint', 'every:1', '--shared-dir', shared, '--checkpoint-dir', join(root, 'shared-ckpt')]
+    const first = run(args)
+    expect(first.code, first.err).toBe(0)
+    const level = join(shared, 'jacobi')
+    const folders = readdirSync(level).filter((n) => n.startsWith('ckpt-'))
+    expect(folders.length).toBeGreaterThan(0)
+    const planted = [join(level, 'user.txt'), ...folders.map((f) => join(level, f, 'user.txt'))]
+    for (const f of planted) writeFileSync(f, 'mine')
+
+    const second = run(args)
+    expect(second.code, second.err).toBe(0)
+    for (const f of [beside, ...planted]) expect(readFileSync(f, 'utf8'), f).toBe('mine')
+  })
+})
+
 describe('a preempted run (exit 75), then resumed', () => {
   it('keeps the files planted in the memory dir and beside the memory level, through both runs', async () => {
     const mem = join(root, 'preempt-mem')
