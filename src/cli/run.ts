@@ -26,7 +26,7 @@ export const RUN_OPTIONS = {
   checkpointDir: option.string(undefined, 'checkpoint directory (default: .molotof/<program file name>)'),
   keep: option.int(2, 'complete checkpoints kept', { min: 1 }),
   memoryCheckpoint: option.string(undefined, 'memory-level policy (checkpoints in RAM, survive dead ranks): every:<steps>, <seconds>s, mtbf:<duration>, off; disk checkpoints are then flushed from it in the background'),
-  memoryDir: option.string(undefined, 'directory in RAM for the memory level (default: /dev/shm/molotof-<hash of the checkpoint directory>)'),
+  memoryDir: option.string(undefined, 'directory in RAM for the memory level (default: /dev/shm/molotof-<hash of the checkpoint directory>); one already holding other files is left alone: the level uses its sub-directory molotof-memory'),
   asyncCheckpoints: option.boolean(false, 'write disk checkpoints through a memory copy flushed in the background (the same as --memory-checkpoint off)'),
   resume: option.boolean(false, 'resume from the newest checkpoint valid on every rank (a clean start if there is none)'),
   fresh: option.boolean(false, 'discard the checkpoints of an earlier, unfinished run found in the checkpoint directory, then start afresh'),
