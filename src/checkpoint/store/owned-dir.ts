@@ -2,6 +2,7 @@ import { chmodSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync
 import { hostname } from 'node:os'
 import { basename, dirname, join } from 'node:path'
 import { ConfigError } from '../../errors.js'
+import { alive, processStart } from './dir-lock.js'
 import { errorCode } from './fs-errors.js'
 
 /**
@@ -17,6 +18,8 @@ export interface DirectoryOwner {
   /** What the directory is for ('memory level', 'sockets'): a sweep cleans only its own kind. */
   purpose: string
   pid: number
+  /** Linux: the owner's start time (see dir-lock.ts), so that a reused pid does not keep a leftover alive. */
+  pidStart?: string
   host: string
   createdAt: string
   /** molotof created the directory (it removes it once empty); false: an empty directory of the user's adopted as it was. */
@@ -31,7 +34,8 @@ export function ownerOf(dir: string): DirectoryOwner | undefined {
   try {
     const v = JSON.parse(readFileSync(join(dir, OWNED_MARKER), 'utf8')) as Partial<DirectoryOwner>
     if (typeof v.purpose === 'string' && typeof v.pid === 'number' && typeof v.host === 'string') {
-      return { purpose: v.purpose, pid: v.pid, host: v.host, createdAt: String(v.createdAt), created: v.created === true }
+      const pidStart = typeof v.pidStart === 'string' ? { pidStart: v.pidStart } : {}
+      return { purpose: v.purpose, pid: v.pid, ...pidStart, host: v.host, createdAt: String(v.createdAt), created: v.created === true }
     }
   } catch {
     // absent or unreadable: not provably molotof's
@@ -40,7 +44,8 @@ export function ownerOf(dir: string): DirectoryOwner | undefined {
 }
 
 function ownerRecord(purpose: string, created: boolean): string {
-  const owner: DirectoryOwner = { purpose, pid: process.pid, host: hostname(), createdAt: new Date().toISOString(), created }
+  const pidStart = processStart(process.pid)
+  const owner: DirectoryOwner = { purpose, pid: process.pid, ...(pidStart === undefined ? {} : { pidStart }), host: hostname(), createdAt: new Date().toISOString(), created }
   return JSON.stringify(owner) + '\n'
 }
 
@@ -220,20 +225,11 @@ export function removeEmptyDirectory(dir: string): boolean {
   }
 }
 
-/** Whether process `pid` runs on this host (EPERM: it runs, as another user). */
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0)
-    return true
-  } catch (e) {
-    return errorCode(e) === 'EPERM'
-  }
-}
-
 /**
  * Cleans the directories `<base>/<prefix>*` that a molotof process of this
  * host left behind when it was killed: only those marked with `purpose`
- * whose owner pid is no longer alive, and in them only what `own` accepts.
+ * whose owner is no longer alive (its pid gone, or reused by another
+ * process), and in them only what `own` accepts.
  * Returns the directories removed.
  *
  * ```ts
@@ -253,7 +249,8 @@ export function sweepAbandonedDirectories(base: string, prefix: string, purpose:
     if (!name.startsWith(prefix)) continue
     const dir = join(base, name)
     const owner = ownerOf(dir)
-    if (owner === undefined || owner.purpose !== purpose || owner.host !== host || owner.pid === process.pid || alive(owner.pid)) continue
+    if (owner === undefined || owner.purpose !== purpose || owner.host !== host || owner.pid === process.pid) continue
+    if (alive({ pid: owner.pid, host: owner.host, startedAt: owner.createdAt, ...(owner.pidStart === undefined ? {} : { pidStart: owner.pidStart }) })) continue
     try {
       if (cleanOwnedDirectory(dir, own).length === 0) removed.push(dir)
     } catch {

@@ -131,10 +131,10 @@ describe('checkpoint folders the store deletes', () => {
 
 describe('sweeping folders a killed process left', () => {
   const own = (name: string, dir: boolean) => !dir && name.endsWith('.sock')
-  const marked = (base: string, name: string, pid: number, purpose = 'sockets', host = hostname()) => {
+  const marked = (base: string, name: string, pid: number, purpose = 'sockets', host = hostname(), extra: object = {}) => {
     const d = join(base, name)
     mkdirSync(d)
-    writeFileSync(join(d, OWNED_MARKER), JSON.stringify({ purpose, pid, host, createdAt: 'then', created: true }))
+    writeFileSync(join(d, OWNED_MARKER), JSON.stringify({ purpose, pid, host, createdAt: 'then', created: true, ...extra }))
     writeFileSync(join(d, '0.sock'), '')
     return d
   }
@@ -146,6 +146,8 @@ describe('sweeping folders a killed process left', () => {
     const dead = spawnSync(process.execPath, ['-e', 'process.stdout.write(String(process.pid))']).stdout.toString()
     const gone = marked(base, 'p-gone', Number(dead))
     const live = marked(base, 'p-live', process.ppid)
+    // The pid runs, but it is another process than the one that made the folder (a reused pid).
+    const reused = marked(base, 'p-reused', process.ppid, 'sockets', hostname(), { pidStart: '1' })
     const other = marked(base, 'p-other', Number(dead), 'memory level')
     const remote = marked(base, 'p-remote', Number(dead), 'sockets', 'another-host')
     const withFile = marked(base, 'p-file', Number(dead))
@@ -153,8 +155,9 @@ describe('sweeping folders a killed process left', () => {
     const unmarked = join(base, 'p-unmarked')
     mkdirSync(unmarked)
     writeFileSync(join(unmarked, '0.sock'), '')
-    expect(sweepAbandonedDirectories(base, 'p-', 'sockets', own)).toEqual([gone])
+    expect(sweepAbandonedDirectories(base, 'p-', 'sockets', own).sort()).toEqual([gone, reused])
     expect(existsSync(gone)).toBe(false)
+    expect(existsSync(reused)).toBe(false)
     for (const d of [live, other, remote, unmarked]) expect(existsSync(join(d, '0.sock'))).toBe(true)
     expect(readdirSync(withFile).sort()).toEqual([OWNED_MARKER, 'mine.txt'])
   })
