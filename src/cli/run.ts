@@ -227,7 +227,7 @@ function faultTolerance(program: string, f: RunValues): FaultToleranceConfig {
     const policy = f.memoryCheckpoint === undefined ? ({ kind: 'off' } as const) : parsePolicy(f.memoryCheckpoint)
     if (f.memoryDir !== undefined) checkDirTemplate(f.memoryDir)
     const memoryDir = f.memoryDir ?? memoryDirFor(ft.dir) + placeholdersOf(dir)
-    checkMemoryDirectory(memoryDir, dir)
+    checkMemoryDirectory(memoryDir, dir, f.memoryDir === undefined ? "the memory level's directory" : '--memory-dir')
     ft.memory = { policy, dir: resolve(memoryDir) }
   }
   return ft
