@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto'
-import { existsSync, readFileSync, statfsSync, statSync } from 'node:fs'
+import { existsSync, readdirSync, readFileSync, statfsSync, statSync } from 'node:fs'
 import { homedir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { ConfigError } from '../../errors.js'
@@ -90,9 +90,25 @@ export function checkMemoryDirectory(given: string, checkpointDir: string, flag 
     // absent: created by the ranks
   }
   if (st !== undefined && !st.isDirectory()) throw new ConfigError(`${flag} ${given} is a file, not a directory`)
+  // Where the ranks will write: refused now rather than on every rank when that too holds the user's files.
+  const used = memoryLevelDirectoryIn(dir)
+  if (used === dir && st !== undefined && ownerOf(dir) === undefined && !DEFAULT_NAME.test(dir)) {
+    const sub = join(dir, MEMORY_SUBDIRECTORY)
+    if (nonEmpty(dir) && existsSync(sub) && (!statSync(sub).isDirectory() || nonEmpty(sub))) {
+      throw new ConfigError(`${flag} ${given} holds files of yours, and so does its sub-directory ${MEMORY_SUBDIRECTORY} that the memory level would use: name an empty or new directory`)
+    }
+  }
   const room = freeBytes(dir)
   if (room !== undefined && room < MIN_FREE_BYTES) {
     throw new ConfigError(`${flag} ${given}: its file system has no room left (${room} bytes free); free some, or name a directory on another one`)
+  }
+}
+
+function nonEmpty(dir: string): boolean {
+  try {
+    return readdirSync(dir).length > 0
+  } catch {
+    return false
   }
 }
 

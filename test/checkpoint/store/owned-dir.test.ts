@@ -102,6 +102,15 @@ describe('a --memory-dir refused before the run starts', () => {
     expect(() => checkMemoryDirectory(dir, join(root, 'ckpt'))).toThrow(message)
   })
 
+  it('a directory whose sub-directory molotof-memory also holds files of the user', () => {
+    const dir = fresh()
+    mkdirSync(join(dir, MEMORY_SUBDIRECTORY), { recursive: true })
+    writeFileSync(join(dir, MEMORY_SUBDIRECTORY, 'mine.txt'), 'mine')
+    expect(() => checkMemoryDirectory(dir, join(root, 'ckpt'))).toThrow(/holds files of yours, and so does its sub-directory molotof-memory/)
+    expect(() => claimMemoryDirectory(dir)).toThrow(/molotof-memory holds files that are not molotof's/)
+    expect(readdirSync(join(dir, MEMORY_SUBDIRECTORY))).toEqual(['mine.txt'])
+  })
+
   it('the checkpoint directory itself', () => {
     expect(() => checkMemoryDirectory(join(root, 'ckpt'), join(root, 'ckpt'))).toThrow(/is the checkpoint directory/)
   })
