@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto'
-import { readFileSync } from 'node:fs'
+import { readFileSync, statSync } from 'node:fs'
 import { basename, join, resolve } from 'node:path'
 import type { FaultToleranceConfig } from '../checkpoint/config.js'
 import { parseDuration } from '../checkpoint/policy/duration.js'
@@ -53,6 +53,9 @@ export function copyLevels(
         '(partner copies need a cluster launcher starting two node supervisors or more)',
     )
   }
+  if (flags.sharedDir !== undefined && flags.sharedDir.trim() !== '' && isFile(resolve(flags.sharedDir))) {
+    throw new ConfigError(`--shared-dir ${flags.sharedDir} is a file, not a directory`)
+  }
   if (flags.partnerCopies !== 'off' && nodes >= 2) out.partner = { ranksPerNode: flags.ranksPerNode }
   if (flags.sharedCheckpoint !== undefined) {
     if (flags.sharedDir === undefined) throw new ConfigError('--shared-checkpoint copies checkpoints to the shared directory: give --shared-dir DIR too (a directory every node sees)')
@@ -65,6 +68,15 @@ export function copyLevels(
     else throw new ConfigError(`--shared-checkpoint needs every:<k> (k ≥ 1) or a duration such as 10m (got "${flags.sharedCheckpoint}")`)
   }
   return out
+}
+
+/** Something other than a directory is at `path` (absent: false). */
+function isFile(path: string): boolean {
+  try {
+    return !statSync(path).isDirectory()
+  } catch {
+    return false
+  }
 }
 
 /** This process's part in a cluster run: none, node 0 (runs the supervisor), or another node (runs its ranks as node 0 says). */

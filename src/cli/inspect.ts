@@ -1,11 +1,11 @@
 import { existsSync, readdirSync } from 'node:fs'
-import { basename, dirname, join } from 'node:path'
+import { basename, dirname, join, resolve } from 'node:path'
 import { readHeaderOnly } from '../checkpoint/format/rank-file.js'
 import { describeBlocker, elasticBlockers } from '../checkpoint/recovery/elastic/line.js'
 import { DirectorySource, SpreadSource, type RankFileSource } from '../checkpoint/recovery/elastic/source.js'
 import { CheckpointStore, validRanks } from '../checkpoint/store/checkpoint-store.js'
 import { alive, lockHolder } from '../checkpoint/store/dir-lock.js'
-import { memoryDirFor } from '../checkpoint/store/memory-level.js'
+import { memoryDirFor, memoryLevelDirectoryIn } from '../checkpoint/store/memory-level.js'
 import { partnerDirOf } from '../checkpoint/store/partner.js'
 import { ConfigError } from '../errors.js'
 import { option } from '../skeletons/options.js'
@@ -246,7 +246,8 @@ export async function inspectCommand(argv: readonly string[], out: (s: string) =
   if (!existsSync(dir)) throw new ConfigError(`molotof inspect: ${dir} does not exist`)
   const shared = f.sharedDir === undefined ? undefined : sharedLevelDir(f.sharedDir)
   const listed: Level[] = []
-  const memoryDir = f.memoryDir ?? defaultMemoryDir(dir)
+  // A --memory-dir that held the user's files has the level in its sub-directory molotof-memory.
+  const memoryDir = f.memoryDir !== undefined && f.memoryDir !== '' ? memoryLevelDirectoryIn(resolve(f.memoryDir)) : defaultMemoryDir(dir)
   if (memoryDir !== undefined && existsSync(memoryDir)) listed.push(await levelOf('memory', new CheckpointStore(memoryDir, { volatile: true }), f.verify))
   const diskStore = new CheckpointStore(dir)
   const disk = await levelOf('disk', diskStore, f.verify)

@@ -4,7 +4,7 @@ import { parseDuration } from '../checkpoint/policy/duration.js'
 import { parsePolicy } from '../checkpoint/policy/policy.js'
 import { explainFsError } from '../checkpoint/store/fs-errors.js'
 import type { FaultToleranceConfig } from '../checkpoint/config.js'
-import { memoryDirFor } from '../checkpoint/store/memory-level.js'
+import { checkMemoryDirectory, memoryDirFor } from '../checkpoint/store/memory-level.js'
 import { ConfigError } from '../errors.js'
 import { TRANSPORTS } from '../runtime/group.js'
 import { checkDirTemplate, detectLauncher } from '../runtime/cluster-env.js'
@@ -26,7 +26,7 @@ export const RUN_OPTIONS = {
   checkpointDir: option.string(undefined, 'checkpoint directory (default: .molotof/<program file name>)'),
   keep: option.int(2, 'complete checkpoints kept', { min: 1 }),
   memoryCheckpoint: option.string(undefined, 'memory-level policy (checkpoints in RAM, survive dead ranks): every:<steps>, <seconds>s, mtbf:<duration>, off; disk checkpoints are then flushed from it in the background'),
-  memoryDir: option.string(undefined, 'directory in RAM for the memory level (default: /dev/shm/molotof-<hash of the checkpoint directory>)'),
+  memoryDir: option.string(undefined, 'directory in RAM for the memory level (default: /dev/shm/molotof-<hash of the checkpoint directory>); one already holding other files is left alone: the level uses its sub-directory molotof-memory'),
   asyncCheckpoints: option.boolean(false, 'write disk checkpoints through a memory copy flushed in the background (the same as --memory-checkpoint off)'),
   resume: option.boolean(false, 'resume from the newest checkpoint valid on every rank (a clean start if there is none)'),
   fresh: option.boolean(false, 'discard the checkpoints of an earlier, unfinished run found in the checkpoint directory, then start afresh'),
@@ -227,7 +227,9 @@ function faultTolerance(program: string, f: RunValues): FaultToleranceConfig {
     // --async-checkpoints is a memory level with no policy of its own: disk checkpoints go through RAM.
     const policy = f.memoryCheckpoint === undefined ? ({ kind: 'off' } as const) : parsePolicy(f.memoryCheckpoint)
     if (f.memoryDir !== undefined) checkDirTemplate(f.memoryDir)
-    ft.memory = { policy, dir: resolve(f.memoryDir ?? memoryDirFor(ft.dir) + placeholdersOf(dir)) }
+    const memoryDir = f.memoryDir ?? memoryDirFor(ft.dir) + placeholdersOf(dir)
+    checkMemoryDirectory(memoryDir, dir, f.memoryDir === undefined ? "the memory level's directory" : '--memory-dir')
+    ft.memory = { policy, dir: resolve(memoryDir) }
   }
   return ft
 }

@@ -1,12 +1,11 @@
 import { spawn, type ChildProcess } from 'node:child_process'
-import { mkdtempSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { Readable } from 'node:stream'
 import { fileURLToPath } from 'node:url'
 import { serialize } from 'node:v8'
 import type { RankExit, RankGroup, RankGroupEvents, RankGroupSpec, StartRankGroup } from './group.js'
 import { HeartbeatMonitor } from './heartbeat.js'
+import { createSocketDirectory, removeSocketDirectory } from './socket-dir.js'
 import type { RankToLauncher } from './protocol.js'
 
 const BOOT = fileURLToPath(new URL('./process-boot.mjs', import.meta.url))
@@ -14,8 +13,6 @@ const BOOT = fileURLToPath(new URL('./process-boot.mjs', import.meta.url))
 const HEARTBEAT_FD = 4
 /** After a child exits, wait at most this long for its pipes to drain before reporting the exit. */
 const DRAIN_MS = 200
-/** Unix socket paths are limited to about 107 bytes; stay well below. */
-const MAX_SOCKET_PATH = 100
 
 /**
  * The processes transport: every rank a child process running
@@ -31,7 +28,7 @@ const MAX_SOCKET_PATH = 100
  * ```
  */
 export const startProcessGroup: StartRankGroup = (spec, on) => {
-  const dir = socketDir(spec.size)
+  const dir = createSocketDirectory(spec.size)
   track({ dir })
   const endpoints = Array.from({ length: spec.size }, (_, r) => join(dir, `${r}.sock`))
   const ranks = Array.from({ length: spec.size }, (_, rank) => startRank(spec, rank, endpoints, on))
@@ -55,7 +52,7 @@ export const startProcessGroup: StartRankGroup = (spec, on) => {
       terminating ??= (async () => {
         for (const r of ranks) if (r.alive) r.child.kill('SIGKILL')
         await Promise.all(ranks.map((r) => r.exited))
-        rmSync(dir, { recursive: true, force: true })
+        removeSocketDirectory(dir)
         untrack({ dir })
       })()
       return terminating
@@ -119,16 +116,10 @@ export function startRank(spec: RankGroupSpec, rank: number, endpoints: string[]
   return r
 }
 
-/** A private directory for the socket files, with paths short enough for Unix sockets. */
-function socketDir(size: number): string {
-  const longest = Buffer.byteLength(join(tmpdir(), 'molotof-XXXXXX', `${size - 1}.sock`))
-  const base = longest <= MAX_SOCKET_PATH ? tmpdir() : '/tmp'
-  return mkdtempSync(join(base, 'molotof-'))
-}
-
 // Children must never outlive the launcher: kill whatever is left when it
 // exits (a launcher killed outright is noticed by the children themselves,
-// see process-boot.mjs), and remove the socket directories.
+// see process-boot.mjs, and its socket directories by the next run's sweep),
+// and remove the socket directories.
 const liveChildren = new Set<ChildProcess>()
 const liveDirs = new Set<string>()
 let hooked = false
@@ -140,7 +131,7 @@ function track(what: { child?: ChildProcess; dir?: string }): void {
   hooked = true
   process.on('exit', () => {
     for (const c of liveChildren) c.kill('SIGKILL')
-    for (const d of liveDirs) rmSync(d, { recursive: true, force: true })
+    for (const d of liveDirs) removeSocketDirectory(d)
   })
 }
 

@@ -1,6 +1,4 @@
 import { spawn, type ChildProcess } from 'node:child_process'
-import { mkdtempSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { Readable } from 'node:stream'
 import { fileURLToPath } from 'node:url'
@@ -10,6 +8,7 @@ import { ConfigError, InternalError } from '../errors.js'
 import type { CompiledProgram } from './compiled-program.js'
 import type { RankExit, RankGroup, RankGroupEvents, RankGroupSpec, RankWhere, StartRankGroup, Transport } from './group.js'
 import { HeartbeatMonitor } from './heartbeat.js'
+import { createSocketDirectory, removeSocketDirectory } from './socket-dir.js'
 import type { LauncherToRank, RankToLauncher } from './protocol.js'
 import { createStatusBuffer, readStatus } from './status.js'
 import { threadRankInit, wire } from './thread-group.js'
@@ -179,8 +178,8 @@ export class SparePool {
     let where: (rank: number) => RankWhere
     let cleanup = () => {}
     if (this.o.transport === 'processes') {
-      const dir = mkdtempSync(join(tmpdir().length <= 60 ? tmpdir() : '/tmp', 'molotof-'))
-      cleanup = () => rmSync(dir, { recursive: true, force: true })
+      const dir = createSocketDirectory(spec.size)
+      cleanup = () => removeSocketDirectory(dir)
       const endpoints = chosen.map((_, r) => join(dir, `${r}.sock`))
       const { transport: _t, programFile: _p, tsconfig: _c, compiled: _x, heartbeatMs: _h, ...common } = spec
       chosen.forEach((h, rank) => {

@@ -1,5 +1,4 @@
 import { existsSync } from 'node:fs'
-import { rm } from 'node:fs/promises'
 import { performance } from 'node:perf_hooks'
 import { ConfigError, errorRecord, InternalError, PreemptedError, reviveError, RunInterruptedError, type ErrorRecord } from '../../errors.js'
 import type { Communicator } from '../../routing/communicator.js'
@@ -16,8 +15,9 @@ import { restoreElastic } from '../recovery/elastic/restore.js'
 import { negotiateRecoveryLine, type LevelSource, type RejectedLine } from '../recovery/negotiate.js'
 import { restoreFromFile } from '../recovery/restore.js'
 import type { RecoveryDecision, RestoreOutcome, ResumeFigures, SkeletonHooks, SkeletonState } from '../skeleton-hooks.js'
-import { CheckpointStore, type CheckpointSummary } from '../store/checkpoint-store.js'
-import { memoryDirFor } from '../store/memory-level.js'
+import { CheckpointStore, isStoreEntry, type CheckpointSummary } from '../store/checkpoint-store.js'
+import { claimMemoryDirectory, memoryDirFor } from '../store/memory-level.js'
+import { cleanOwnedDirectory } from '../store/owned-dir.js'
 import { PartnerRing, partnerDirOf } from '../store/partner.js'
 import { CheckpointCommitter } from './commit.js'
 import { CheckpointCopies, type CopyTargets } from './copies.js'
@@ -53,6 +53,8 @@ export class CheckpointCoordinator implements SkeletonHooks {
   /** The recovery line when it was written by another rank count. */
   private elasticLine: ElasticLine | undefined
   private memoryWarned = false
+  /** This rank is the lowest of those sharing its memory level's directory: it cleans it when the program is done. */
+  private cleansMemory = false
 
   private constructor(
     private readonly comm: Communicator,
@@ -83,7 +85,8 @@ export class CheckpointCoordinator implements SkeletonHooks {
     parsePolicy(cfg.policy)
     const memoryPolicy = cfg.memory ? parsePolicy(cfg.memory.policy) : cfg.async ? ({ kind: 'off' } as const) : undefined
     const store = new CheckpointStore(cfg.dir)
-    const memory = memoryPolicy === undefined ? undefined : new CheckpointStore(cfg.memory?.dir ?? memoryDirFor(cfg.dir), { volatile: true })
+    // The memory level writes only in a directory of molotof's own (a sub-directory of a given one holding the user's files).
+    const memory = memoryPolicy === undefined ? undefined : new CheckpointStore(claimMemoryDirectory(cfg.memory?.dir ?? memoryDirFor(cfg.dir)), { volatile: true })
     // Copies of the disk checkpoints: the partner's (kept beside this rank's own, on this node) and the shared level's.
     const ring = cfg.partner ? new PartnerRing(comm.size, cfg.partner.ranksPerNode) : undefined
     // Partner copies in these directories are opened also when this run keeps none: a resume reads them (on fewer
@@ -142,7 +145,11 @@ export class CheckpointCoordinator implements SkeletonHooks {
     const onCheckpoint = hooks.onCheckpoint
     const committerHooks = onCheckpoint ? { ...hooks, onCheckpoint: (e: CheckpointEvent) => onCheckpoint({ ...e, ...vote.takeTally() }) } : hooks
     const commits = new CheckpointCommitter(comm, cfg, id, stores, seq, committerHooks, { runId, code }, writesMarker, copies, memoryCopies)
-    if (!cfg.resume) return new CheckpointCoordinator(comm, cfg, store, memory, vote, commits, undefined, log, hooks)
+    if (!cfg.resume) {
+      const fresh = new CheckpointCoordinator(comm, cfg, store, memory, vote, commits, undefined, log, hooks)
+      fresh.cleansMemory = writesMarker.memory
+      return fresh
+    }
 
     // Fastest first: this rank's own copies, then the one its partner holds (sent over at restore), then the shared one.
     const sources: LevelSource[] = [
@@ -166,6 +173,7 @@ export class CheckpointCoordinator implements SkeletonHooks {
     const coordinator = new CheckpointCoordinator(comm, cfg, store, memory, vote, commits, info, log, hooks)
     coordinator.restoredFile = file
     coordinator.elasticLine = elastic
+    coordinator.cleansMemory = writesMarker.memory
     return coordinator
   }
 
@@ -277,11 +285,13 @@ export class CheckpointCoordinator implements SkeletonHooks {
 
   /**
    * The program is done on this rank (its last checkpoint point, collective,
-   * is behind every rank): rank 0 frees the memory level's RAM. Disk
+   * is behind every rank): the lowest rank of each memory level directory
+   * frees its RAM, deleting only the files the level wrote there (and the
+   * directory, when molotof created it and nothing else is in it). Disk
    * checkpoints stay, as always.
    */
   async finish(): Promise<void> {
-    if (this.comm.rank === 0 && this.memory) await rm(this.memory.dir, { recursive: true, force: true })
+    if (this.cleansMemory && this.memory) cleanOwnedDirectory(this.memory.dir, isStoreEntry)
   }
 
   /**

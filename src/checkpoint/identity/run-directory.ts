@@ -1,4 +1,4 @@
-import { readFile, rm } from 'node:fs/promises'
+import { readFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { CheckpointDirectoryError, ConfigError, EarlierRunError, MolotofError } from '../../errors.js'
 import { CheckpointStore, type CheckpointSummary } from '../store/checkpoint-store.js'
@@ -136,7 +136,7 @@ export async function openRunDirectory(o: RunDirectoryOptions, programFile: stri
 /** Every checkpoint of the directory and its spare files. */
 async function discard(store: CheckpointStore, listed: readonly CheckpointSummary[]): Promise<void> {
   for (const c of listed) await store.remove(c.seq)
-  await rm(join(store.dir, 'spare'), { recursive: true, force: true })
+  store.discardSpares()
 }
 
 async function readRunRecord(dir: string): Promise<RunRecord | undefined> {

@@ -4,6 +4,7 @@ import { performance } from 'node:perf_hooks'
 import { CheckpointCorruptError, CheckpointError, CheckpointMismatchError, ConfigError, InternalError } from '../../errors.js'
 import { plainAllocator, type BufferAllocator } from '../../domains/dtype.js'
 import { existsSync, mkdirSync, readdirSync, renameSync, rmSync } from 'node:fs'
+import { cleanEntries, removeEmptyDirectory } from './owned-dir.js'
 import type { CheckpointIoThread, StageJob, Staged } from './io-thread.js'
 import { copyDurably, isTemporaryName, makeDirectory, syncDirectory, temporaryNameFor, writeDurably } from './durable.js'
 import { decodeRankFile, headerChecksumOf, readHeaderOnly, type DecodedRankFile, type RankFileHeader } from '../format/rank-file.js'
@@ -74,6 +75,33 @@ const CKPT_DIR = /^ckpt-(\d{8,})$/
 const RANK_FILE = /^rank-(\d+)\.mlf$/
 const MARKER = 'COMMIT'
 const SPARE_DIR = 'spare'
+/** The sub-directory of partner copies (see partner.ts): a store of the same layout. */
+const PARTNER_DIR = 'partner'
+
+/**
+ * Whether an entry of a checkpoint directory is one the store writes:
+ * checkpoint folders, their rank files, commit markers and temporary files,
+ * the spare folder, the partner copies' folder. Cleaning removes these only;
+ * anything else a user put there stays.
+ *
+ * ```ts
+ * isStoreEntry('ckpt-00000007', true)   // true
+ * isStoreEntry('notes.txt', false)      // false
+ * ```
+ */
+export function isStoreEntry(name: string, dir: boolean): boolean {
+  if (dir) return CKPT_DIR.test(name) || name === SPARE_DIR || name === PARTNER_DIR
+  return RANK_FILE.test(name) || name === MARKER || isTemporaryName(name)
+}
+
+/**
+ * Deletes the files the store wrote in checkpoint folder (or spare folder)
+ * `dir`, then the folder if nothing else is in it: a file someone else put
+ * there keeps the folder, and the file.
+ */
+function removeStoreFolder(dir: string): void {
+  if (cleanEntries(dir, isStoreEntry).length === 0) removeEmptyDirectory(dir)
+}
 
 /**
  * Checkpoints in a directory: `<dir>/ckpt-<seq, 8 digits>/rank-<r>.mlf` plus a
@@ -411,7 +439,7 @@ export class CheckpointStore {
     try {
       await rm(this.markerOf(seq), { force: true })
       if (options.keepSpares) await this.keepAsSpares(dir)
-      await rm(dir, { recursive: true, force: true })
+      removeStoreFolder(dir)
     } catch (e) {
       throw checkpointFsError('cannot delete checkpoint', dir, e)
     }
@@ -441,9 +469,19 @@ export class CheckpointStore {
           // One spare fewer (a rank racing for its spare, a vanished file): the file goes with its directory.
         }
       }
-      rmSync(dir, { recursive: true, force: true })
+      removeStoreFolder(dir)
     } catch (e) {
       throw checkpointFsError('cannot delete checkpoint', dir, e)
+    }
+  }
+
+  /** Deletes the spare files (see spareOf), and their folder when nothing else is in it. */
+  discardSpares(): void {
+    const dir = join(this.dir, SPARE_DIR)
+    try {
+      removeStoreFolder(dir)
+    } catch (e) {
+      throw checkpointFsError('cannot delete spare files', dir, e)
     }
   }
 

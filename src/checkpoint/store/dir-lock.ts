@@ -175,7 +175,7 @@ function hintFor(holder: LockRecord, path: string): string {
 }
 
 /** Linux: field 22 of /proc/<pid>/stat (start time after boot, in clock ticks); undefined elsewhere. */
-function processStart(pid: number): string | undefined {
+export function processStart(pid: number): string | undefined {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
     // The command name (field 2) may hold spaces and parentheses: count fields after its closing ')'.
