@@ -29,7 +29,7 @@ export interface RankSession {
   onCheckpoint?: (e: CheckpointEvent) => void
   onResumed?: (r: ResumedFigures) => void
   onStep?: (skeleton: number, step: number, total: number | undefined) => void
-  onSkeletonStart?: (skeleton: number, total: number | undefined) => void
+  onSkeletonStart?: (skeleton: number, total: number | undefined, name: string) => void
   /** Partitions shared by the ranks of this heap (`runLocal`). */
   partitions?: PartitionShare
   /** The yield clock of the ranks of this thread (`runLocal`). */
