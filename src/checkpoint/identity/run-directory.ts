@@ -5,7 +5,7 @@ import { CheckpointStore, type CheckpointSummary } from '../store/checkpoint-sto
 import { acquireDirectoryLock, type DirectoryLock } from '../store/dir-lock.js'
 import { makeDirectory, writeDurably } from '../store/durable.js'
 import { explainFsError } from '../store/fs-errors.js'
-import { codeChangesOnDisk, describeCodeChanges } from './code.js'
+import { codeChangesOnDisk, describeCodeChanges, includesProgramFile } from './code.js'
 import { codeChangeVerdict, newestComplete, newRunId } from './run.js'
 
 /** What a run may do with the checkpoints it finds in its directory. */
@@ -111,7 +111,8 @@ export async function openRunDirectory(o: RunDirectoryOptions, programFile: stri
       const newest = newestComplete([...listed, ...copies].sort((a, b) => a.seq - b.seq))
       const m = newest?.marker
       if (newest !== undefined && m !== undefined) {
-        const changes = m.code ? codeChangesOnDisk(m.code, programFile) : []
+        // Another program file's checkpoint is left to the ranks: they refuse another program by its name.
+        const changes = m.code && includesProgramFile(m.code, programFile) ? codeChangesOnDisk(m.code, programFile) : []
         // Refused here, before any rank starts; when allowed, the ranks warn (they compare everything they loaded).
         if (changes.length > 0 && !o.allowCodeChange) codeChangeVerdict(changes, { seq: newest.seq, allow: false, programFile })
       }
@@ -156,8 +157,15 @@ async function writeRunRecord(dir: string, r: RunRecord): Promise<void> {
 function earlierRunMessage(dir: string, committed: readonly CheckpointSummary[], programFile: string): string {
   const m = committed[committed.length - 1].marker!
   const program = m.fingerprint.replace(/^molotof-program:/, '')
-  const changes = m.code ? codeChangesOnDisk(m.code, programFile) : []
-  const code = !m.code ? '' : changes.length > 0 ? `; its code differs from the current files: ${describeCodeChanges(changes, programFile)}` : '; written by the current code'
+  const ownFile = m.code !== undefined && includesProgramFile(m.code, programFile)
+  const changes = m.code && ownFile ? codeChangesOnDisk(m.code, programFile) : []
+  const code = !m.code
+    ? ''
+    : !ownFile
+      ? `; written by another program file (its code: ${Object.keys(m.code.files).join(', ')})`
+      : changes.length > 0
+        ? `; its code differs from the current files: ${describeCodeChanges(changes, programFile)}`
+        : '; written by the current code'
   const about = `program ${program}, run ${m.runId ?? 'unknown'}, last checkpoint ${m.seq} at skeleton ${m.skeleton} step ${m.step}, written ${m.createdAt}${code}`
   return (
     `the checkpoint directory ${dir} holds checkpoints of an earlier run that did not finish (${about}). ` +
