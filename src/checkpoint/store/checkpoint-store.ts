@@ -18,6 +18,9 @@ export interface RankFileWritten extends RankFileRecord {
 }
 
 /** One checkpoint directory as found on disk (no file content is checked). */
+/** Why a checkpoint without a commit marker is incomplete. */
+const NO_MARKER = 'no commit marker: the checkpoint was not completed'
+
 export interface CheckpointSummary {
   seq: number
   path: string
@@ -26,6 +29,13 @@ export interface CheckpointSummary {
   marker?: CommitMarker
   /** Why the checkpoint is not complete (missing or unreadable marker). */
   problem?: string
+  /**
+   * No commit marker, and newer than every complete checkpoint here: a write
+   * (or a flush from the memory level) that its run's end interrupted before
+   * the commit. It was never a recovery line, so nothing of it is lost: not a
+   * damaged checkpoint (a damaged or missing marker under a newer commit is).
+   */
+  uncommitted?: boolean
   /** Rank files present, with their sizes, in rank order. */
   files: { rank: number; file: string; bytes: number }[]
 }
@@ -288,7 +298,7 @@ export class CheckpointStore {
       const files = await rankFilesIn(path, names)
       const summary: CheckpointSummary = { seq, path, complete: false, files }
       if (!names.includes(MARKER)) {
-        summary.problem = 'no commit marker: the checkpoint was not completed'
+        summary.problem = NO_MARKER
       } else {
         try {
           summary.marker = await this.readMarker(seq)
@@ -298,6 +308,13 @@ export class CheckpointStore {
         }
       }
       out.push(summary)
+    }
+    const newestComplete = out.reduce((m, s) => (s.complete ? Math.max(m, s.seq) : m), -1)
+    for (const s of out) {
+      if (!s.complete && s.problem === NO_MARKER && s.seq > newestComplete) {
+        s.uncommitted = true
+        s.problem = 'not committed: its write was interrupted when its run stopped (never a recovery line)'
+      }
     }
     return out
   }
