@@ -152,7 +152,7 @@ export async function localView(store: CheckpointStore, rank: number, size: numb
   const all = options.listed ? [...options.listed] : await store.list()
   for (const s of all.reverse()) {
     if (!s.complete) {
-      view.problems.push({ seq: s.seq, rank, file: store.markerOf(s.seq), reason: s.problem ?? 'no usable commit marker', ...(s.uncommitted ? { uncommitted: true } : {}) })
+      view.problems.push({ seq: s.seq, rank, file: s.problemPath ?? store.markerOf(s.seq), reason: s.problem ?? 'no usable commit marker', ...(s.uncommitted ? { uncommitted: true } : {}) })
       continue
     }
     const oldSize = s.marker?.size ?? size

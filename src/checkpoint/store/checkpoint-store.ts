@@ -27,8 +27,10 @@ export interface CheckpointSummary {
   /** A readable commit marker is present. */
   complete: boolean
   marker?: CommitMarker
-  /** Why the checkpoint is not complete (missing or unreadable marker). */
+  /** Why the checkpoint is not complete (missing or unreadable marker, unreadable directory). */
   problem?: string
+  /** What `problem` is about when it is not the commit marker: the checkpoint's directory, which cannot be listed. */
+  problemPath?: string
   /**
    * No commit marker, and newer than every complete checkpoint here: a write
    * (or a flush from the memory level) that its run's end interrupted before
@@ -78,6 +80,8 @@ export interface PruneResult {
   removed: number[]
   /** Number of temporary files (leftovers of interrupted writes) deleted. */
   temporaryFiles: number
+  /** Unusable checkpoints that could not be deleted (an unreadable directory), with why: left, never a recovery line. */
+  left?: { seq: number; reason: string }[]
 }
 
 const CKPT_DIR = /^ckpt-(\d{8,})$/
@@ -293,7 +297,9 @@ export class CheckpointStore {
       } catch (e) {
         // Pruned by another process between the two readdirs: it no longer exists.
         if (errorCode(e) === 'ENOENT') continue
-        throw checkpointFsError('cannot list checkpoint directory', path, e)
+        // An unreadable checkpoint (EACCES, EIO) is an unusable one, as a damaged one is: the previous ones remain.
+        out.push({ seq, path, complete: false, files: [], problem: `the directory cannot be read: ${explainFsError(e)}`, problemPath: path })
+        continue
       }
       const files = await rankFilesIn(path, names)
       const summary: CheckpointSummary = { seq, path, complete: false, files }
@@ -384,14 +390,22 @@ export class CheckpointStore {
     const newest = complete[complete.length - 1]
     const kept = new Set([...complete.slice(-keep), ...(options.pinned ?? [])])
     const removed: number[] = []
+    const left: { seq: number; reason: string }[] = []
     for (const s of all) {
       if (s.seq < newest && !kept.has(s.seq) && !theirs(s)) {
-        await this.remove(s.seq, { keepSpares: true })
+        try {
+          await this.remove(s.seq, { keepSpares: true })
+        } catch (e) {
+          // An unusable checkpoint that cannot be deleted (EACCES) must not fail the commit of a good one.
+          if (s.complete) throw e
+          left.push({ seq: s.seq, reason: (e as Error).message })
+          continue
+        }
         removed.push(s.seq)
       }
     }
     const temporaryFiles = await this.removeTemporaryFiles({ upTo: newest })
-    return { removed, temporaryFiles }
+    return { removed, temporaryFiles, ...(left.length > 0 ? { left } : {}) }
   }
 
   /**
@@ -404,7 +418,8 @@ export class CheckpointStore {
     for (const seq of await this.sequenceNumbers(true)) {
       if (options.upTo !== undefined && seq > options.upTo) continue
       const dir = this.pathOf(seq)
-      const names = await namesIn(dir)
+      // A directory that cannot be listed (EACCES) is an unusable checkpoint (see list): nothing to clean in it.
+      const names = await namesIn(dir).catch(() => [])
       for (const name of names) {
         if (!isTemporaryName(name)) continue
         try {
