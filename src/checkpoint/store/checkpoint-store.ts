@@ -413,7 +413,7 @@ export class CheckpointStore {
    * only up to `upTo`. Call without `upTo` only when no rank is writing (e.g.
    * at the start of a recovery, before the first checkpoint point).
    */
-  async removeTemporaryFiles(options: { upTo?: number } = {}): Promise<number> {
+  async removeTemporaryFiles(options: { upTo?: number; onRemoved?: (bytes: number) => void } = {}): Promise<number> {
     let count = 0
     for (const seq of await this.sequenceNumbers(true)) {
       if (options.upTo !== undefined && seq > options.upTo) continue
@@ -423,7 +423,9 @@ export class CheckpointStore {
       for (const name of names) {
         if (!isTemporaryName(name)) continue
         try {
+          const bytes = options.onRemoved ? (await lstat(join(dir, name))).size : 0
           await unlink(join(dir, name))
+          options.onRemoved?.(bytes)
           count++
         } catch (e) {
           if (errorCode(e) !== 'ENOENT') throw checkpointFsError('cannot delete temporary file', join(dir, name), e)
