@@ -2,25 +2,20 @@
 // that checkpoint without a commit marker. It never was a recovery line:
 // inspect lists it as uncommitted without failing, and the next start does
 // not warn about it. A marker missing under a newer commit is still damage.
-import { mkdirSync, readdirSync, rmSync, unlinkSync, writeFileSync } from 'node:fs'
+import { mkdirSync, mkdtempSync, readdirSync, rmSync, unlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
 import { memoryDirFor } from '../../src/checkpoint/store/memory-level.js'
 import { main } from '../../src/cli/main.js'
 
-const root = mkdtempOrDie()
+const root = mkdtempSync(join(tmpdir(), 'molotof-uncommitted-'))
 const dirs: string[] = []
 afterAll(() => {
+  // A failed memory-level run leaves its memory level in RAM for --resume.
   for (const d of dirs) rmSync(memoryDirFor(d), { recursive: true, force: true })
   rmSync(root, { recursive: true, force: true })
 })
-
-function mkdtempOrDie(): string {
-  const d = join(tmpdir(), `molotof-uncommitted-${process.pid}`)
-  mkdirSync(d, { recursive: true })
-  return d
-}
 
 async function cli(...args: string[]): Promise<{ code: number; text: string }> {
   const lines: string[] = []
