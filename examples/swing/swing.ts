@@ -10,7 +10,7 @@ import { SwingDomain } from './domain.js'
 import { Swing } from './kernel.js'
 import { createBellmanContext } from './model/bellman.js'
 import { buildLattice } from './model/models.js'
-import { PARAM_NAMES, PRESETS, resolveParams, v0Level, type SwingParams } from './model/params.js'
+import { driftOf, PARAM_NAMES, PRESETS, resolveParams, v0Level, type SwingParams } from './model/params.js'
 import { intrinsicValue } from './model/serial.js'
 
 export interface SwingResult {
@@ -99,6 +99,12 @@ export default defineProgram({
       latticeSeconds: (t1 - t0) / 1000,
       dpSeconds: (t2 - t1) / 1000,
     }
+  },
+  // A parameter left out takes the preset's value: checkpoints store the values used, so that giving
+  // the preset's own value (--model g with a g preset) is not another setting at --resume.
+  settings: (o) => {
+    const params = resolveParams(o.preset, overridesFrom(o))
+    return { ...params, drift: driftOf(params) }
   },
   format: (r) =>
     [

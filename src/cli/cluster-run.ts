@@ -4,7 +4,7 @@ import { basename, join, resolve } from 'node:path'
 import type { FaultToleranceConfig } from '../checkpoint/config.js'
 import { parseDuration } from '../checkpoint/policy/duration.js'
 import { ConfigError } from '../errors.js'
-import { detectLauncher, parseHostPort, RENDEZVOUS_ENV, type ClusterPlace } from '../runtime/cluster-env.js'
+import { detectLauncher, parseHostPort, RENDEZVOUS_ENV, type ClusterPlace, type HostPort } from '../runtime/cluster-env.js'
 import { ClusterLeader, runClusterAgent, type ClusterOptions } from '../runtime/cluster.js'
 import { compileProgram } from '../runtime/compiled-program.js'
 import { findTsconfig } from '../runtime/launcher.js'
@@ -79,6 +79,21 @@ function isFile(path: string): boolean {
   }
 }
 
+/**
+ * The cluster flags' values, checked whether or not a launcher started this
+ * process: a typo in a batch script's `--node-timeout` or `--rendezvous` is
+ * refused on a test run on one host too, not first on the cluster.
+ *
+ * ```ts
+ * checkClusterFlags({ nodeTimeout: '30s', rendezvous: 'node001:29500' })   // { nodeTimeoutSeconds: 30, rendezvous: { host: 'node001', port: 29500 } }
+ * ```
+ */
+export function checkClusterFlags(flags: Pick<ClusterFlags, 'nodeTimeout' | 'rendezvous'>): { nodeTimeoutSeconds: number; rendezvous: HostPort | undefined } {
+  const nodeTimeoutSeconds = parseDuration(flags.nodeTimeout)
+  if (nodeTimeoutSeconds === undefined) throw new ConfigError(`--node-timeout needs a positive duration such as 30s or 2m (got "${flags.nodeTimeout}")`)
+  return { nodeTimeoutSeconds, rendezvous: flags.rendezvous === undefined ? undefined : parseHostPort(flags.rendezvous, '--rendezvous') }
+}
+
 /** This process's part in a cluster run: none, node 0 (runs the supervisor), or another node (runs its ranks as node 0 says). */
 export type ClusterRole =
   | { kind: 'leader'; leader: ClusterLeader; place: ClusterPlace }
@@ -105,15 +120,9 @@ export async function joinCluster(
 ): Promise<ClusterRole | undefined> {
   const place = detectLauncher(env)
   if (!place) return undefined
-  const seconds = parseDuration(flags.nodeTimeout)
-  if (seconds === undefined) throw new ConfigError(`--node-timeout needs a positive duration such as 30s or 2m (got "${flags.nodeTimeout}")`)
+  const { nodeTimeoutSeconds: seconds, rendezvous: given } = checkClusterFlags(flags)
   const fromEnv = env[RENDEZVOUS_ENV]
-  const rendezvous =
-    flags.rendezvous !== undefined
-      ? parseHostPort(flags.rendezvous, '--rendezvous')
-      : fromEnv !== undefined && fromEnv !== ''
-        ? parseHostPort(fromEnv, RENDEZVOUS_ENV)
-        : undefined
+  const rendezvous = given ?? (fromEnv !== undefined && fromEnv !== '' ? parseHostPort(fromEnv, RENDEZVOUS_ENV) : undefined)
   const file = resolve(program)
   const identity: Record<string, string> = {
     launcher: place.launcher,

@@ -62,6 +62,8 @@ partner or shared copy can replace it.`,
 interface Row {
   seq: number
   complete: boolean
+  /** Never committed: a write its run's end interrupted (see CheckpointSummary.uncommitted); listed, but no failure. */
+  uncommitted?: boolean
   valid: boolean
   skeleton: number | undefined
   step: number | undefined
@@ -113,6 +115,7 @@ async function rowsOf(store: CheckpointStore, verify: boolean, presentOnly = fal
       ...(elastic ? { elastic } : {}),
       seq: c.seq,
       complete: c.complete,
+      ...(c.uncommitted ? { uncommitted: true } : {}),
       valid: report?.ok ?? false,
       skeleton: c.marker?.skeleton ?? header?.header.skeleton,
       step: c.marker?.step ?? header?.header.step,
@@ -153,13 +156,13 @@ function noteCopies(levels: readonly Level[]): void {
 
 function printRows(rows: readonly Row[], out: (s: string) => void, copies = false): void {
   for (const r of rows) {
-    const state = !r.complete ? 'INCOMPLETE' : r.valid ? 'valid' : 'INVALID'
+    const state = r.uncommitted ? 'uncommitted' : !r.complete ? 'INCOMPLETE' : r.valid ? 'valid' : 'INVALID'
     // "elastic": resumable on another rank count; otherwise what blocks it, on the next line.
     const elastic = r.elastic ? (r.elastic.ok ? '  elastic' : '  not elastic') : ''
     // A partner directory holds other ranks' files: which ones.
     const held = copies ? `  copies of rank${r.present.length === 1 ? '' : 's'} ${r.present.join(', ') || '-'}` : ''
     out(
-      `  #${r.seq}  ${state.padEnd(10)} skeleton ${r.skeleton ?? '?'} step ${r.step ?? '?'}  ${r.ranks ?? '?'} ranks${held}  ${formatBytes(r.bytes)}  entries: ${r.entries.join(', ') || '-'}${identityOf(r)}${elastic}`,
+      `  #${r.seq}  ${state.padEnd(11)} skeleton ${r.skeleton ?? '?'} step ${r.step ?? '?'}  ${r.ranks ?? '?'} ranks${held}  ${formatBytes(r.bytes)}  entries: ${r.entries.join(', ') || '-'}${identityOf(r)}${elastic}`,
     )
     for (const p of r.problems) out(`      ${p}`)
     if (r.elastic && !r.elastic.ok) out(`      on another rank count: ${r.elastic.blockers.join('; ')}`)
@@ -272,8 +275,7 @@ export async function inspectCommand(argv: readonly string[], out: (s: string) =
     .filter((l) => l.level === 'memory' || l.level === 'disk')
     .flatMap((l) => l.checkpoints)
     .sort((x, y) => x.seq - y.seq || Number(x.valid) - Number(y.valid))
-  const newest = rows[rows.length - 1]
-  return newest && newest.complete && newest.valid ? 0 : 1
+  return exitCodeOf(rows)
 }
 
 /** `{node}`/`{rank}` in the last path component: every directory it matches (sorted); otherwise the name itself. */
@@ -302,6 +304,8 @@ async function inspectMany(dirs: string[], f: InspectFlags, out: (s: string) => 
       if (!m) bySeq.set(r.seq, r)
       else {
         Object.assign(m, { complete: m.complete && r.complete, valid: m.valid && r.valid, bytes: m.bytes + r.bytes })
+        // Uncommitted only where no directory committed it: a marker in one and none in another is a damage.
+        if (!(m.uncommitted && r.uncommitted)) delete m.uncommitted
         m.skeleton ??= r.skeleton
         m.step ??= r.step
         m.ranks ??= r.ranks
@@ -331,7 +335,16 @@ async function inspectMany(dirs: string[], f: InspectFlags, out: (s: string) => 
     printRows(rows, out)
     for (const l of levels.slice(1)) printLevel(l, f.verify, out)
   }
-  const newest = rows[rows.length - 1]
+  return exitCodeOf(rows)
+}
+
+/**
+ * 0 when the newest checkpoint is complete and valid, else 1. A checkpoint
+ * its run never committed (a write interrupted at the run's end) does not
+ * count: it never was a recovery line, and the one before it is the newest.
+ */
+function exitCodeOf(rows: readonly Row[]): number {
+  const newest = rows.filter((r) => !r.uncommitted).pop()
   return newest && newest.complete && newest.valid ? 0 : 1
 }
 

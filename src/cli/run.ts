@@ -13,7 +13,7 @@ import { describe } from '../runtime/launcher.js'
 import { Supervisor, type GroupStarterOption } from '../runtime/supervisor.js'
 import { option, type OptionSpecs, type OptionValues } from '../skeletons/options.js'
 import { HELP_OPTION, parseProgramCommand } from './args.js'
-import { CLUSTER_OPTIONS, copyLevels, joinCluster } from './cluster-run.js'
+import { CLUSTER_OPTIONS, checkClusterFlags, copyLevels, joinCluster } from './cluster-run.js'
 import { EXIT, exitCodeOf } from './exit-codes.js'
 import { formatHelp, RUN_EXIT_CODES, STARTER_EXAMPLES_FROM } from './help.js'
 import { ProgressView } from './progress.js'
@@ -89,6 +89,7 @@ export async function runCommand(argv: readonly string[], out: (s: string) => vo
   if (!program) throw new ConfigError('molotof run: name the program file to run (see molotof run --help)')
   const { quiet } = f
   const checkpoint = faultTolerance(program, f)
+  checkClusterFlags(f)
   const { fixed, random } = injections(f.inject)
   const timeLimit = f.timeLimit === undefined ? undefined : parseDuration(f.timeLimit)
   if (f.timeLimit !== undefined && timeLimit === undefined) {

@@ -82,6 +82,9 @@ export async function loadProgram({ programFile, tsconfig, compiled, namespace }
     // the hook registered after it runs first, so `paths` cannot redirect `molotof`.
     const tsx = registerTsx({ namespace, tsconfig: tsconfig ?? undefined, onImport: (u) => modules.push(u) })
     registerTsxCjs()
+    // A program loaded as CommonJS through the namespaced import carries the namespace: only a CommonJS hook of
+    // that namespace resolves its `require('./plate.js')` to plate.ts (ESM-style specifiers, as in the examples).
+    registerTsxCjs({ namespace })
     pinFramework(entry)
     // Modules a program loaded as CommonJS require()s are listed in the require cache, not reported by onImport.
     const cache = Module._cache

@@ -1,6 +1,7 @@
 import { mkdir, writeFile } from 'node:fs/promises'
 import type { CheckpointAt, CheckpointFaults, RankFileToWrite } from '../checkpoint/control.js'
 import { TMP_INFIX } from '../checkpoint/store/durable.js'
+import { ConfigError } from '../errors.js'
 import { randomPoints, sameInjection, type Injection, type RandomInjection } from './inject.js'
 import type { RankStatus } from './status.js'
 
@@ -43,8 +44,20 @@ export class RankInjections implements CheckpointFaults {
     this.add(setup.inject)
   }
 
-  /** Random points are drawn once the first skeleton's step count is known. */
-  skeletonStarts(skeleton: number, total: number | undefined): void {
+  /**
+   * Random points are drawn once the first skeleton's step count is known.
+   * A point past the skeleton's last step would never fire: the run would
+   * finish without the failure that was asked for, so it is refused.
+   */
+  skeletonStarts(skeleton: number, total: number | undefined, name = `skeleton${skeleton}`): void {
+    if (total !== undefined) {
+      const past = this.setup.inject.find((p) => p.skeleton === skeleton && p.step >= total)
+      if (past) {
+        const what = `--inject rank=${past.rank},step=${past.step}`
+        if (total === 0) throw new ConfigError(`${what}: ${name} runs no step, so this failure would never happen`)
+        throw new ConfigError(`${what}: the last step of ${name} is ${total - 1} (steps count from 0), so this failure would never happen; inject at step ${total - 1} or before`)
+      }
+    }
     const r = this.setup.injectRandom
     if (!r || skeleton !== 0) return
     const points = randomPoints(r, skeleton, total ?? 100, this.setup.size)

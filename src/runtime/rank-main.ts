@@ -141,7 +141,7 @@ export async function runRank(program: Program, init: RankInit): Promise<void> {
         }
       },
       onStep: rank === 0 ? progressReporter(control) : undefined,
-      onSkeletonStart: (skeleton, total) => injections.skeletonStarts(skeleton, total),
+      onSkeletonStart: (skeleton, total, name) => injections.skeletonStarts(skeleton, total, name),
     })
     // Errors scheduled by the program (timers, setImmediate) fire before the result counts:
     // supersteps that never wait may not have let the event loop run them yet.

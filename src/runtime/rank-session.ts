@@ -5,8 +5,8 @@ import { RecoveryLineDamagedError } from '../checkpoint/recovery/elastic/line.js
 import type { RejectedLine } from '../checkpoint/recovery/negotiate.js'
 import type { CheckpointEvent, ResumedFigures } from '../checkpoint/events.js'
 import { RankContext } from '../skeletons/context.js'
-import { settingsOf, type OptionSpecs, type OptionValues } from '../skeletons/options.js'
-import type { Program } from '../skeletons/program.js'
+import type { OptionSpecs, OptionValues } from '../skeletons/options.js'
+import { programSettings, type Program } from '../skeletons/program.js'
 import { noHooks, type RankRuntime } from '../skeletons/runtime.js'
 import type { Communicator } from '../routing/communicator.js'
 import type { PartitionShare } from '../routing/partition.js'
@@ -29,7 +29,7 @@ export interface RankSession {
   onCheckpoint?: (e: CheckpointEvent) => void
   onResumed?: (r: ResumedFigures) => void
   onStep?: (skeleton: number, step: number, total: number | undefined) => void
-  onSkeletonStart?: (skeleton: number, total: number | undefined) => void
+  onSkeletonStart?: (skeleton: number, total: number | undefined, name: string) => void
   /** Partitions shared by the ranks of this heap (`runLocal`). */
   partitions?: PartitionShare
   /** The yield clock of the ranks of this thread (`runLocal`). */
@@ -70,7 +70,7 @@ async function runOnce(s: RankSession, rejected: readonly RejectedLine[]): Promi
     coordinator = await CheckpointCoordinator.open(
       s.comm,
       s.ft,
-      { fingerprint: fingerprintOf(s.program), settings: settingsOf(s.program.options, s.options), ...(s.code ? { code: s.code } : {}) },
+      { fingerprint: fingerprintOf(s.program), settings: programSettings(s.program, s.options), ...(s.code ? { code: s.code } : {}) },
       s.log,
       { onCheckpoint: s.onCheckpoint, onResumed: s.onResumed, control: s.control, rejected },
     )

@@ -1,6 +1,6 @@
 import { ConfigError } from '../errors.js'
 import type { RankContext } from './context.js'
-import type { OptionSpecs, OptionValues } from './options.js'
+import { settingsOf, type OptionSpecs, type OptionValues } from './options.js'
 
 /** The key under which a program carries its per-rank entry (shared across module copies). */
 export const RANK_ENTRY = Symbol.for('molotof.rank-entry')
@@ -17,6 +17,14 @@ export interface ProgramDefinition<O extends OptionSpecs, R> {
   main(ctx: RankContext<OptionValues<O>>): Promise<R> | R
   /** How the launcher prints rank 0's result (JSON by default). */
   format?(result: R, options: OptionValues<O>): string
+  /**
+   * The settings as the computation uses them, when options leave values to
+   * be resolved (an option left out takes a preset's value): they replace
+   * the options' own in checkpoints, so that a resume compares values, and
+   * `--model g` given or taken from the preset is the same setting. A key
+   * that is no option adds a setting; an `undefined` value keeps the option's.
+   */
+  settings?(options: OptionValues<O>): Readonly<Record<string, string | number | boolean | null | undefined>>
 }
 
 /** A program as `defineProgram` returns it: the default export of a program file, run by `launch`, `Supervisor`, `runLocal` and `molotof run`. */
@@ -74,6 +82,22 @@ export function defineProgram<O extends OptionSpecs, R>(def: ProgramDefinition<O
     },
   }
   return Object.freeze(program)
+}
+
+/**
+ * The run's settings stored in its checkpoints: the options that are
+ * settings (see `settingsOf`), with the values the program resolves them to
+ * (its `settings`, if any) in place of the options' own.
+ *
+ * ```ts
+ * programSettings(swing, options)   // { preset: 'small-g', model: 'g', … } whether --model g was given or not
+ * ```
+ */
+export function programSettings(program: Program, options: Record<string, unknown>): Record<string, string | number | boolean | null> {
+  const out = settingsOf(program.options, options)
+  const resolved = program.settings?.(options as OptionValues<OptionSpecs>) ?? {}
+  for (const [k, v] of Object.entries(resolved)) if (v !== undefined) out[k] = v
+  return out
 }
 
 export function isProgram(v: unknown): v is Program {

@@ -28,6 +28,6 @@ export interface RankRuntime {
   readonly scheduler?: StepScheduler
   /** Called after every superstep (progress reports; throttled by the receiver). */
   onStep?: (skeleton: number, step: number, total: number | undefined) => void
-  /** Called when a skeleton starts running (failure injection draws random points here). */
-  onSkeletonStart?: (skeleton: number, total: number | undefined) => void
+  /** Called when a skeleton starts running (failure injection draws random points and checks its steps here). */
+  onSkeletonStart?: (skeleton: number, total: number | undefined, name: string) => void
 }

@@ -148,7 +148,7 @@ export class Skeleton<It, D extends Domain> {
     read.allocator = write.allocator = rt.comm.allocator
     const parts = (this.parts = new PartitionTracker(owner, rank, size, this.name, rt.partitions?.slot(this.index, this.name)))
 
-    rt.onSkeletonStart?.(this.index, this.total)
+    rt.onSkeletonStart?.(this.index, this.total, this.name)
     const recovery = rt.hooks.recoveryFor(this.index)
     if (recovery.kind === 'skip') {
       rt.status.set(this.index, -1, 'replay')

@@ -1,6 +1,7 @@
 // A TypeScript program outside an ESM package (its package.json has no
 // "type": "module") is loaded by tsx as CommonJS: its default export arrives
-// one level deeper, and its local imports are require()d, not imported.
+// one level deeper, and its local imports are require()d, not imported, with
+// ESM-style specifiers (`./helper.js` for helper.ts) resolved as in ESM.
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -21,9 +22,9 @@ describe('a program loaded as CommonJS', () => {
       checkpoint: { dir: ckpt, policy: { every: 1 }, keep: 1, resume: false },
       onLog: () => {},
     })
-    // Σ over ranks of (rank + base) × WEIGHT from helper.ts: (0 + 3) × 2 + (1 + 3) × 2.
+    // Σ over ranks of (rank + base) × WEIGHT (FACTOR of factor.ts, through helper.ts): (0 + 3) × 2 + (1 + 3) × 2.
     expect(r.value).toBe(14)
     const [c] = await new CheckpointStore(ckpt).list()
-    expect(Object.keys(c.marker!.code!.files)).toEqual(['helper.ts', 'program.ts'])
+    expect(Object.keys(c.marker!.code!.files)).toEqual(['factor.ts', 'helper.ts', 'program.ts'])
   }, 60_000)
 })

@@ -319,7 +319,7 @@ export class CheckpointCommitter {
     const all = await this.comm.allgather({ written: r.written, failure: r.failure, ms: r.ms, stallMs: p.stallMs })
     const failed = all.map((a, i) => (a.failure ? `rank ${i}: ${a.failure}` : '')).filter(Boolean)
     if (failed.length > 0) {
-      throw new CheckpointError(`memory checkpoint ${seq} could not be written in ${memory.dir} (the previous one is intact):\n  ${failed.join('\n  ')}`)
+      throw new CheckpointError(`memory checkpoint ${seq} could not be written in ${memory.dir} (${await this.previousOf(memory, seq)}):\n  ${failed.join('\n  ')}`)
     }
     const marker = this.markerOf(p, all)
     // Kept besides this one: the checkpoint a flush reads, and those the partner copies still need (see CheckpointCopies.pinned).
@@ -399,6 +399,20 @@ export class CheckpointCommitter {
     }
   }
 
+  /**
+   * What a failed checkpoint leaves to restart from, for its message: the
+   * previous checkpoint of this run on that level when there is one (a
+   * full disk before the first commit leaves none). Read from the
+   * directory: only on a failure.
+   */
+  private async previousOf(store: CheckpointStore, failed: number): Promise<string> {
+    const listed = await store.list().catch(() => undefined)
+    if (listed === undefined) return 'the previous checkpoint, if any, is untouched'
+    const previous = listed.filter((c) => c.complete && c.seq < failed && (this.stamp.runId === undefined || c.marker?.runId === this.stamp.runId)).pop()
+    const level = store === this.memory ? 'memory checkpoint' : 'checkpoint'
+    return previous ? `the previous ${level}, ${previous.seq}, is intact` : `no earlier ${level} of this run was committed`
+  }
+
   /** The commit marker of `p` from every rank's record. */
   private markerOf(p: PendingCheckpoint, all: readonly { written?: RankFileRecord }[]): CommitMarker {
     return {
@@ -427,7 +441,7 @@ export class CheckpointCommitter {
       // to fill the disk, before any rank throws (the first error ends the attempt).
       if (this.writesMarker.disk) await this.store.remove(seq).catch(() => undefined)
       await this.comm.allreduce(0, 'max')
-      throw new CheckpointError(`checkpoint ${seq} could not be written (the previous checkpoint is intact):\n  ${failed.join('\n  ')}`)
+      throw new CheckpointError(`checkpoint ${seq} could not be written (${await this.previousOf(this.store, seq)}):\n  ${failed.join('\n  ')}`)
     }
     const marker = this.markerOf(p, all)
     const totalBytes = all.reduce((s, a) => s + (a.written?.bytes ?? 0), 0)
@@ -447,7 +461,7 @@ export class CheckpointCommitter {
               await this.store.commit(seq, marker)
               await this.store.prune(this.cfg.keep, { runId: this.stamp.runId, pinned: this.copies?.pinned })
             } catch (e) {
-              return `checkpoint ${seq} could not be committed (the previous checkpoint is intact): ${(e as Error).message}`
+              return `checkpoint ${seq} could not be committed (${await this.previousOf(this.store, seq)}): ${(e as Error).message}`
             }
             this.hooks.onCheckpoint?.(event)
             return undefined
@@ -469,7 +483,7 @@ export class CheckpointCommitter {
     const ms = await this.comm.allreduce(commitFailure ? Infinity : performance.now() - started, 'max')
     if (!Number.isFinite(ms)) {
       const why = (await this.comm.allgather(commitFailure)).find((x) => x !== undefined) ?? 'the commit marker could not be written'
-      throw new CheckpointError(`checkpoint ${seq} could not be committed (the previous checkpoint is intact): ${why}`)
+      throw new CheckpointError(`checkpoint ${seq} could not be committed (${await this.previousOf(this.store, seq)}): ${why}`)
     }
     clock.costs.push(ms)
     clock.lastAt = performance.now()

@@ -61,6 +61,23 @@ export function codeChanges(stored: CodeIdentity, current: CodeIdentity): CodeCh
 }
 
 /**
+ * Whether a checkpoint's code includes the current program file (by its name
+ * in the program's directory). When it does not, the checkpoint was written
+ * by another program file: comparing files on disk would list the other
+ * program's modules as removed from this one's directory, files that never
+ * were there. The ranks, which know the program's name, tell another program
+ * (its fingerprint) from a renamed file of the same one.
+ *
+ * ```ts
+ * includesProgramFile(marker.code, 'examples/swing/swing.ts')   // false for a checkpoint of jacobi.ts
+ * ```
+ */
+export function includesProgramFile(stored: CodeIdentity, programFile: string): boolean {
+  const name = relativeName(dirname(resolve(programFile)), resolve(programFile))
+  return Object.prototype.hasOwnProperty.call(stored.files, name)
+}
+
+/**
  * The files of a checkpoint's code that differ on disk now (re-read from the
  * program's directory): a check the launcher can make before any rank starts.
  * Modules the program imports now but did not then are found by the ranks,

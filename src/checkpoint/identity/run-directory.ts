@@ -2,10 +2,10 @@ import { readFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { CheckpointDirectoryError, ConfigError, EarlierRunError, MolotofError } from '../../errors.js'
 import { CheckpointStore, type CheckpointSummary } from '../store/checkpoint-store.js'
-import { acquireDirectoryLock, type DirectoryLock } from '../store/dir-lock.js'
+import { acquireDirectoryLock, alive, lockHolder, type DirectoryLock } from '../store/dir-lock.js'
 import { makeDirectory, writeDurably } from '../store/durable.js'
-import { explainFsError } from '../store/fs-errors.js'
-import { codeChangesOnDisk, describeCodeChanges } from './code.js'
+import { errorCode, explainFsError } from '../store/fs-errors.js'
+import { codeChangesOnDisk, describeCodeChanges, includesProgramFile } from './code.js'
 import { codeChangeVerdict, newestComplete, newRunId } from './run.js'
 
 /** What a run may do with the checkpoints it finds in its directory. */
@@ -74,20 +74,33 @@ export async function openRunDirectory(o: RunDirectoryOptions, programFile: stri
   } catch (e) {
     throw new CheckpointDirectoryError(dir, `cannot create the checkpoint directory ${dir}: ${explainFsError(e)}`, { cause: e })
   }
+  const store = new CheckpointStore(dir)
+  const notes: string[] = []
   let lock: DirectoryLock
   try {
-    lock = await acquireDirectoryLock(dir)
+    lock = await acquireDirectoryLock(dir).catch(async (e: unknown) => {
+      // A disk too full for the lock file: the leftovers of an earlier run's interrupted writes may be what
+      // fills it. Freed only when no live run holds the directory (none is writing there), then tried again.
+      const full = errorCode(e) === 'ENOSPC' || errorCode(e) === 'EDQUOT'
+      const holder = full ? await lockHolder(dir) : undefined
+      if (!full || (holder !== undefined && alive(holder))) throw e
+      const freed = await freeLeftovers(store)
+      if (freed === undefined) throw e
+      notes.push(freed)
+      return acquireDirectoryLock(dir)
+    })
   } catch (e) {
     if (e instanceof MolotofError) throw e
     throw new CheckpointDirectoryError(dir, `cannot write to the checkpoint directory ${dir}: ${explainFsError(e)}`, { cause: e })
   }
   try {
-    const notes: string[] = []
     if (lock.tookOver) {
       const h = lock.tookOver
       notes.push(`the lock of ${dir} was left by a run that no longer runs (pid ${h.pid} on ${h.host}, started ${h.startedAt}): taken over`)
     }
-    const store = new CheckpointStore(dir)
+    // With the lock held nothing else writes here: an earlier run's leftovers go before this run needs the room.
+    const freed = await freeLeftovers(store)
+    if (freed !== undefined) notes.push(freed)
     const listed = await store.list()
     const committed = listed.filter((c) => c.marker !== undefined)
     const record = await readRunRecord(dir)
@@ -111,7 +124,8 @@ export async function openRunDirectory(o: RunDirectoryOptions, programFile: stri
       const newest = newestComplete([...listed, ...copies].sort((a, b) => a.seq - b.seq))
       const m = newest?.marker
       if (newest !== undefined && m !== undefined) {
-        const changes = m.code ? codeChangesOnDisk(m.code, programFile) : []
+        // Another program file's checkpoint is left to the ranks: they refuse another program by its name.
+        const changes = m.code && includesProgramFile(m.code, programFile) ? codeChangesOnDisk(m.code, programFile) : []
         // Refused here, before any rank starts; when allowed, the ranks warn (they compare everything they loaded).
         if (changes.length > 0 && !o.allowCodeChange) codeChangeVerdict(changes, { seq: newest.seq, allow: false, programFile })
       }
@@ -131,6 +145,34 @@ export async function openRunDirectory(o: RunDirectoryOptions, programFile: stri
     if (e instanceof MolotofError) throw e
     throw new CheckpointDirectoryError(dir, `cannot use the checkpoint directory ${dir}: ${explainFsError(e)}`, { cause: e })
   }
+}
+
+/**
+ * Frees what an earlier run's interrupted writes left in the directory: the
+ * temporary files of its writes, and the checkpoints it never committed
+ * (no commit marker, newer than every committed one: never a recovery line).
+ * Only while no run writes there (the lock held, or nobody holding it).
+ * Returns the note saying what went, or undefined when nothing did.
+ */
+async function freeLeftovers(store: CheckpointStore): Promise<string | undefined> {
+  const listed = await store.list()
+  const uncommitted = listed.filter((c) => c.uncommitted)
+  let bytes = 0
+  const temporary = await store.removeTemporaryFiles({ onRemoved: (n) => (bytes += n) })
+  for (const c of uncommitted) {
+    bytes += c.files.reduce((n, f) => n + f.bytes, 0)
+    await store.remove(c.seq).catch(() => undefined) // an unreadable one stays: it is never a recovery line either
+  }
+  if (uncommitted.length === 0 && temporary === 0) return undefined
+  const what = [
+    ...(uncommitted.length > 0 ? [`checkpoint${uncommitted.length > 1 ? 's' : ''} ${uncommitted.map((c) => c.seq).join(', ')} (never committed)`] : []),
+    ...(temporary > 0 ? [`${temporary} temporary file${temporary > 1 ? 's' : ''}`] : []),
+  ]
+  return `freed what interrupted writes of an earlier run left in ${store.dir}: ${what.join(' and ')}, ${formatSize(bytes)}`
+}
+
+function formatSize(bytes: number): string {
+  return bytes < 1024 * 1024 ? `${(bytes / 1024).toFixed(1)} KiB` : `${(bytes / 1024 / 1024).toFixed(1)} MiB`
 }
 
 /** Every checkpoint of the directory and its spare files. */
@@ -156,8 +198,15 @@ async function writeRunRecord(dir: string, r: RunRecord): Promise<void> {
 function earlierRunMessage(dir: string, committed: readonly CheckpointSummary[], programFile: string): string {
   const m = committed[committed.length - 1].marker!
   const program = m.fingerprint.replace(/^molotof-program:/, '')
-  const changes = m.code ? codeChangesOnDisk(m.code, programFile) : []
-  const code = !m.code ? '' : changes.length > 0 ? `; its code differs from the current files: ${describeCodeChanges(changes, programFile)}` : '; written by the current code'
+  const ownFile = m.code !== undefined && includesProgramFile(m.code, programFile)
+  const changes = m.code && ownFile ? codeChangesOnDisk(m.code, programFile) : []
+  const code = !m.code
+    ? ''
+    : !ownFile
+      ? `; written by another program file (its code: ${Object.keys(m.code.files).join(', ')})`
+      : changes.length > 0
+        ? `; its code differs from the current files: ${describeCodeChanges(changes, programFile)}`
+        : '; written by the current code'
   const about = `program ${program}, run ${m.runId ?? 'unknown'}, last checkpoint ${m.seq} at skeleton ${m.skeleton} step ${m.step}, written ${m.createdAt}${code}`
   return (
     `the checkpoint directory ${dir} holds checkpoints of an earlier run that did not finish (${about}). ` +

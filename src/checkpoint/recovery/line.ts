@@ -9,6 +9,8 @@ export interface SkipReason {
   /** The unusable file; empty when the rank did not see the checkpoint at all. */
   file: string
   reason: string
+  /** The checkpoint was never committed here (see CheckpointSummary.uncommitted): no loss to warn about, unless another rank has it. */
+  uncommitted?: boolean
 }
 
 /**
@@ -70,7 +72,9 @@ export function chooseRecoveryLine(views: readonly RankView[]): RecoveryLine {
   const newer = new Set<number>()
   for (const v of views) {
     for (const s of v.valid) if (s > floor) newer.add(s)
-    for (const p of v.problems) if (p.seq > floor) newer.add(p.seq)
+    // A checkpoint no rank has committed was being written when its run stopped: nothing is skipped (when another
+    // rank has it, valid or damaged, it is listed with this rank's reason).
+    for (const p of v.problems) if (p.seq > floor && !p.uncommitted) newer.add(p.seq)
   }
   const skipped = [...newer]
     .sort((a, b) => b - a)
@@ -148,7 +152,7 @@ export async function localView(store: CheckpointStore, rank: number, size: numb
   const all = options.listed ? [...options.listed] : await store.list()
   for (const s of all.reverse()) {
     if (!s.complete) {
-      view.problems.push({ seq: s.seq, rank, file: store.markerOf(s.seq), reason: s.problem ?? 'no usable commit marker' })
+      view.problems.push({ seq: s.seq, rank, file: s.problemPath ?? store.markerOf(s.seq), reason: s.problem ?? 'no usable commit marker', ...(s.uncommitted ? { uncommitted: true } : {}) })
       continue
     }
     const oldSize = s.marker?.size ?? size

@@ -19,14 +19,26 @@ export interface RankFileWritten extends RankFileRecord {
 }
 
 /** One checkpoint directory as found on disk (no file content is checked). */
+/** Why a checkpoint without a commit marker is incomplete. */
+const NO_MARKER = 'no commit marker: the checkpoint was not completed'
+
 export interface CheckpointSummary {
   seq: number
   path: string
   /** A readable commit marker is present. */
   complete: boolean
   marker?: CommitMarker
-  /** Why the checkpoint is not complete (missing or unreadable marker). */
+  /** Why the checkpoint is not complete (missing or unreadable marker, unreadable directory). */
   problem?: string
+  /** What `problem` is about when it is not the commit marker: the checkpoint's directory, which cannot be listed. */
+  problemPath?: string
+  /**
+   * No commit marker, and newer than every complete checkpoint here: a write
+   * (or a flush from the memory level) that its run's end interrupted before
+   * the commit. It was never a recovery line, so nothing of it is lost: not a
+   * damaged checkpoint (a damaged or missing marker under a newer commit is).
+   */
+  uncommitted?: boolean
   /** Rank files present, with their sizes, in rank order. */
   files: { rank: number; file: string; bytes: number }[]
 }
@@ -69,6 +81,8 @@ export interface PruneResult {
   removed: number[]
   /** Number of temporary files (leftovers of interrupted writes) deleted. */
   temporaryFiles: number
+  /** Unusable checkpoints that could not be deleted (an unreadable directory), with why: left, never a recovery line. */
+  left?: { seq: number; reason: string }[]
 }
 
 const CKPT_DIR = /^ckpt-(\d{8,})$/
@@ -311,12 +325,14 @@ export class CheckpointStore {
       } catch (e) {
         // Pruned by another process between the two readdirs: it no longer exists.
         if (errorCode(e) === 'ENOENT') continue
-        throw checkpointFsError('cannot list checkpoint directory', path, e)
+        // An unreadable checkpoint (EACCES, EIO) is an unusable one, as a damaged one is: the previous ones remain.
+        out.push({ seq, path, complete: false, files: [], problem: `the directory cannot be read: ${explainFsError(e)}`, problemPath: path })
+        continue
       }
       const files = await rankFilesIn(path, names)
       const summary: CheckpointSummary = { seq, path, complete: false, files }
       if (!names.includes(MARKER)) {
-        summary.problem = 'no commit marker: the checkpoint was not completed'
+        summary.problem = NO_MARKER
       } else {
         try {
           summary.marker = await this.readMarker(seq)
@@ -326,6 +342,13 @@ export class CheckpointStore {
         }
       }
       out.push(summary)
+    }
+    const newestComplete = out.reduce((m, s) => (s.complete ? Math.max(m, s.seq) : m), -1)
+    for (const s of out) {
+      if (!s.complete && s.problem === NO_MARKER && s.seq > newestComplete) {
+        s.uncommitted = true
+        s.problem = 'not committed: its write was interrupted when its run stopped (never a recovery line)'
+      }
     }
     return out
   }
@@ -395,14 +418,22 @@ export class CheckpointStore {
     const newest = complete[complete.length - 1]
     const kept = new Set([...complete.slice(-keep), ...(options.pinned ?? [])])
     const removed: number[] = []
+    const left: { seq: number; reason: string }[] = []
     for (const s of all) {
       if (s.seq < newest && !kept.has(s.seq) && !theirs(s)) {
-        await this.remove(s.seq, { keepSpares: true })
+        try {
+          await this.remove(s.seq, { keepSpares: true })
+        } catch (e) {
+          // An unusable checkpoint that cannot be deleted (EACCES) must not fail the commit of a good one.
+          if (s.complete) throw e
+          left.push({ seq: s.seq, reason: (e as Error).message })
+          continue
+        }
         removed.push(s.seq)
       }
     }
     const temporaryFiles = await this.removeTemporaryFiles({ upTo: newest })
-    return { removed, temporaryFiles }
+    return { removed, temporaryFiles, ...(left.length > 0 ? { left } : {}) }
   }
 
   /**
@@ -410,16 +441,19 @@ export class CheckpointStore {
    * only up to `upTo`. Call without `upTo` only when no rank is writing (e.g.
    * at the start of a recovery, before the first checkpoint point).
    */
-  async removeTemporaryFiles(options: { upTo?: number } = {}): Promise<number> {
+  async removeTemporaryFiles(options: { upTo?: number; onRemoved?: (bytes: number) => void } = {}): Promise<number> {
     let count = 0
     for (const seq of await this.sequenceNumbers(true)) {
       if (options.upTo !== undefined && seq > options.upTo) continue
       const dir = this.pathOf(seq)
-      const names = await namesIn(dir)
+      // A directory that cannot be listed (EACCES) is an unusable checkpoint (see list): nothing to clean in it.
+      const names = await namesIn(dir).catch(() => [])
       for (const name of names) {
         if (!isTemporaryName(name)) continue
         try {
+          const bytes = options.onRemoved ? (await lstat(join(dir, name))).size : 0
           await unlink(join(dir, name))
+          options.onRemoved?.(bytes)
           count++
         } catch (e) {
           if (errorCode(e) !== 'ENOENT') throw checkpointFsError('cannot delete temporary file', join(dir, name), e)

@@ -60,8 +60,30 @@ describe('disk full during a background checkpoint', () => {
     disk.fullFor = 'rank-1.mlf'
     const e = await run.catch((x: unknown) => x)
     expect((e as Error).message).toMatch(/could not be written .*\n\s+rank 1: cannot (write|flush) checkpoint file .*rank-1\.mlf: no space left on the device \(disk full\) \(ENOSPC\)/)
+    // The disk was full from the first checkpoint on: there is no previous one to speak of.
+    expect((e as Error).message).toMatch(/checkpoint 0 could not be written \(no earlier checkpoint of this run was committed\)/)
+    expect((e as Error).message).not.toMatch(/intact/)
     const listed = await new CheckpointStore(dir).list()
     expect(listed.filter((c) => !c.complete)).toEqual([])
     expect(readdirSync(dir).filter((f) => f.startsWith('ckpt-'))).toEqual([])
+  })
+
+  it.each([true, false])('async %s: a disk full after a first commit names the checkpoint left intact', async (async) => {
+    const dir = mkdtempSync(join(tmpdir(), 'molotof-svc-full-'))
+    dirs.push(dir)
+    // Checkpoints 0 (step 4) and 1 (step 9) commit; rank 1's file of checkpoint 2 finds the disk full.
+    disk.fullFor = join('ckpt-00000002', 'rank-1.mlf')
+    const e = await runLocal(jacobi, {
+      ranks: 3,
+      argv: ['--n', '30', '--iterations', '40'],
+      checkpoint: { dir, policy: { every: 5 }, keep: 2, resume: false, async },
+      onLog: () => {},
+    }).catch((x: unknown) => x)
+    expect((e as Error).message).toMatch(/checkpoint 2 could not be written \(the previous checkpoint, 1, is intact\)/)
+    const listed = await new CheckpointStore(dir).list()
+    expect(listed.map((c) => [c.seq, c.complete, c.marker?.step])).toEqual([
+      [0, true, 4],
+      [1, true, 9],
+    ])
   })
 })

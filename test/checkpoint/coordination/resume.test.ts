@@ -139,7 +139,17 @@ describe('recovery by replay: damaged checkpoints', () => {
     ],
     ['a truncated rank file', (c) => truncateSync(join(c, 'rank-2.mlf'), 300), /rank-2\.mlf/],
     ['a deleted rank file', (c) => unlinkSync(join(c, 'rank-0.mlf')), /rank-0\.mlf/],
-    ['a deleted commit marker', (c) => unlinkSync(join(c, 'COMMIT')), /COMMIT/],
+    // A deleted marker of the newest checkpoint is an uncommitted checkpoint instead (test/cli/uncommitted.test.ts).
+    [
+      'a damaged commit marker',
+      (c) => {
+        const f = join(c, 'COMMIT')
+        const b = readFileSync(f)
+        b[30] ^= 0x40
+        writeFileSync(f, b)
+      },
+      /COMMIT/,
+    ],
   ]
   it.each(damages)('%s: the previous complete checkpoint is used, with a warning naming the file', async (_what, damage, warning) => {
     const reference = grid(await runLocal(jacobi, { ranks: 3, argv }))

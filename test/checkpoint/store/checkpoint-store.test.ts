@@ -79,7 +79,6 @@ describe('recovery line over a damaged newest checkpoint', () => {
 
   const damages: [string, () => Promise<void>, string, RegExp][] = [
     ['a rank file is deleted', () => unlink(store.fileOf(1, 2)), 'rank-2.mlf', /the file is missing/],
-    ['the COMMIT marker is deleted', () => unlink(store.markerOf(1)), 'COMMIT', /no commit marker: the checkpoint was not completed/],
     ['a rank file is truncated', async () => truncate(store.fileOf(1, 1), 200), 'rank-1.mlf', /the file is 200 bytes, the commit marker records \d+ \(truncated/],
     ['a payload byte is flipped', () => flip(store.fileOf(1, 0), -20), 'rank-0.mlf', /checksum mismatch in entry "iterator"|checksum mismatch in entry "write"/],
     ['a header byte is flipped', () => flip(store.fileOf(1, 2), 40), 'rank-2.mlf', /header checksum mismatch/],
@@ -99,10 +98,26 @@ describe('recovery line over a damaged newest checkpoint', () => {
     })
   }
 
-  it('a shared problem (missing COMMIT) is reported once, not once per rank', async () => {
+  it('a shared problem (a damaged COMMIT) is reported once, not once per rank', async () => {
+    await twoCheckpoints()
+    await flip(store.markerOf(1), 30)
+    expect((await recoveryLine()).skipped[0].problems).toHaveLength(1)
+  })
+
+  it('the newest checkpoint without a COMMIT marker was never committed: the previous one is used, nothing skipped', async () => {
     await twoCheckpoints()
     await unlink(store.markerOf(1))
-    expect((await recoveryLine()).skipped[0].problems).toHaveLength(1)
+    expect((await store.list())[1]).toMatchObject({ seq: 1, complete: false, uncommitted: true })
+    expect(await recoveryLine()).toEqual({ seq: 0, skipped: [] })
+  })
+
+  it('a COMMIT marker missing under a newer commit is damage: reported, and the newest is used', async () => {
+    await twoCheckpoints()
+    await unlink(store.markerOf(0))
+    const listed = await store.list()
+    expect(listed[0]).toMatchObject({ seq: 0, complete: false, problem: 'no commit marker: the checkpoint was not completed' })
+    expect(listed[0].uncommitted).toBeUndefined()
+    expect((await recoveryLine()).seq).toBe(1)
   })
 
   it('validate reports every bad file of a checkpoint, and a different rank count', async () => {
