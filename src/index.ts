@@ -57,6 +57,7 @@ export {
   InternalError,
   CodeChangedError,
   DirectoryLockedError,
+  NothingToResumeError,
   type LockHolder,
   type ExitClass,
   type RankLocation,

@@ -1,3 +1,4 @@
+import { existsSync } from 'node:fs'
 import type { MessagePort } from 'node:worker_threads'
 import type { FaultToleranceConfig } from '../checkpoint/config.js'
 import type { CheckpointControl } from '../checkpoint/control.js'
@@ -11,7 +12,7 @@ import type { Injection, RandomInjection } from './inject.js'
 import type { ControlPort } from './protocol.js'
 import { RankInjections } from './rank-injections.js'
 import { runSession } from './rank-session.js'
-import { expandDir } from './cluster-env.js'
+import { expandDir, matchingDirectories } from './cluster-env.js'
 import { connectSocketCommunicator } from './sockets.js'
 import { StreamCommunicator } from './stream-communicator.js'
 import { RankAllocations, type RecycleBuffers, type WarmMemory } from './warm-memory.js'
@@ -200,9 +201,19 @@ function progressReporter(control: ControlPort): (skeleton: number, step: number
   }
 }
 
-/** The configuration with `{node}` and `{rank}` filled in, in the disk and the memory level's directory. */
+/**
+ * The configuration with `{node}` and `{rank}` filled in, in the disk and the memory level's directory; on a resume,
+ * also the other directories of the run on this host (see FaultToleranceConfig.resumeSearch).
+ */
 function ranksOwnDirs(ft: FaultToleranceConfig, node: number, rank: number): FaultToleranceConfig {
   const dir = expandDir(ft.dir, node, rank)
   const memory = ft.memory?.dir === undefined ? ft.memory : { ...ft.memory, dir: expandDir(ft.memory.dir, node, rank) }
-  return memory ? { ...ft, dir, memory } : { ...ft, dir }
+  const own = memory ? { ...ft, dir, memory } : { ...ft, dir }
+  if (!ft.resume) return own
+  // The memory level this run keeps, else the earlier run's: every directory of the run on this host but this rank's own.
+  const memoryTemplates = ft.memory?.dir !== undefined ? [ft.memory.dir] : (ft.resumeMemoryDirs ?? [])
+  const memoryDirs = [...new Set(memoryTemplates.flatMap((t) => matchingDirectories(t)))].filter((d) => d !== memory?.dir)
+  const diskDirs = matchingDirectories(ft.dir).filter((d) => d !== dir && existsSync(d))
+  // A memory directory that is not there is named among the places a refusal says it looked.
+  return { ...own, resumeSearch: { memory: memoryDirs, disk: diskDirs } }
 }
