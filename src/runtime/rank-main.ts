@@ -212,8 +212,8 @@ function ranksOwnDirs(ft: FaultToleranceConfig, node: number, rank: number): Fau
   if (!ft.resume) return own
   // The memory level this run keeps, else the earlier run's: every directory of the run on this host but this rank's own.
   const memoryTemplates = ft.memory?.dir !== undefined ? [ft.memory.dir] : (ft.resumeMemoryDirs ?? [])
+  // A memory directory that is not there stays: it is named among the places a refusal says it looked.
   const memoryDirs = [...new Set(memoryTemplates.flatMap((t) => matchingDirectories(t)))].filter((d) => d !== memory?.dir)
   const diskDirs = matchingDirectories(ft.dir).filter((d) => d !== dir && existsSync(d))
-  // A memory directory that is not there is named among the places a refusal says it looked.
   return { ...own, resumeSearch: { memory: memoryDirs, disk: diskDirs } }
 }

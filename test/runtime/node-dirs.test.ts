@@ -66,7 +66,7 @@ describe('a lost node resumed on the ranks left (elastic, from partner copies)',
     expect(Object.is(resumed.value.checksum, serialChecksum)).toBe(true)
   })
 
-  it('4 → 3 ranks: old rank 3 is read from the copy rank 0 keeps (its newest damaged: the checksums, computed where the ranges land, pass it over), bit-identical; 4 → 2 reads old rank 2's directory found on this host, and is refused, naming the file, when it is out of reach', async () => {
+  it('4 → 3 ranks: old rank 3 is read from the copy rank 0 keeps (its newest damaged: the checksums, computed where the ranges land, pass it over), bit-identical; 4 → 2 reads the directory of old rank 2 found on this host, and is refused, naming the file, when it is out of reach', async () => {
     await stopAndLoseRank3('lost')
     // The newest copy of rank 3 damaged: new rank 2 reads part of it over the network, and the collective checksums catch it.
     const copy = join(root, 'lost0', 'partner', 'ckpt-00000001', 'rank-3.mlf')

@@ -2,7 +2,7 @@ import { existsSync } from 'node:fs'
 import { rm } from 'node:fs/promises'
 import { join } from 'node:path'
 import { performance } from 'node:perf_hooks'
-import { ConfigError, errorRecord, InternalError, PreemptedError, reviveError, RunInterruptedError, type ErrorRecord } from '../../errors.js'
+import { CheckpointMismatchError, ConfigError, errorRecord, InternalError, PreemptedError, reviveError, RunInterruptedError, type ErrorRecord } from '../../errors.js'
 import type { Communicator } from '../../routing/communicator.js'
 import { FRAMEWORK_TAGS } from '../../routing/tags.js'
 import type { FaultToleranceConfig, ProgramIdentity } from '../config.js'
@@ -99,8 +99,9 @@ export class CheckpointCoordinator implements SkeletonHooks {
     // A resume also reads what the run may have left elsewhere on this host: the memory level when this run keeps
     // none, the other `{node}`/`{rank}` directories (a lost node's ranks are renumbered in the relaunch).
     const search = cfg.resume ? await searchedLevels(comm, cfg) : []
-    const searchStores = search.filter((l) => !l.absent).map((l) => l.store)
-    const levels = [...(memory ? [memory] : []), ...(memoryPartner ? [memoryPartner] : []), store, ...(partner ? [partner] : []), ...(shared ? [shared] : []), ...searchStores]
+    // A directory the template matches that holds another program's checkpoints is not this run's: passed over.
+    for (const l of search) if (!l.absent && !(await holdsProgram(l.store, id.fingerprint))) l.absent = true
+    const levels = [...(memory ? [memory] : []), ...(memoryPartner ? [memoryPartner] : []), store, ...(partner ? [partner] : []), ...(shared ? [shared] : [])]
     // Every rank checks; any refusal is reported by all of them alike.
     const check = await settle(async () => {
       for (const s of levels) await s.assertFingerprint(id.fingerprint)
@@ -384,6 +385,17 @@ async function searchedLevels(comm: Communicator, cfg: FaultToleranceConfig): Pr
     }
   }
   return out
+}
+
+/** False when the store holds checkpoints of another program (see CheckpointStore.assertFingerprint). */
+async function holdsProgram(store: CheckpointStore, fingerprint: string): Promise<boolean> {
+  try {
+    await store.assertFingerprint(fingerprint)
+    return true
+  } catch (e) {
+    if (e instanceof CheckpointMismatchError) return false
+    throw e
+  }
 }
 
 /** Run `f`; its error as plain data (for an allgather), or undefined. */
