@@ -82,6 +82,8 @@ export interface FaultToleranceConfig {
    * and `resumeMemoryDirs`), read as levels of the resume only.
    */
   resumeSearch?: { memory: readonly string[]; disk: readonly string[] }
+  /** Resuming with a shared directory but no shared level of its own (`--shared-dir` alone): read as the shared level. */
+  resumeSharedDir?: string
   /** Resume even when the program's code differs from the checkpoint's (a warning instead of a refusal). */
   allowCodeChange?: boolean
   /** Supervised runs: discard the checkpoints found in the directory before starting (see identity/run-directory.ts). */

@@ -106,6 +106,10 @@ export async function runCommand(argv: readonly string[], out: (s: string) => vo
 
   // Partner copies need the node count (the launcher's, one node without one): refused before the nodes meet.
   Object.assign(checkpoint, copyLevels(f, detectLauncher(process.env)?.nodes ?? 1, program))
+  // A resume reads the shared level whenever --shared-dir names it, also without --shared-checkpoint this time.
+  if (checkpoint.resume && checkpoint.shared === undefined && f.sharedDir !== undefined && f.sharedDir.trim() !== '') {
+    checkpoint.resumeSharedDir = join(resolve(f.sharedDir), basename(program).replace(/\.[^.]+$/, ''))
+  }
   const view = new ProgressView((s) => process.stderr.write(s), process.stderr.isTTY === true)
   // Under a cluster launcher (mpirun, srun, flux) this process is one node's supervisor.
   const cluster = await joinCluster(f, program, clusterSettings(f, programArgv), checkpoint.dir, (text) => view.line(text))

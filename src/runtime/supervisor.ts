@@ -197,7 +197,8 @@ export class Supervisor<R = unknown> {
     const home = expandDir(this.ft.dir, 0, 0)
     // Partner copies are read on resume also by a run that keeps none (fewer nodes): their lineage counts too
     // (a directory that is not there lists no checkpoint).
-    const copies = [partnerDirOf(home), ...(this.ft.shared ? [this.ft.shared.dir] : [])]
+    const sharedDir = this.ft.shared?.dir ?? (this.ft.resume ? this.ft.resumeSharedDir : undefined)
+    const copies = [partnerDirOf(home), ...(sharedDir !== undefined ? [sharedDir] : [])]
     const dir = await openRunDirectory({ ...this.ft, dir: home, copies, memoryDir: this.ft.memory?.dir }, this.programFile)
     // A resume without a memory level of its own reads the earlier run's too (the default one, and the one on record).
     const resumeMemoryDirs = this.ft.resume && this.ft.memory === undefined ? [...new Set([...(this.ft.resumeMemoryDirs ?? []), ...(dir.memoryDir ? [dir.memoryDir] : [])])] : undefined

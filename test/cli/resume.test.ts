@@ -81,6 +81,24 @@ describe.skipIf(!existsSync(RAM_ROOT))('--resume reads the memory level without 
   })
 })
 
+describe('--resume reads the shared level whenever --shared-dir names it', () => {
+  it('the checkpoint directory lost, `--resume --shared-dir` without --shared-checkpoint resumes from the shared copies', async () => {
+    const dir = join(root, 'sh-ckpt')
+    const shared = join(root, 'shared')
+    const first = await run('--checkpoint-dir', dir, '--checkpoint', 'every:10', '--shared-dir', shared, '--shared-checkpoint', 'every:1', '--inject', 'rank=1,step=33', '--restarts', '0', '--quiet')
+    expect(first.code).toBe(1)
+    expect(readdirSync(join(shared, 'jacobi')).filter((n) => n.startsWith('ckpt-')).length).toBeGreaterThan(0)
+    rmSync(dir, { recursive: true })
+    const events = join(root, 'sh-resume.jsonl')
+    const resumed = await run('--checkpoint-dir', dir, '--checkpoint', 'every:10', '--shared-dir', shared, '--resume', '--events', events)
+    expect(resumed.code, resumed.err).toBe(0)
+    const resume = eventsOf(events).find((e) => e.event === 'resume')
+    expect(resume?.level).toBe('shared')
+    expect([9, 19, 29]).toContain(resume?.step)
+    expect(checksumOf(resumed.out)).toBe(straight)
+  })
+})
+
 describe('--resume with nothing to resume', () => {
   it('an empty checkpoint directory: refused with exit 2, saying where it looked', async () => {
     const dir = join(root, 'empty')

@@ -95,7 +95,8 @@ export class CheckpointCoordinator implements SkeletonHooks {
     const partner = (await readsPartner(partnerDirOf(cfg.dir))) ? new CheckpointStore(partnerDirOf(cfg.dir)) : undefined
     // The partner copies of memory checkpoints live in the holder's memory level (RAM), beside its own.
     const memoryPartner = memory && (await readsPartner(partnerDirOf(memory.dir))) ? new CheckpointStore(partnerDirOf(memory.dir), { volatile: true }) : undefined
-    const shared = cfg.shared ? new CheckpointStore(cfg.shared.dir) : undefined
+    const sharedDir = cfg.shared?.dir ?? (cfg.resume ? cfg.resumeSharedDir : undefined)
+    const shared = sharedDir !== undefined ? new CheckpointStore(sharedDir) : undefined
     // A resume also reads what the run may have left elsewhere on this host: the memory level when this run keeps
     // none, the other `{node}`/`{rank}` directories (a lost node's ranks are renumbered in the relaunch).
     const search = cfg.resume ? await searchedLevels(comm, cfg) : []
