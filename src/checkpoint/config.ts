@@ -71,9 +71,10 @@ export interface FaultToleranceConfig {
    */
   resumeRequest?: 'required' | 'or-start'
   /**
-   * Resuming without a memory level of its own: the memory-level directories
-   * (with `{node}`/`{rank}`) the earlier run may have left checkpoints in,
-   * read as a level of this resume only.
+   * Resuming: the memory-level directories (with `{node}`/`{rank}`) the
+   * earlier run may have left checkpoints in (the default one, the one the
+   * `RUN` file records), read as levels of this resume only, whether or not
+   * this run keeps a memory level (and wherever).
    */
   resumeMemoryDirs?: readonly string[]
   /**

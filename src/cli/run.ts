@@ -236,7 +236,8 @@ function faultTolerance(program: string, f: RunValues): FaultToleranceConfig {
     const policy = f.memoryCheckpoint === undefined ? ({ kind: 'off' } as const) : parsePolicy(f.memoryCheckpoint)
     if (f.memoryDir !== undefined) checkDirTemplate(f.memoryDir)
     ft.memory = { policy, dir: resolve(f.memoryDir ?? memoryDirFor(ft.dir) + placeholdersOf(dir)) }
-  } else if (resume && existsSync(RAM_ROOT)) {
+  }
+  if (resume && existsSync(RAM_ROOT)) {
     // The earlier run may have kept a memory level in the default place: a resume reads it too (the supervisor adds
     // the directory on record in the checkpoint directory, for one given with --memory-dir).
     ft.resumeMemoryDirs = [memoryDirFor(ft.dir) + placeholdersOf(dir)]

@@ -210,8 +210,8 @@ function ranksOwnDirs(ft: FaultToleranceConfig, node: number, rank: number): Fau
   const memory = ft.memory?.dir === undefined ? ft.memory : { ...ft.memory, dir: expandDir(ft.memory.dir, node, rank) }
   const own = memory ? { ...ft, dir, memory } : { ...ft, dir }
   if (!ft.resume) return own
-  // The memory level this run keeps, else the earlier run's: every directory of the run on this host but this rank's own.
-  const memoryTemplates = ft.memory?.dir !== undefined ? [ft.memory.dir] : (ft.resumeMemoryDirs ?? [])
+  // The memory level this run keeps and the earlier run's: every directory of the run on this host but this rank's own.
+  const memoryTemplates = [...(ft.memory?.dir !== undefined ? [ft.memory.dir] : []), ...(ft.resumeMemoryDirs ?? [])]
   // A memory directory that is not there stays: it is named among the places a refusal says it looked.
   const memoryDirs = [...new Set(memoryTemplates.flatMap((t) => matchingDirectories(t)))].filter((d) => d !== memory?.dir)
   const diskDirs = matchingDirectories(ft.dir).filter((d) => d !== dir && existsSync(d))

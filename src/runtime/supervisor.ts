@@ -200,8 +200,8 @@ export class Supervisor<R = unknown> {
     const sharedDir = this.ft.shared?.dir ?? (this.ft.resume ? this.ft.resumeSharedDir : undefined)
     const copies = [partnerDirOf(home), ...(sharedDir !== undefined ? [sharedDir] : [])]
     const dir = await openRunDirectory({ ...this.ft, dir: home, copies, memoryDir: this.ft.memory?.dir }, this.programFile)
-    // A resume without a memory level of its own reads the earlier run's too (the default one, and the one on record).
-    const resumeMemoryDirs = this.ft.resume && this.ft.memory === undefined ? [...new Set([...(this.ft.resumeMemoryDirs ?? []), ...(dir.memoryDir ? [dir.memoryDir] : [])])] : undefined
+    // A resume reads the earlier run's memory level too (the default one, and the one on record), whatever this run keeps.
+    const resumeMemoryDirs = this.ft.resume ? [...new Set([...(this.ft.resumeMemoryDirs ?? []), ...(dir.memoryDir ? [dir.memoryDir] : [])])] : undefined
     for (const note of dir.notes) this.opts.onLog?.(0, `note: ${note}`)
     const timer = this.startTimeLimit()
     // Once per run: every attempt and every spare loads the same compiled program (and so the same code).

@@ -68,6 +68,19 @@ describe.skipIf(!existsSync(RAM_ROOT))('--resume reads the memory level without 
     expect(checksumOf(resumed.out)).toBe(straight)
   })
 
+  it('with a memory level of its own elsewhere this time, it still reads the earlier run\'s', async () => {
+    const dir = join(root, 'mem-moved')
+    ramDirs.push(memoryDirFor(dir))
+    const step = await failWithMemoryCheckpoints(dir)
+    const elsewhere = join(RAM_ROOT, `molotof-test-moved-${process.pid}`)
+    ramDirs.push(elsewhere)
+    const events = join(root, 'mem-moved-resume.jsonl')
+    const resumed = await run('--checkpoint-dir', dir, '--memory-checkpoint', 'every:5', '--memory-dir', elsewhere, '--resume', '--events', events)
+    expect(resumed.code, resumed.err).toBe(0)
+    expect(eventsOf(events).find((e) => e.event === 'resume')).toMatchObject({ level: 'memory', step })
+    expect(checksumOf(resumed.out)).toBe(straight)
+  })
+
   it('finds a memory level given with --memory-dir from the checkpoint directory\'s record', async () => {
     const dir = join(root, 'memdir')
     const memoryDir = join(RAM_ROOT, `molotof-test-resume-${process.pid}`)
