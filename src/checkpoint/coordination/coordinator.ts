@@ -2,7 +2,7 @@ import { existsSync } from 'node:fs'
 import { rm } from 'node:fs/promises'
 import { join } from 'node:path'
 import { performance } from 'node:perf_hooks'
-import { CheckpointMismatchError, ConfigError, errorRecord, InternalError, PreemptedError, reviveError, RunInterruptedError, type ErrorRecord } from '../../errors.js'
+import { ConfigError, errorRecord, InternalError, PreemptedError, reviveError, RunInterruptedError, type ErrorRecord } from '../../errors.js'
 import type { Communicator } from '../../routing/communicator.js'
 import { FRAMEWORK_TAGS } from '../../routing/tags.js'
 import type { FaultToleranceConfig, ProgramIdentity } from '../config.js'
@@ -97,11 +97,11 @@ export class CheckpointCoordinator implements SkeletonHooks {
     const memoryPartner = memory && (await readsPartner(partnerDirOf(memory.dir))) ? new CheckpointStore(partnerDirOf(memory.dir), { volatile: true }) : undefined
     const sharedDir = cfg.shared?.dir ?? (cfg.resume ? cfg.resumeSharedDir : undefined)
     const shared = sharedDir !== undefined ? new CheckpointStore(sharedDir) : undefined
-    // A resume also reads what the run may have left elsewhere on this host: the memory level when this run keeps
-    // none, the other `{node}`/`{rank}` directories (a lost node's ranks are renumbered in the relaunch).
+    // A resume also reads what the run may have left elsewhere on this host: the earlier run's memory level, the
+    // other `{node}`/`{rank}` directories (a lost node's ranks are renumbered in the relaunch). One that holds another
+    // program's checkpoints, or cannot be read, is not this run's: passed over (on this rank alone, no collective).
     const search = cfg.resume ? await searchedLevels(comm, cfg) : []
-    // A directory the template matches that holds another program's checkpoints is not this run's: passed over.
-    for (const l of search) if (!l.absent && !(await holdsProgram(l.store, id.fingerprint))) l.absent = true
+    for (const l of search) if (!l.absent) await listIfOurs(l, id.fingerprint)
     const levels = [...(memory ? [memory] : []), ...(memoryPartner ? [memoryPartner] : []), store, ...(partner ? [partner] : []), ...(shared ? [shared] : [])]
     // Every rank checks; any refusal is reported by all of them alike.
     const check = await settle(async () => {
@@ -122,7 +122,6 @@ export class CheckpointCoordinator implements SkeletonHooks {
     const memoryPartnerListed = memoryPartner ? await memoryPartner.list() : []
     const partnerListed = partner ? await partner.list() : []
     const sharedListed = shared ? await shared.list() : []
-    for (const l of search) if (!l.absent) l.listed = await l.store.list()
     // One numbering over every level: a checkpoint keeps its number when it is flushed from memory to disk, or copied.
     const everyLevel = [...memoryListed, ...memoryPartnerListed, ...listed, ...partnerListed, ...sharedListed, ...search.flatMap((l) => l.listed)].sort((a, b) => a.seq - b.seq)
     const seq = await comm.allreduce(everyLevel.reduce((m, s) => Math.max(m, s.seq + 1), 0), 'max')
@@ -388,14 +387,14 @@ async function searchedLevels(comm: Communicator, cfg: FaultToleranceConfig): Pr
   return out
 }
 
-/** False when the store holds checkpoints of another program (see CheckpointStore.assertFingerprint). */
-async function holdsProgram(store: CheckpointStore, fingerprint: string): Promise<boolean> {
+/** Lists a searched level, or marks it absent when it holds another program's checkpoints or cannot be read. */
+async function listIfOurs(l: SearchedLevel, fingerprint: string): Promise<void> {
   try {
-    await store.assertFingerprint(fingerprint)
-    return true
-  } catch (e) {
-    if (e instanceof CheckpointMismatchError) return false
-    throw e
+    await l.store.assertFingerprint(fingerprint)
+    l.listed = await l.store.list()
+  } catch {
+    l.absent = true
+    l.listed = []
   }
 }
 
