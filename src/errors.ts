@@ -349,6 +349,21 @@ export class EarlierRunError extends MolotofError {
   }
 }
 
+/**
+ * A resume the user asked for (`--resume`) that has nothing to resume from:
+ * no checkpoint of the run on any level or copy it looked at, or only ones it
+ * cannot use (each named with the reason). Refused before compute rather than
+ * starting afresh unasked.
+ */
+export class NothingToResumeError extends MolotofError {
+  static readonly code = 'E_NOTHING_TO_RESUME'
+  static override readonly exit: ExitClass = 'bad-input'
+  static override readonly restartable: boolean = false
+  constructor(message: string) {
+    super(NothingToResumeError.code, message)
+  }
+}
+
 /** The checkpoint directory cannot be used (cannot be created or written, read-only file system …), found before any rank starts. */
 export class CheckpointDirectoryError extends MolotofError {
   static readonly code = 'E_CHECKPOINT_DIR'
@@ -421,6 +436,7 @@ export const CATALOGUE: readonly CatalogueClass[] = [
   DirectoryLockedError,
   EarlierRunError,
   CheckpointDirectoryError,
+  NothingToResumeError,
   NodeLostError,
   NodeMismatchError,
 ]

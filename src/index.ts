@@ -58,6 +58,7 @@ export {
   InternalError,
   CodeChangedError,
   DirectoryLockedError,
+  NothingToResumeError,
   type LockHolder,
   type ExitClass,
   type RankLocation,

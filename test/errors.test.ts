@@ -28,6 +28,7 @@ import {
   DirectoryLockedError,
   EarlierRunError,
   CheckpointDirectoryError,
+  NothingToResumeError,
   type ErrorRecord,
   type FailureRecord,
 } from '../src/errors.js'
@@ -55,6 +56,7 @@ const samples: MolotofError[] = [
   new DirectoryLockedError('/ckpt', { pid: 42, host: 'h', startedAt: '2026-01-01T00:00:00.000Z' }, 'Wait for it.'),
   new EarlierRunError('/ckpt', 'holds checkpoints of an earlier run'),
   new CheckpointDirectoryError('/ckpt', 'the file system is read-only (EROFS)'),
+  new NothingToResumeError('--resume found no checkpoint to resume in /ckpt'),
   new NodeLostError(1, 'node 1 was lost'),
   new NodeMismatchError(2, [{ name: 'program options', old: '--n 16', new: '--n 32' }]),
 ]
@@ -101,6 +103,7 @@ describe('the error catalogue', () => {
       DirectoryLockedError: 'bad-input',
       EarlierRunError: 'bad-input',
       CheckpointDirectoryError: 'bad-input',
+      NothingToResumeError: 'bad-input',
       NodeLostError: 'node-lost',
       NodeMismatchError: 'bad-input',
     })

@@ -62,6 +62,29 @@ export interface FaultToleranceConfig {
    * checkpoint any of them holds on any level, instead of `runId`'s.
    */
   adoptLineage?: boolean
+  /**
+   * A resume the user asked for (the CLI's first attempt): `required`
+   * (`--resume`) refuses when no level holds a usable checkpoint of the run;
+   * `or-start` (`--resume-or-start`) starts afresh, saying so, when none holds
+   * any, and refuses like `required` when all it finds are unusable. Unset
+   * (automatic restarts, the API), a resume with nothing found starts afresh.
+   */
+  resumeRequest?: 'required' | 'or-start'
+  /**
+   * Resuming: the memory-level directories (with `{node}`/`{rank}`) the
+   * earlier run may have left checkpoints in (the default one, the one the
+   * `RUN` file records), read as levels of this resume only, whether or not
+   * this run keeps a memory level (and wherever).
+   */
+  resumeMemoryDirs?: readonly string[]
+  /**
+   * Filled in on each rank before a resume: the other directories of the run
+   * found on this host (the ones `{node}`/`{rank}` match besides this rank's,
+   * and `resumeMemoryDirs`), read as levels of the resume only.
+   */
+  resumeSearch?: { memory: readonly string[]; disk: readonly string[] }
+  /** Resuming with a shared directory but no shared level of its own (`--shared-dir` alone): read as the shared level. */
+  resumeSharedDir?: string
   /** Resume even when the program's code differs from the checkpoint's (a warning instead of a refusal). */
   allowCodeChange?: boolean
   /** Supervised runs: discard the checkpoints found in the directory before starting (see identity/run-directory.ts). */

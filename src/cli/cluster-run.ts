@@ -14,7 +14,7 @@ import { option } from '../skeletons/options.js'
 export const CLUSTER_OPTIONS = {
   ranksPerNode: option.int(1, 'under a cluster launcher (mpirun, srun, flux): ranks each node supervisor starts; ranks = nodes × this', { min: 1 }),
   rendezvous: option.string(undefined, `under a cluster launcher: host:port where node 0 listens and the other nodes join (else $${RENDEZVOUS_ENV}, else a file in --shared-dir)`),
-  sharedDir: option.string(undefined, 'a directory every node sees: node 0 writes its address there when --rendezvous is not given, and --shared-checkpoint copies checkpoints there'),
+  sharedDir: option.string(undefined, 'a directory every node sees: node 0 writes its address there when --rendezvous is not given, and --shared-checkpoint copies checkpoints there (read by --resume, with or without --shared-checkpoint)'),
   sharedCheckpoint: option.string(undefined, 'copy complete disk checkpoints to --shared-dir in the background: every:<k> (every k-th one) or a duration such as 10m (the first one after that long)'),
   partnerCopies: option.choice(['auto', 'on', 'off'] as const, 'auto', "keep each rank's disk checkpoint also on the next node (sent in the background): auto = on with two nodes or more"),
   nodeTimeout: option.string('30s', 'under a cluster launcher: a node supervisor silent this long is lost (also the limit for the rendezvous)'),

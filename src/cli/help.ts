@@ -13,7 +13,7 @@ export const STARTER_EXAMPLES_FROM = '(relax.ts: the starter program `molotof in
 export const RUN_EXIT_CODES: readonly ExitCodeLine[] = [
   [0, 'done'],
   [1, 'the run failed (the restart budget is spent, a program error, disk full, a second signal, or an unexpected error)'],
-  [2, 'bad input, refused before any computation: options, program file, checkpoint settings or code, a checkpoint directory that is in use, unwritable or holds an unfinished run'],
+  [2, 'bad input, refused before any computation: options, program file, checkpoint settings or code, a checkpoint directory that is in use, unwritable or holds an unfinished run, a --resume with no usable checkpoint'],
   [75, 'preempted: checkpointed and stopped on SIGTERM/SIGINT or --time-limit; resume with --resume'],
   [76, 'node lost (cluster runs): a node supervisor fell silent; run the launcher again with --resume'],
 ]

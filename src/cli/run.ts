@@ -1,10 +1,10 @@
-import { appendFileSync, writeFileSync } from 'node:fs'
+import { appendFileSync, existsSync, writeFileSync } from 'node:fs'
 import { basename, join, resolve } from 'node:path'
 import { parseDuration } from '../checkpoint/policy/duration.js'
 import { parsePolicy } from '../checkpoint/policy/policy.js'
 import { explainFsError } from '../checkpoint/store/fs-errors.js'
 import type { FaultToleranceConfig } from '../checkpoint/config.js'
-import { checkMemoryDirectory, memoryDirFor } from '../checkpoint/store/memory-level.js'
+import { checkMemoryDirectory, memoryDirFor, RAM_ROOT } from '../checkpoint/store/memory-level.js'
 import { ConfigError } from '../errors.js'
 import { TRANSPORTS } from '../runtime/group.js'
 import { checkDirTemplate, detectLauncher } from '../runtime/cluster-env.js'
@@ -28,7 +28,8 @@ export const RUN_OPTIONS = {
   memoryCheckpoint: option.string(undefined, 'memory-level policy (checkpoints in RAM, survive dead ranks): every:<steps>, <seconds>s, mtbf:<duration>, off; disk checkpoints are then flushed from it in the background'),
   memoryDir: option.string(undefined, 'directory in RAM for the memory level (default: /dev/shm/molotof-<hash of the checkpoint directory>); one already holding other files is left alone: the level uses its sub-directory molotof-memory'),
   asyncCheckpoints: option.boolean(false, 'write disk checkpoints through a memory copy flushed in the background (the same as --memory-checkpoint off)'),
-  resume: option.boolean(false, 'resume from the newest checkpoint valid on every rank (a clean start if there is none)'),
+  resume: option.boolean(false, 'resume from the newest checkpoint valid on every rank, found on any level or copy (refused, exit 2, when there is none)'),
+  resumeOrStart: option.boolean(false, 'resume when there is a checkpoint of the run to resume, else start afresh (saying which it did)'),
   fresh: option.boolean(false, 'discard the checkpoints of an earlier, unfinished run found in the checkpoint directory, then start afresh'),
   allowCodeChange: option.boolean(false, "with --resume: resume even though the program's code changed since the checkpoint (a warning instead of a refusal)"),
   restarts: option.int(3, 'automatic restarts after failures (the restart budget)', { min: 0 }),
@@ -64,6 +65,7 @@ molotof run --help <program>.`,
     'molotof run relax.ts --ranks 2 --checkpoint every:50 --inject rank=1,step=120',
     'molotof run relax.ts --ranks 2 --transport processes --checkpoint 10s --time-limit 2h',
     'molotof run relax.ts --ranks 2 --checkpoint every:50 --resume      # after a crash',
+    'molotof run relax.ts --ranks 2 --checkpoint every:50 --resume-or-start   # in a batch loop',
     'molotof run relax.ts --ranks 2 --memory-checkpoint every:5 --checkpoint every:50',
     'molotof run relax.ts --ranks 2 --transport processes --checkpoint every:20 --spares 1',
     'molotof run --help relax.ts                                        # its options',
@@ -106,6 +108,10 @@ export async function runCommand(argv: readonly string[], out: (s: string) => vo
 
   // Partner copies need the node count (the launcher's, one node without one): refused before the nodes meet.
   Object.assign(checkpoint, copyLevels(f, detectLauncher(process.env)?.nodes ?? 1, program))
+  // A resume reads the shared level whenever --shared-dir names it, also without --shared-checkpoint this time.
+  if (checkpoint.resume && checkpoint.shared === undefined && f.sharedDir !== undefined && f.sharedDir.trim() !== '') {
+    checkpoint.resumeSharedDir = join(resolve(f.sharedDir), basename(program).replace(/\.[^.]+$/, ''))
+  }
   const view = new ProgressView((s) => process.stderr.write(s), process.stderr.isTTY === true)
   // Under a cluster launcher (mpirun, srun, flux) this process is one node's supervisor.
   const cluster = await joinCluster(f, program, clusterSettings(f, programArgv), checkpoint.dir, (text) => view.line(text))
@@ -162,7 +168,7 @@ export async function runCommand(argv: readonly string[], out: (s: string) => vo
     view.clear()
     if (r.kind === 'preempted') {
       const where = r.seq === undefined ? 'no checkpoint could be taken' : `checkpoint ${r.seq} (skeleton ${r.skeleton}, step ${r.step}) in ${r.checkpointDir}`
-      err(`preempted: ${where}.\nResume with: molotof run ${[program, ...argv.filter((a) => a !== program && !/^--(no-)?(resume|fresh)(=|$)/.test(a))].join(' ')} --resume`)
+      err(`preempted: ${where}.\nResume with: molotof run ${[program, ...argv.filter((a) => a !== program && !/^--(no-)?(resume|resume-or-start|fresh)(=|$)/.test(a))].join(' ')} --resume`)
       return (code = EXIT.preempted)
     }
     if (f.json) out(JSON.stringify(r.value, jsonReplacer, 2))
@@ -194,6 +200,7 @@ function clusterSettings(f: RunValues, programArgv: readonly string[]): Record<s
     keep: f.keep,
     'async checkpoints': f.asyncCheckpoints,
     resume: f.resume,
+    'resume or start': f.resumeOrStart,
     restarts: f.restarts,
     heartbeat: f.heartbeat,
     'hang timeout': f.hangTimeout,
@@ -209,17 +216,19 @@ function clusterSettings(f: RunValues, programArgv: readonly string[]): Record<s
 function faultTolerance(program: string, f: RunValues): FaultToleranceConfig {
   // resolve('') is the current directory: an empty value is a mistake (an unset variable), not a choice.
   if (f.checkpointDir !== undefined && f.checkpointDir.trim() === '') throw new ConfigError('--checkpoint-dir needs a directory path (got an empty value)')
-  if (f.allowCodeChange && !f.resume) throw new ConfigError('--allow-code-change applies to a resume: add --resume')
-  if (f.fresh && f.resume) throw new ConfigError('--fresh discards the checkpoints that --resume would continue from: give one or the other')
+  const resume = f.resume || f.resumeOrStart
+  if (f.allowCodeChange && !resume) throw new ConfigError('--allow-code-change applies to a resume: add --resume')
+  if (f.fresh && resume) throw new ConfigError(`--fresh discards the checkpoints that ${f.resume ? '--resume' : '--resume-or-start'} would continue from: give one or the other`)
   const dir = f.checkpointDir ?? join('.molotof', basename(program).replace(/\.[^.]+$/, ''))
   checkDirTemplate(dir)
   const ft: FaultToleranceConfig = {
     dir: resolve(dir),
     policy: parsePolicy(f.checkpoint),
     keep: f.keep,
-    resume: f.resume,
+    resume,
     fresh: f.fresh,
     allowCodeChange: f.allowCodeChange,
+    ...(resume ? { resumeRequest: f.resume ? ('required' as const) : ('or-start' as const) } : {}),
   }
   if (f.memoryDir !== undefined && f.memoryCheckpoint === undefined && !f.asyncCheckpoints) {
     throw new ConfigError('--memory-dir names the memory level\'s directory: give --memory-checkpoint too (e.g. every:5)')
@@ -231,6 +240,11 @@ function faultTolerance(program: string, f: RunValues): FaultToleranceConfig {
     const memoryDir = f.memoryDir ?? memoryDirFor(ft.dir) + placeholdersOf(dir)
     checkMemoryDirectory(memoryDir, dir, f.memoryDir === undefined ? "the memory level's directory" : '--memory-dir')
     ft.memory = { policy, dir: resolve(memoryDir) }
+  }
+  if (resume && existsSync(RAM_ROOT)) {
+    // The earlier run may have kept a memory level in the default place: a resume reads it too (the supervisor adds
+    // the directory on record in the checkpoint directory, for one given with --memory-dir).
+    ft.resumeMemoryDirs = [memoryDirFor(ft.dir) + placeholdersOf(dir)]
   }
   return ft
 }

@@ -1,3 +1,5 @@
+import { readdirSync } from 'node:fs'
+import { join, sep } from 'node:path'
 import { ConfigError } from '../errors.js'
 
 /** Which cluster launcher started this process. */
@@ -131,4 +133,39 @@ export function checkDirTemplate(dir: string): { node: boolean; rank: boolean } 
  */
 export function expandDir(dir: string, node: number, rank: number): string {
   return dir.replaceAll('{node}', String(node)).replaceAll('{rank}', String(rank))
+}
+
+/**
+ * Every existing directory on this host that a `{node}`/`{rank}` template
+ * matches (any path component may hold placeholders), sorted; the template
+ * itself when it has none (whether or not it exists). A resume reads them
+ * all: after a lost node the survivors' directories carry other numbers than
+ * the ranks of the relaunch.
+ *
+ * ```ts
+ * matchingDirectories('/local/ckpt-{node}')   // ['/local/ckpt-0', '/local/ckpt-1'] (those present)
+ * ```
+ */
+export function matchingDirectories(template: string): string[] {
+  if (!/\{(node|rank)\}/.test(template)) return [template]
+  const parts = template.split(sep)
+  let found = [parts[0] === '' ? sep : parts[0]]
+  for (const part of parts.slice(1)) {
+    if (part === '') continue
+    if (!/\{(node|rank)\}/.test(part)) {
+      found = found.map((d) => join(d, part))
+      continue
+    }
+    const pattern = new RegExp(`^${part.replace(/[.*+?^$()|[\]\\]/g, '\\$&').replace(/\{(node|rank)\}/g, '\\d+')}$`)
+    found = found.flatMap((d) => {
+      try {
+        return readdirSync(d, { withFileTypes: true })
+          .filter((e) => e.isDirectory() && pattern.test(e.name))
+          .map((e) => join(d, e.name))
+      } catch {
+        return [] // absent or unreadable: nothing of the run there
+      }
+    })
+  }
+  return found.sort()
 }

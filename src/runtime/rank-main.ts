@@ -1,3 +1,4 @@
+import { existsSync } from 'node:fs'
 import type { MessagePort } from 'node:worker_threads'
 import type { FaultToleranceConfig } from '../checkpoint/config.js'
 import type { CheckpointControl } from '../checkpoint/control.js'
@@ -11,11 +12,12 @@ import type { Injection, RandomInjection } from './inject.js'
 import type { ControlPort } from './protocol.js'
 import { RankInjections } from './rank-injections.js'
 import { runSession } from './rank-session.js'
-import { expandDir } from './cluster-env.js'
+import { expandDir, matchingDirectories } from './cluster-env.js'
 import { connectSocketCommunicator } from './sockets.js'
 import { StreamCommunicator } from './stream-communicator.js'
 import { RankAllocations, type RecycleBuffers, type WarmMemory } from './warm-memory.js'
 import { readBufferBytes } from '../checkpoint/store/checkpoint-store.js'
+import { memoryLevelDirectoryIn } from '../checkpoint/store/memory-level.js'
 import { formatSize } from '../domains/memory.js'
 import { connectTcpCommunicator, type TcpConnectOptions } from './tcp.js'
 import { RankStatus, readStatus } from './status.js'
@@ -200,9 +202,21 @@ function progressReporter(control: ControlPort): (skeleton: number, step: number
   }
 }
 
-/** The configuration with `{node}` and `{rank}` filled in, in the disk and the memory level's directory. */
+/**
+ * The configuration with `{node}` and `{rank}` filled in, in the disk and the memory level's directory; on a resume,
+ * also the other directories of the run on this host (see FaultToleranceConfig.resumeSearch).
+ */
 function ranksOwnDirs(ft: FaultToleranceConfig, node: number, rank: number): FaultToleranceConfig {
   const dir = expandDir(ft.dir, node, rank)
   const memory = ft.memory?.dir === undefined ? ft.memory : { ...ft.memory, dir: expandDir(ft.memory.dir, node, rank) }
-  return memory ? { ...ft, dir, memory } : { ...ft, dir }
+  const own = memory ? { ...ft, dir, memory } : { ...ft, dir }
+  if (!ft.resume) return own
+  // The memory level this run keeps and the earlier run's: every directory of the run on this host but this rank's own.
+  const memoryTemplates = [...(ft.memory?.dir !== undefined ? [ft.memory.dir] : []), ...(ft.resumeMemoryDirs ?? [])]
+  // A memory directory that is not there stays: it is named among the places a refusal says it looked.
+  // Each as the level really is: a directory that held the user's files keeps it in its sub-directory (memoryLevelDirectoryIn).
+  const ownMemory = memory?.dir === undefined ? undefined : memoryLevelDirectoryIn(memory.dir)
+  const memoryDirs = [...new Set(memoryTemplates.flatMap((t) => matchingDirectories(t)).map(memoryLevelDirectoryIn))].filter((d) => d !== ownMemory)
+  const diskDirs = matchingDirectories(ft.dir).filter((d) => d !== dir && existsSync(d))
+  return { ...own, resumeSearch: { memory: memoryDirs, disk: diskDirs } }
 }

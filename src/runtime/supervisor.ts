@@ -200,8 +200,11 @@ export class Supervisor<R = unknown> {
     const home = expandDir(this.ft.dir, 0, 0)
     // Partner copies are read on resume also by a run that keeps none (fewer nodes): their lineage counts too
     // (a directory that is not there lists no checkpoint).
-    const copies = [partnerDirOf(home), ...(this.ft.shared ? [this.ft.shared.dir] : [])]
-    const dir = await openRunDirectory({ ...this.ft, dir: home, copies }, this.programFile)
+    const sharedDir = this.ft.shared?.dir ?? (this.ft.resume ? this.ft.resumeSharedDir : undefined)
+    const copies = [partnerDirOf(home), ...(sharedDir !== undefined ? [sharedDir] : [])]
+    const dir = await openRunDirectory({ ...this.ft, dir: home, copies, memoryDir: this.ft.memory?.dir }, this.programFile)
+    // A resume reads the earlier run's memory level too (the default one, and the one on record), whatever this run keeps.
+    const resumeMemoryDirs = this.ft.resume ? [...new Set([...(this.ft.resumeMemoryDirs ?? []), ...(dir.memoryDir ? [dir.memoryDir] : [])])] : undefined
     for (const note of dir.notes) this.opts.onLog?.(0, `note: ${note}`)
     const timer = this.startTimeLimit()
     // Once per run: every attempt and every spare loads the same compiled program (and so the same code).
@@ -230,7 +233,16 @@ export class Supervisor<R = unknown> {
           ...this.opts,
           // Restarts resume from this run's own checkpoints only: its run id is in every one it writes.
           // A resume whose lineage was not in node 0's directory (lost with its node): the ranks find it in theirs.
-          checkpoint: { ...this.ft, resume, runId: dir.runId, ...(dir.lineageUnknown ? { adoptLineage: true } : {}) },
+          // Only the user's first resume refuses to start afresh (see FaultToleranceConfig.resumeRequest): a restart
+          // before the first checkpoint starts from the beginning.
+          checkpoint: {
+            ...this.ft,
+            resume,
+            runId: dir.runId,
+            resumeRequest: this.attempt === 0 ? this.ft.resumeRequest : undefined,
+            ...(resumeMemoryDirs ? { resumeMemoryDirs } : {}),
+            ...(dir.lineageUnknown ? { adoptLineage: true } : {}),
+          },
           // Each injected failure fires once per run, so a restarted run completes.
           injectFired: this.fired,
         })

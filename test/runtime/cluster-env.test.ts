@@ -1,6 +1,9 @@
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { ConfigError } from '../../src/errors.js'
-import { checkDirTemplate, detectLauncher, expandDir, parseHostPort } from '../../src/runtime/cluster-env.js'
+import { checkDirTemplate, detectLauncher, expandDir, matchingDirectories, parseHostPort } from '../../src/runtime/cluster-env.js'
 
 describe('detectLauncher', () => {
   it('finds nothing without a launcher: one host, as always', () => {
@@ -63,5 +66,19 @@ describe('checkpoint directory templates', () => {
   })
   it('fills every occurrence', () => {
     expect(expandDir('/l/{node}/n{node}-r{rank}', 2, 5)).toBe('/l/2/n2-r5')
+  })
+  it('finds every directory on this host a template matches, placeholders in any part of the path', () => {
+    const root = mkdtempSync(join(tmpdir(), 'molotof-templates-'))
+    try {
+      for (const d of ['ckpt-0', 'ckpt-1', 'ckpt-12', 'ckpt-x', 'ckpt-', 'other-1', 'n0/r0', 'n0/r1', 'n3/r5', 'n3/s5', 'nx/r0']) mkdirSync(join(root, d), { recursive: true })
+      writeFileSync(join(root, 'ckpt-7'), 'a file, not a directory')
+      expect(matchingDirectories(join(root, 'ckpt-{node}'))).toEqual(['ckpt-0', 'ckpt-1', 'ckpt-12'].map((d) => join(root, d)))
+      expect(matchingDirectories(join(root, 'n{node}', 'r{rank}'))).toEqual(['n0/r0', 'n0/r1', 'n3/r5'].map((d) => join(root, d)))
+      expect(matchingDirectories(join(root, 'gone-{node}'))).toEqual([])
+      // Without a placeholder: the directory itself, present or not.
+      expect(matchingDirectories(join(root, 'plain'))).toEqual([join(root, 'plain')])
+    } finally {
+      rmSync(root, { recursive: true, force: true })
+    }
   })
 })

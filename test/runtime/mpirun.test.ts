@@ -175,6 +175,49 @@ describe.skipIf(!haveMpirun)('under mpirun, a lost node', () => {
   })
 })
 
+describe.skipIf(!haveMpirun)('under mpirun, node 0 lost with its directory', () => {
+  it('`mpirun -np 1 … --resume` on the node left resumes from what it holds (its own directory, numbered 1, and its partner copies), not from step 0', async () => {
+    const dir = join(root, 'first-{node}')
+    const events = join(root, 'first-events.jsonl')
+    const program = ['examples/jacobi/jacobi.ts', '--n', '40', '--iterations', '5000']
+    const common = [...molotof, ...program, '--ranks-per-node', '2', '--checkpoint', 'every:50', '--checkpoint-dir', dir, '--hang-timeout', '20000', '--json']
+    const child = spawn(MPIRUN, ['--bind-to', 'none', '-np', '2', ...common, '--rendezvous', `127.0.0.1:${await freePort()}`, '--node-timeout', '3s'], {
+      env: { ...process.env, ...MPI_ENV },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    })
+    let out = ''
+    child.stdout.on('data', (b: Buffer) => (out += b.toString()))
+    child.stderr.on('data', (b: Buffer) => (out += b.toString()))
+    const code = new Promise<number | null>((resolve) => child.on('close', (c) => resolve(c)))
+    for (const until = Date.now() + 60_000; !/checkpoint 2 committed to partner/.test(out) && Date.now() < until; ) await new Promise((r) => setTimeout(r, 20))
+    expect(out).not.toMatch(/"checksum"/)
+    // Node 0 (the rendezvous, and the directory the run's record is in) stops answering, and its disk is lost.
+    const stopped = processesOfNode(0, join(root, 'first-'))
+    expect(stopped.length, out).toBeGreaterThan(0)
+    for (const pid of stopped) process.kill(pid, 'SIGSTOP')
+    rmSync(join(root, 'first-0'), { recursive: true, force: true })
+    expect(await code, out).not.toBe(0)
+    expect(out).toMatch(/node 0 fell silent/)
+    for (const pid of stopped) {
+      try {
+        process.kill(pid, 'SIGKILL')
+      } catch {
+        // Ended already (mpirun tears the job down).
+      }
+    }
+
+    // The relaunch on the node left: it is node 0 now, its directory first-0 is new; first-1 holds everything.
+    const again = await mpirun(1, [...common, '--rendezvous', `127.0.0.1:${await freePort()}`, '--resume', '--events', events])
+    expect(again.code, again.out).toBe(0)
+    expect(again.out).toMatch(/resuming a checkpoint of 4 ranks on 2/)
+    const resume = readFileSync(events, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as { event: string; seq?: number; step?: number }).find((e) => e.event === 'resume')
+    expect(resume?.seq, again.out).toBeGreaterThanOrEqual(2)
+    expect(resume?.step).toBeGreaterThanOrEqual(149)
+    const straight = (await launch<JacobiResult>(program[0], { ranks: 2, argv: program.slice(1), onLog: () => {} })).value
+    expect(jsonOf<JacobiResult>(again.out).checksum).toBe(straight.checksum)
+  })
+})
+
 /** Three network namespaces on one bridge: node i is 10.77.0.(i+1) on its own veth. */
 function makeNamespaces(prefix: string): void {
   const ip = (...args: string[]) => execFileSync('ip', args, { stdio: 'pipe' })

@@ -4,7 +4,7 @@ import { join } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
 import type { JacobiResult } from '../../examples/jacobi/jacobi.js'
 import { interiorSum, jacobiSerial } from '../../examples/jacobi/serial.js'
-import { CheckpointError } from '../../src/errors.js'
+import { NothingToResumeError } from '../../src/errors.js'
 import { launch } from '../../src/runtime/launcher.js'
 
 const root = mkdtempSync(join(tmpdir(), 'molotof-rankdirs-'))
@@ -40,7 +40,7 @@ describe('checkpoint directories of their own ({rank})', () => {
     await expect(launch(JACOBI, { ranks: 2, argv, onLog: () => {}, checkpoint: { ...checkpoint, interrupt: { skeleton: 0, step: 19 } } })).rejects.toThrow(/interrupted/)
     rmSync(join(root, 'gone1'), { recursive: true })
     const resumed = launch(JACOBI, { ranks: 2, argv, onLog: () => {}, checkpoint: { ...checkpoint, resume: true } })
-    await expect(resumed).rejects.toThrow(CheckpointError)
+    await expect(resumed).rejects.toThrow(NothingToResumeError)
     await expect(resumed).rejects.toThrow('rank 0 holds checkpoint 1, but rank 1 finds no checkpoint at all')
     await expect(resumed).rejects.toThrow(join(root, 'gone1', 'ckpt-00000001', 'rank-1.mlf'))
   })
@@ -66,7 +66,7 @@ describe('a lost node resumed on the ranks left (elastic, from partner copies)',
     expect(Object.is(resumed.value.checksum, serialChecksum)).toBe(true)
   })
 
-  it('4 → 3 ranks: old rank 3 is read from the copy rank 0 keeps (its newest damaged: the checksums, computed where the ranges land, pass it over), bit-identical; 4 → 2 is refused, naming the file out of reach', async () => {
+  it('4 → 3 ranks: old rank 3 is read from the copy rank 0 keeps (its newest damaged: the checksums, computed where the ranges land, pass it over), bit-identical; 4 → 2 reads the directory of old rank 2 found on this host, and is refused, naming the file, when it is out of reach', async () => {
     await stopAndLoseRank3('lost')
     // The newest copy of rank 3 damaged: new rank 2 reads part of it over the network, and the collective checksums catch it.
     const copy = join(root, 'lost0', 'partner', 'ckpt-00000001', 'rank-3.mlf')
@@ -83,10 +83,18 @@ describe('a lost node resumed on the ranks left (elastic, from partner copies)',
     expect(level).toBe('disk+partner')
     expect(Object.is(resumed.value.checksum, serialChecksum)).toBe(true)
 
-    // On 2 ranks, directories 0 and 1 hold old ranks 0, 1 and the copies of 3 and 0: old rank 2's file is out of reach.
+    // On 2 ranks, directories 0 and 1 hold old ranks 0, 1 and the copies of 3 and 0; old rank 2's own directory,
+    // on this host too, is read by the search of the other directories {rank} matches: bit-identical.
     await stopAndLoseRank3('far')
-    const two = launch(JACOBI, { ranks: 2, argv, onLog: () => {}, checkpoint: { ...partnerRun('far'), partner: undefined, resume: true } })
-    await expect(two).rejects.toThrow(CheckpointError)
+    const farLogs: string[] = []
+    const fromThree = await launch<JacobiResult>(JACOBI, { ranks: 2, argv, onLog: (_r, t) => farLogs.push(t), checkpoint: { ...partnerRun('far'), partner: undefined, resume: true } })
+    expect(farLogs.join('\n')).toMatch(/resuming a checkpoint of 4 ranks on 2 \(checkpoint 1\)/)
+    expect(Object.is(fromThree.value.checksum, serialChecksum)).toBe(true)
+    // Without that directory (on a host the run does not reach), old rank 2's file is out of reach: refused.
+    await stopAndLoseRank3('away')
+    rmSync(join(root, 'away2'), { recursive: true })
+    const two = launch(JACOBI, { ranks: 2, argv, onLog: () => {}, checkpoint: { ...partnerRun('away'), partner: undefined, resume: true } })
+    await expect(two).rejects.toThrow(NothingToResumeError)
     await expect(two).rejects.toThrow(/cannot resume checkpoint 1, taken on 4 ranks, on 2: the file of old rank 2 is in no directory of this run's ranks/)
   })
 })

@@ -1,4 +1,6 @@
 import { existsSync } from 'node:fs'
+import { rm } from 'node:fs/promises'
+import { join } from 'node:path'
 import { performance } from 'node:perf_hooks'
 import { ConfigError, errorRecord, InternalError, PreemptedError, reviveError, RunInterruptedError, type ErrorRecord } from '../../errors.js'
 import type { Communicator } from '../../routing/communicator.js'
@@ -97,7 +99,13 @@ export class CheckpointCoordinator implements SkeletonHooks {
     const partner = (await readsPartner(partnerDirOf(cfg.dir))) ? new CheckpointStore(partnerDirOf(cfg.dir)) : undefined
     // The partner copies of memory checkpoints live in the holder's memory level (RAM), beside its own.
     const memoryPartner = memory && (await readsPartner(partnerDirOf(memory.dir))) ? new CheckpointStore(partnerDirOf(memory.dir), { volatile: true }) : undefined
-    const shared = cfg.shared ? new CheckpointStore(cfg.shared.dir) : undefined
+    const sharedDir = cfg.shared?.dir ?? (cfg.resume ? cfg.resumeSharedDir : undefined)
+    const shared = sharedDir !== undefined ? new CheckpointStore(sharedDir) : undefined
+    // A resume also reads what the run may have left elsewhere on this host: the earlier run's memory level, the
+    // other `{node}`/`{rank}` directories (a lost node's ranks are renumbered in the relaunch). One that holds another
+    // program's checkpoints, or cannot be read, is not this run's: passed over (on this rank alone, no collective).
+    const search = cfg.resume ? await searchedLevels(comm, cfg) : []
+    for (const l of search) if (!l.absent) await listIfOurs(l, id.fingerprint)
     const levels = [...(memory ? [memory] : []), ...(memoryPartner ? [memoryPartner] : []), store, ...(partner ? [partner] : []), ...(shared ? [shared] : [])]
     // Every rank checks; any refusal is reported by all of them alike.
     const check = await settle(async () => {
@@ -119,7 +127,7 @@ export class CheckpointCoordinator implements SkeletonHooks {
     const partnerListed = partner ? await partner.list() : []
     const sharedListed = shared ? await shared.list() : []
     // One numbering over every level: a checkpoint keeps its number when it is flushed from memory to disk, or copied.
-    const everyLevel = [...memoryListed, ...memoryPartnerListed, ...listed, ...partnerListed, ...sharedListed].sort((a, b) => a.seq - b.seq)
+    const everyLevel = [...memoryListed, ...memoryPartnerListed, ...listed, ...partnerListed, ...sharedListed, ...search.flatMap((l) => l.listed)].sort((a, b) => a.seq - b.seq)
     const seq = await comm.allreduce(everyLevel.reduce((m, s) => Math.max(m, s.seq + 1), 0), 'max')
     // Rank 0 decides the run lineage and hashes the program's code (once per run start); one allgather shares both.
     const decided = (await comm.allgather(comm.rank === 0 ? lineageOf(cfg, id, everyLevel) : undefined))[0]!
@@ -152,15 +160,18 @@ export class CheckpointCoordinator implements SkeletonHooks {
     }
 
     // Fastest first: this rank's own copies, then the one its partner holds (sent over at restore), then the shared one.
+    // The directories found by the search come after the run's own of the same speed.
     const sources: LevelSource[] = [
       ...(memory ? [{ level: 'memory' as const, store: memory, listed: memoryListed }] : []),
       ...(memoryPartner ? [{ level: 'partner' as const, store: memoryPartner, listed: memoryPartnerListed, ...(ring ? { holds: ring.sourceOf(comm.rank) } : {}) }] : []),
+      ...search.filter((l) => l.kind === 'memory'),
       { level: 'disk', store, listed },
       ...(partner ? [{ level: 'partner' as const, store: partner, listed: partnerListed, ...(ring ? { holds: ring.sourceOf(comm.rank) } : {}) }] : []),
+      ...search.filter((l) => l.kind === 'disk'),
       ...(shared ? [{ level: 'shared' as const, store: shared, listed: sharedListed }] : []),
     ]
     // Only this run's lineage: another run's checkpoints are never a recovery line.
-    const { info, file, elastic, marker: lineMarker } = await negotiateRecoveryLine(comm, sources, id.settings, log, hooks.rejected, otherRuns(everyLevel, runId))
+    const { info, file, elastic, marker: lineMarker } = await negotiateRecoveryLine(comm, sources, id.settings, log, hooks.rejected, otherRuns(everyLevel, runId), cfg.resumeRequest)
     if (info.seq !== undefined) {
       const marker = lineMarker ?? (await store.readMarker(info.seq))
       // The same inputs on every rank (the code identity comes from rank 0): all refuse alike, or all go on.
@@ -358,6 +369,44 @@ async function newestLineage(comm: Communicator, everyLevel: Parameters<typeof n
   const m = newestComplete(everyLevel)
   const all = await comm.allgather(m?.marker ? { seq: m.seq, runId: m.marker.runId ?? '' } : undefined)
   return all.reduce<{ seq: number; runId: string } | undefined>((best, x) => (x !== undefined && (best === undefined || x.seq > best.seq) ? x : best), undefined)?.runId
+}
+
+/** A level a resume's search found (or an absent one standing in for a level another rank found). */
+type SearchedLevel = LevelSource & { kind: 'memory' | 'disk'; listed: CheckpointSummary[] }
+
+/**
+ * The levels of `cfg.resumeSearch` (collective): each directory found and the
+ * partner copies inside it, memory directories first. Every rank gets as
+ * many levels of each kind as the rank that found most, absent ones filling
+ * in, so that the levels line up across ranks in the negotiation.
+ */
+async function searchedLevels(comm: Communicator, cfg: FaultToleranceConfig): Promise<SearchedLevel[]> {
+  const found = { memory: cfg.resumeSearch?.memory ?? [], disk: cfg.resumeSearch?.disk ?? [] }
+  const counts = await comm.allgather([found.memory.length, found.disk.length])
+  const out: SearchedLevel[] = []
+  for (const [k, kind] of (['memory', 'disk'] as const).entries()) {
+    const most = Math.max(...counts.map((c) => c[k]))
+    for (let i = 0; i < most; i++) {
+      const dir = found[kind][i]
+      // Never created: a directory name that lists as empty.
+      const absent = dir === undefined
+      const at = absent ? join(cfg.dir, `.absent-${kind}-${i}`) : dir
+      out.push({ kind, level: kind, store: new CheckpointStore(at, { volatile: kind === 'memory' }), listed: [], searched: true, ...(absent ? { absent } : {}) })
+      out.push({ kind, level: 'partner', store: new CheckpointStore(partnerDirOf(at), { volatile: kind === 'memory' }), listed: [], searched: true, ...(absent ? { absent } : {}) })
+    }
+  }
+  return out
+}
+
+/** Lists a searched level, or marks it absent when it holds another program's checkpoints or cannot be read. */
+async function listIfOurs(l: SearchedLevel, fingerprint: string): Promise<void> {
+  try {
+    await l.store.assertFingerprint(fingerprint)
+    l.listed = await l.store.list()
+  } catch {
+    l.absent = true
+    l.listed = []
+  }
 }
 
 /** Run `f`; its error as plain data (for an allgather), or undefined. */

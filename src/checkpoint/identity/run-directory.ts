@@ -23,6 +23,8 @@ export interface RunDirectoryOptions {
    * checkpoint, so a lost directory's lineage is found in its copies.
    */
   copies?: readonly string[]
+  /** The memory level's directory this run keeps (as configured, `{node}`/`{rank}` kept): recorded for a later resume. */
+  memoryDir?: string
 }
 
 /** A checkpoint directory opened for one run: its lock is held until `release`. */
@@ -33,6 +35,11 @@ export interface RunDirectory {
   readonly lineageUnknown: boolean
   /** What to tell the user before the ranks start (a stale lock taken over, checkpoints discarded). */
   readonly notes: readonly string[]
+  /**
+   * The memory level's directory recorded by the earlier run (resuming only): a
+   * resume without a memory level of its own reads it too.
+   */
+  readonly memoryDir: string | undefined
   /** Record that the run finished: a later fresh run may discard its checkpoints without asking. */
   finish(): Promise<void>
   release(): Promise<void>
@@ -45,6 +52,8 @@ interface RunRecord {
   runId: string
   finished: boolean
   startedAt: string
+  /** The memory level's directory of the run (or of the run it resumed), when it had one. */
+  memoryDir?: string
 }
 
 /**
@@ -132,12 +141,17 @@ export async function openRunDirectory(o: RunDirectoryOptions, programFile: stri
       runId = m === undefined ? newRunId() : (m.runId ?? '')
       lineageUnknown = m === undefined
     }
-    await writeRunRecord(dir, { runId, finished: false, startedAt: lock.holder.startedAt })
+    // A resume keeps the earlier run's memory directory on record while it may still hold checkpoints of the lineage.
+    const recordedMemory = o.resume ? record?.memoryDir : undefined
+    const memoryDir = o.memoryDir ?? recordedMemory
+    const keep = memoryDir === undefined ? {} : { memoryDir }
+    await writeRunRecord(dir, { runId, finished: false, startedAt: lock.holder.startedAt, ...keep })
     return {
       runId,
       lineageUnknown,
       notes,
-      finish: () => writeRunRecord(dir, { runId, finished: true, startedAt: lock.holder.startedAt }),
+      memoryDir: recordedMemory,
+      finish: () => writeRunRecord(dir, { runId, finished: true, startedAt: lock.holder.startedAt, ...keep }),
       release: () => lock.release(),
     }
   } catch (e) {
@@ -184,7 +198,9 @@ async function discard(store: CheckpointStore, listed: readonly CheckpointSummar
 async function readRunRecord(dir: string): Promise<RunRecord | undefined> {
   try {
     const v = JSON.parse(await readFile(join(dir, RUN_FILE), 'utf8')) as Partial<RunRecord>
-    if (typeof v.runId === 'string' && typeof v.finished === 'boolean') return { runId: v.runId, finished: v.finished, startedAt: String(v.startedAt) }
+    if (typeof v.runId === 'string' && typeof v.finished === 'boolean') {
+      return { runId: v.runId, finished: v.finished, startedAt: String(v.startedAt), ...(typeof v.memoryDir === 'string' ? { memoryDir: v.memoryDir } : {}) }
+    }
   } catch {
     // absent or damaged: nothing is known about the earlier run, so it counts as unfinished
   }

@@ -1,6 +1,6 @@
 import { performance } from 'node:perf_hooks'
 import { joinBytes } from '../../domains/dtype.js'
-import { CheckpointCorruptError, CheckpointError } from '../../errors.js'
+import { CheckpointCorruptError, CheckpointError, NothingToResumeError } from '../../errors.js'
 import type { Communicator } from '../../routing/communicator.js'
 import type { JsonObject } from '../format/json.js'
 import type { DecodedRankFile } from '../format/rank-file.js'
@@ -44,6 +44,14 @@ export interface LevelSource {
    * levels in the same order.
    */
   holds?: number
+  /**
+   * A directory a resume's search found (another rank's or node's, see
+   * FaultToleranceConfig.resumeSearch): it counts for this rank only where it
+   * holds this rank's file, or files of another rank count.
+   */
+  searched?: boolean
+  /** A level standing in for one another rank found (the levels line up across ranks): never there. */
+  absent?: boolean
 }
 
 /**
@@ -74,6 +82,7 @@ export async function negotiateRecoveryLine(
   log: (text: string) => void,
   rejected: readonly RejectedLine[] = [],
   foreign: ReadonlySet<number> = new Set(),
+  request?: 'required' | 'or-start',
 ): Promise<NegotiatedLine> {
   const { rank, size } = comm
   const t0 = performance.now()
@@ -91,11 +100,14 @@ export async function negotiateRecoveryLine(
   // Checkpoints of other runs (`foreign`) are neither candidates nor worth a warning.
   const late: string[] = []
   // Each level's directory on every rank: ranks sharing one split the old files of another rank count between them.
-  const dirs = await comm.allgather(levels.map((l) => l.store.dir))
+  // A searched directory's partner folder that holds nothing is not worth naming among the places looked at.
+  const dirs = await comm.allgather(levels.map((l) => (l.absent || (l.searched && l.level === 'partner' && l.listed.length === 0) ? '' : l.store.dir)))
   const mine: RankView[] = []
   for (const [i, l] of levels.entries()) {
     const peers = dirs.flatMap((d, q) => (d[i] === l.store.dir ? [q] : []))
-    mine.push(withoutForeign([await localView(l.store, l.holds ?? rank, size, { checksums: false, elasticShare: shareOf(peers, rank), listed: l.listed })], foreign)[0])
+    // Another rank's directory: only what this rank can use there (its own file, or old files of another rank count).
+    const listed = l.searched ? l.listed.filter((c) => c.files.some((f) => f.rank === rank) || (c.marker !== undefined && c.marker.size !== size)) : l.listed
+    mine.push(withoutForeign([await localView(l.store, l.holds ?? rank, size, { checksums: false, elasticShare: shareOf(peers, rank), listed })], foreign)[0])
   }
   // Every rank's view of every level: a partner's view of its store counts for the rank whose files it holds.
   const everyView = await comm.allgather(mine)
@@ -196,7 +208,16 @@ export async function negotiateRecoveryLine(
   ]
   if (line.seq === undefined || (from === undefined && elastic === undefined)) {
     refuseUnreachable(coverage, size, dirs)
-    warnings.push(`no valid checkpoint in ${levels.map((l) => l.store.dir).join(' or ')}: starting from the beginning`)
+    const places = [...new Set(dirs.flat().filter((d) => d !== ''))]
+    if (request !== undefined) {
+      // Asked to resume: never a silent start from the beginning (the same data on every rank: all refuse alike).
+      const found = warnings.length > 0 || everyView.some((vs) => vs.some((v) => v.valid.length > 0 || v.problems.length > 0 || (v.elastic?.length ?? 0) > 0))
+      if (found) throw new NothingToResumeError(unusableMessage(places, warnings))
+      if (request === 'required') throw new NothingToResumeError(nothingMessage(places))
+      if (rank === 0) log(`--resume-or-start: no checkpoint of this run in ${places.join(', ')}: starting afresh`)
+      return { info: { seq: undefined, skeleton: -1, step: -1, negotiateMs, loadMs, warnings }, file: undefined }
+    }
+    warnings.push(`no valid checkpoint in ${places.join(' or ')}: starting from the beginning`)
     warnings.forEach((w) => rank === 0 && log(`warning: ${w}`))
     return { info: { seq: undefined, skeleton: -1, step: -1, negotiateMs, loadMs, warnings }, file: undefined }
   }
@@ -319,6 +340,24 @@ function servedSource(cover: Coverage, levels: readonly LevelSource[], dirs: rea
   return new ServedSource(comm, servers, local, names, [...new Set(servers.map((s) => dirs[s.rank][s.level]))].join(', '))
 }
 
+/** `--resume` found checkpoints of the run, but none it can use: where it looked, and each checkpoint with why. */
+function unusableMessage(places: readonly string[], skipped: readonly string[]): string {
+  return (
+    `--resume found checkpoints of this run but none it can use; it looked in ${places.join(', ')}:\n` +
+    skipped.map((w) => `  ${w}`).join('\n') +
+    '\nPut a good copy of the files named back, or start afresh: --fresh discards these checkpoints.'
+  )
+}
+
+/** `--resume` found no checkpoint of the run at all. */
+function nothingMessage(places: readonly string[]): string {
+  return (
+    `--resume found no checkpoint of this run to resume; it looked in ${places.join(', ')}. ` +
+    'Check --checkpoint-dir (and --memory-dir, --shared-dir) against the run to continue; to start afresh, run without --resume, ' +
+    'or give --resume-or-start (resume when there is something to resume, else start afresh).'
+  )
+}
+
 /**
  * No recovery line, while a checkpoint of another rank count has old files
  * that no rank of this run finds at all (not even damaged): they are on
@@ -329,7 +368,7 @@ function refuseUnreachable(coverage: readonly Coverage[], size: number, dirs: re
   const c = coverage.find((x) => x.absent.length > 0)
   if (!c) return
   const many = c.absent.length > 1
-  throw new CheckpointError(
+  throw new NothingToResumeError(
     `cannot resume checkpoint ${c.seq}, taken on ${c.oldSize} ranks, on ${size}: the file${many ? 's' : ''} of old rank${many ? 's' : ''} ${c.absent.join(', ')} ` +
       `${many ? 'are' : 'is'} in no directory of this run's ranks (${[...new Set(dirs.flat())].join(', ')}), neither as ${many ? 'their' : 'its'} own nor as a partner copy. ` +
       'Resume on ranks that reach them (the nodes that wrote them), put the files back, or start afresh without --resume.',
@@ -351,7 +390,7 @@ function refuseLostDirectories(dirs: readonly string[], views: readonly RankView
   const missing = blind.map((v) => new CheckpointStore(dirs[v.rank]).fileOf(seq, v.rank))
   const who = (vs: readonly RankView[], many = 'hold', one = 'holds') =>
     vs.length > 1 ? `ranks ${vs.map((v) => v.rank).join(', ')} ${many}` : `rank ${vs[0].rank} ${one}`
-  throw new CheckpointError(
+  throw new NothingToResumeError(
     `cannot resume: ${who(holders)} checkpoint ${seq}, but ${who(blind, 'find', 'finds')} no checkpoint at all (a lost node's directory?); ` +
       `missing: ${missing.join(', ')}${copies ? ' (and no partner or shared copy of them was found)' : ''}. ` +
       'Put those files back (from a copy), or start afresh without --resume.',
