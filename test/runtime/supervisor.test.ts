@@ -100,7 +100,9 @@ describe('Supervisor (threads transport)', () => {
     expect(e).toBeInstanceOf(RestartBudgetExhaustedError)
     expect(e.failures).toHaveLength(3)
     expect(e.message).toMatch(/gave up after 3 failure\(s\) \(restart budget 2\)/)
-    expect(e.message).toMatch(/attempt 0: rank 1, skeleton 0, step 4, phase calculate/)
+    expect(e.message).toMatch(/attempt 0: rank 1 failed in skeleton 0, step 4, phase calculate: /)
+    // Each failure's place is said once.
+    expect(e.message.match(/skeleton 0, step 4, phase calculate/g)).toHaveLength(3)
     expect(e.message).toMatch(/looks deterministic/)
   })
 
