@@ -93,7 +93,9 @@ export function runAttempt(
           // The class and fields the rank threw, rebuilt from the catalogue.
           const error = reviveError(m)
           if (error instanceof MolotofError && !error.restartable) {
-            if (loc.skeleton >= 0) error.message += `\n(rank ${loc.rank}, skeleton ${loc.skeleton}, step ${loc.step}, phase ${loc.phase})`
+            // Where it happened, unless it is bad input refused before any computation (a ConfigError: its
+            // place, a skeleton's start, would read as a failure location).
+            if (loc.skeleton >= 0 && !(error instanceof ConfigError)) error.message += `\n(rank ${loc.rank}, skeleton ${loc.skeleton}, step ${loc.step}, phase ${loc.phase})`
             return end({ kind: 'refused', error })
           }
           return fail(loc, 'error', `${m.name}: ${m.message}`, performance.now(), m.stack, error)
