@@ -13,7 +13,8 @@ export type AttemptOutcome =
   | { kind: 'refused'; error: MolotofError }
 
 export interface AttemptCallbacks {
-  onLog?: (rank: number, text: string) => void
+  /** `once`: a key the rank says once per run (the supervisor prints the first only). */
+  onLog?: (rank: number, text: string, once?: string) => void
   onCheckpoint?: (e: CheckpointEvent) => void
   onResumed?: (r: ResumedFigures) => void
   onProgress?: (rank: number, skeleton: number, step: number, total: number | undefined) => void
@@ -64,7 +65,7 @@ export function runAttempt(
     const onMessage = (m: RankToLauncher) => {
       switch (m.type) {
         case 'log':
-          return cb.onLog?.(m.rank, m.text)
+          return cb.onLog?.(m.rank, m.text, m.once)
         case 'checkpoint':
           if (m.rank === 0) cb.onCheckpoint?.(m)
           return
