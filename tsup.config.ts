@@ -28,6 +28,8 @@ export default defineConfig([
     sourcemap: true,
     clean: true,
     target: 'node20',
+    // Error classes name themselves after their class (`new.target.name`): esbuild would rename some (`_CommunicationError`).
+    keepNames: true,
     shims: true,
     onSuccess: async () => copyBootFiles(),
   },
@@ -37,6 +39,8 @@ export default defineConfig([
     format: ['esm'],
     sourcemap: true,
     target: 'node20',
+    // Error classes name themselves after their class (`new.target.name`): esbuild would rename some (`_CommunicationError`).
+    keepNames: true,
     define: { __MOLOTOF_CHART_JS__: JSON.stringify(chartJs) },
     onSuccess: async () => copyBootFiles(),
   },

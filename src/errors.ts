@@ -218,8 +218,11 @@ export class RestartBudgetExhaustedError extends MolotofError {
   readonly failures: readonly FailureRecord[]
   readonly budget: number
   constructor(failures: readonly FailureRecord[], budget: number) {
-    const lines = failures.map(
-      (f) => `  attempt ${f.attempt}: rank ${f.rank}, skeleton ${f.skeleton}, step ${f.step}, phase ${f.phase}: ${f.message}`,
+    // A rank's failure message starts with its place ("rank 1 failed in skeleton 0, step 4, …"): said once.
+    const lines = failures.map((f) =>
+      f.message.startsWith(`rank ${f.rank} failed ${whereIs(f)}`)
+        ? `  attempt ${f.attempt}: ${f.message}`
+        : `  attempt ${f.attempt}: rank ${f.rank} failed ${whereIs(f)}: ${f.message}`,
     )
     const last = failures.slice(-2)
     const same = last.length === 2 && last[0].rank === last[1].rank && last[0].skeleton === last[1].skeleton && last[0].step === last[1].step && last[0].phase === last[1].phase

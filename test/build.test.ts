@@ -23,6 +23,10 @@ describe('package build (tsup)', () => {
     }
     const cjs = execFileSync(process.execPath, ['-e', `const m = require('./${out}/index.cjs'); console.log(typeof m.defineProgram, typeof m.Supervisor)`]).toString()
     expect(cjs.trim()).toBe('function function')
+    // Errors say their class's real name, not the bundler's (`_CommunicationError`), in both formats.
+    const names = `for (const [k, v] of Object.entries(m)) if (typeof v === 'function' && v.prototype instanceof Error && v.name !== k) console.log(k, v.name); console.log(new m.CommunicationError('x').name)`
+    expect(execFileSync(process.execPath, ['-e', `const m = require('./${out}/index.cjs'); ${names}`]).toString().trim()).toBe('CommunicationError')
+    expect(execFileSync(process.execPath, ['--input-type=module', '-e', `const m = await import('./${out}/index.js'); ${names}`]).toString().trim()).toBe('CommunicationError')
     const esm = execFileSync(process.execPath, ['--input-type=module', '-e', `const m = await import('./${out}/index.js'); console.log(typeof m.launch, typeof m.Domain2D)`]).toString()
     expect(esm.trim()).toBe('function function')
     const version = execFileSync(process.execPath, [`${out}/cli.js`, '--version']).toString().trim()

@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { dirname, join } from 'node:path'
 import type { BenchReport } from './runner.js'
-import type { BenchSummary } from './summarize.js'
+import { repeatsOf, type BenchSummary } from './summarize.js'
 
 // The built CLI carries Chart.js as this constant (tsup.config.ts `define`), so
 // an installed molotof does not depend on chart.js; run from the sources, it is
@@ -39,22 +39,33 @@ export function htmlReport(r: BenchReport, s: BenchSummary, text: string): strin
     labels: counts.map(String),
     defaultMs: [none.runtime.median, ...def.map((c) => c.runtime.median)],
     minimalMs: [none.runtime.median, ...min.map((c) => c.runtime.median)],
-    defaultPct: [0, ...def.map((c) => c.overheadPct)],
-    minimalPct: [0, ...min.map((c) => c.overheadPct)],
+    // An overhead within the noise is no figure: a gap in its line.
+    defaultPct: [0, ...def.map((c) => (c.belowNoise ? null : c.overheadPct))],
+    minimalPct: [0, ...min.map((c) => (c.belowNoise ? null : c.overheadPct))],
   }
-  const m = s.recovery.median
-  const parts = m
-    ? [
-        ['detection', m.detectionMs],
-        ['spawn', m.spawnMs],
-        ['negotiate', m.negotiateMs],
-        ['load', m.loadMs],
-        ['replay', m.replayMs],
-        ['restore', m.restoreMs],
-        ['first superstep', Math.max(0, m.toFirstStepMs - m.detectionMs - m.spawnMs - m.negotiateMs - m.loadMs - m.replayMs - m.restoreMs)],
-      ]
-    : []
-  const data = { sizes, runtime, recovery: parts }
+  // One bar per row of the recovery table (cold restart, warm spares), its phases stacked up to the first superstep.
+  const rows = s.recoveryBySpares.filter((x) => x.median)
+  const phases: [string, (m: NonNullable<BenchSummary['recovery']['median']>) => number][] = [
+    ['detection', (m) => m.detectionMs],
+    // stopMs runs from the failure: the detection is in it.
+    ['stop', (m) => Math.max(0, (m.stopMs ?? 0) - m.detectionMs)],
+    ['spawn / spare', (m) => m.spawnMs],
+    ['negotiate', (m) => m.negotiateMs],
+    ['load', (m) => m.loadMs],
+    ['replay', (m) => m.replayMs],
+    ['restore', (m) => m.restoreMs],
+  ]
+  const recovery = {
+    labels: rows.map(({ spares }) => (spares ? `${spares} warm spare(s), survivors kept` : 'all spawned (no spares)')),
+    phases: [
+      ...phases.map(([label, of]) => [label, rows.map((x) => of(x.median!))] as const),
+      [
+        'first superstep',
+        rows.map(({ median: m }) => Math.max(0, m!.toFirstStepMs - phases.reduce((sum, [, of]) => sum + (Number.isFinite(of(m!)) ? of(m!) : 0), 0))),
+      ] as const,
+    ],
+  }
+  const data = { sizes, runtime, recovery }
   return `<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
 <title>molotof bench — ${esc(r.program)}</title>
@@ -65,7 +76,7 @@ export function htmlReport(r: BenchReport, s: BenchSummary, text: string): strin
  .meta { color: #555 }
 </style></head><body>
 <h1>molotof bench: ${esc(r.program)} ${esc(r.argv.join(' '))}</h1>
-<p class="meta">${r.ranks} ranks (${r.transport}), ${r.steps} supersteps, ${r.configs[0].runs.length} repeats · ${r.machine.cpus} × ${esc(r.machine.model)}, ${r.machine.memoryGiB} GiB, Node ${esc(r.machine.node)} · ${esc(r.date)}</p>
+<p class="meta">${r.ranks} ranks (${r.transport}), ${r.steps} supersteps, ${repeatsOf(r)} repeats · ${r.machine.cpus} × ${esc(r.machine.model)}, ${r.machine.memoryGiB} GiB, Node ${esc(r.machine.node)} · ${esc(r.date)}</p>
 <h2>Checkpoint size per rank (MiB)</h2><div class="chart"><canvas id="sizes"></canvas></div>
 <h2>Runtime and overhead against the number of checkpoints per run</h2><div class="chart"><canvas id="runtime"></canvas></div>
 <h2>Recovery breakdown (ms, median)</h2><div class="chart"><canvas id="recovery"></canvas></div>
@@ -101,11 +112,11 @@ export function htmlReport(r: BenchReport, s: BenchSummary, text: string): strin
   }))
   charts.push(new Chart(document.getElementById('recovery'), {
     type: 'bar',
-    data: { labels: ['recovery'], datasets: data.recovery.map(([label, v], i) => ({ label, data: [v], backgroundColor: ['#c0392b', '#8e44ad', '#2980b9', '#16a085', '#27ae60', '#f39c12', '#7f8c8d'][i % 7] })) },
+    data: { labels: data.recovery.labels, datasets: data.recovery.phases.map(([label, v], i) => ({ label, data: v, backgroundColor: ['#c0392b', '#d35400', '#8e44ad', '#2980b9', '#16a085', '#27ae60', '#f39c12', '#7f8c8d'][i % 8] })) },
     options: { indexAxis: 'y', maintainAspectRatio: false, scales: { x: { stacked: true, title: { display: true, text: 'ms' } }, y: { stacked: true } } },
   }))
   // For automated checks: what each chart drew.
-  window.__molotofCharts = charts.map((c) => ({ id: c.canvas.id, points: c.data.datasets.reduce((n, d) => n + d.data.filter((x) => x !== null && Number.isFinite(x)).length, 0) }))
+  window.__molotofCharts = charts.map((c) => ({ id: c.canvas.id, labels: c.data.labels, points: c.data.datasets.reduce((n, d) => n + d.data.filter((x) => x !== null && Number.isFinite(x)).length, 0) }))
 })()
 </script>
 </body></html>

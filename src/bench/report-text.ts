@@ -1,6 +1,6 @@
 import type { BenchReport } from './runner.js'
 import { table } from './stats.js'
-import type { BenchSummary } from './summarize.js'
+import { repeatsOf, type BenchSummary } from './summarize.js'
 
 const mib = (b: number | undefined) => (b === undefined ? '-' : (b / 2 ** 20).toFixed(2))
 const ms = (x: number | undefined) => (x === undefined || Number.isNaN(x) ? '-' : x.toFixed(x < 10 ? 2 : 0))
@@ -10,7 +10,7 @@ export function textReport(r: BenchReport, s: BenchSummary): string {
   const out: string[] = []
   out.push(
     `molotof bench: ${r.program} ${r.argv.join(' ')} — ${r.ranks} ranks (${r.transport}), ${r.steps} supersteps, ` +
-      `${r.configs[0].runs.length} repeats, ${r.async ? 'background checkpoints, ' : ''}${r.level === 'memory' ? 'memory level, ' : ''}${r.machine.cpus} × ${r.machine.model}, Node ${r.machine.node}, ${r.date}`,
+      `${repeatsOf(r)} repeats, ${r.async ? 'background checkpoints, ' : ''}${r.level === 'memory' ? 'memory level, ' : ''}${r.machine.cpus} × ${r.machine.model}, Node ${r.machine.node}, ${r.date}`,
   )
   out.push('')
   out.push('Runtime and checkpoints (runtime from the end of the first superstep to the end of the run):')
@@ -23,7 +23,7 @@ export function textReport(r: BenchReport, s: BenchSummary): string {
         ms(c.runtime.min),
         ms(c.runtime.median),
         ms(c.runtime.max),
-        c.contents === 'none' ? '-' : c.overheadPct.toFixed(1),
+        c.contents === 'none' ? '-' : c.belowNoise ? 'below noise' : c.overheadPct.toFixed(1),
         mib(c.bytesPerRank),
         mib(c.bytesTotal),
         ms(c.writeMs),
@@ -33,6 +33,13 @@ export function textReport(r: BenchReport, s: BenchSummary): string {
       ]),
     ),
   )
+  if (s.noiseMs !== undefined) {
+    const base = s.configs.find((c) => c.contents === 'none')!.runtime.median
+    out.push(
+      `Noise: the runs without fault tolerance spread over ${ms(s.noiseMs)} ms (${((100 * s.noiseMs) / base).toFixed(1)} %); ` +
+        'a difference within it reads "below noise" (more --repeats or a larger problem measure it).',
+    )
+  }
   const def = s.configs.find((c) => c.contents === 'default' && c.bytesPerRank)
   const min = s.configs.find((c) => c.contents === 'minimal' && c.bytesPerRank)
   if (def && min) {
@@ -48,7 +55,11 @@ export function textReport(r: BenchReport, s: BenchSummary): string {
     out.push(
       table(
         ['contents', 'cost/ckpt ms', 'overhead, every 2 s', 'Young/Daly interval (MTBF 1 h)', 'overhead there'],
-        s.derived.map((d) => [d.contents, d.costMs.toFixed(1), `${d.every2sPct.toFixed(2)} %`, `${d.youngDalyIntervalS.toFixed(1)} s`, `${d.youngDalyPct.toFixed(3)} %`]),
+        s.derived.map((d) =>
+          d.belowNoise
+            ? [d.contents, 'below noise', '-', `${d.youngDalyIntervalS.toFixed(1)} s`, '-']
+            : [d.contents, d.costMs.toFixed(1), `${d.every2sPct.toFixed(2)} %`, `${d.youngDalyIntervalS.toFixed(1)} s`, `${d.youngDalyPct.toFixed(3)} %`],
+        ),
       ),
     )
   }

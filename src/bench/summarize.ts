@@ -10,6 +10,8 @@ export interface ConfigSummary {
   runtime: { min: number; median: number; max: number }
   /** Median runtime against the no-fault-tolerance median, in %. */
   overheadPct: number
+  /** The runtime differs from the no-fault-tolerance one by no more than the noise (BenchSummary.noiseMs): no figure to print. */
+  belowNoise: boolean
   /** Rank 0's checkpoint file and the total over ranks (bytes, median over checkpoints). */
   bytesPerRank: number | undefined
   bytesTotal: number | undefined
@@ -36,9 +38,13 @@ export interface DerivedOverhead {
   /** Young/Daly interval for an MTBF of 1 hour, from the commit time C: τ = √(2·C·M). */
   youngDalyIntervalS: number
   youngDalyPct: number
+  /** The runtime this cost adds at the largest count measured is within the noise: the cost is not measured. */
+  belowNoise: boolean
 }
 
 export interface BenchSummary {
+  /** Spread (max − min) of the runtimes without fault tolerance (ms), when there are two or more. */
+  noiseMs: number | undefined
   configs: ConfigSummary[]
   derived: DerivedOverhead[]
   /** The cold restart (no spares). */
@@ -54,7 +60,11 @@ export interface RecoverySummary {
 }
 
 export function summarize(r: BenchReport): BenchSummary {
-  const base = summary(r.configs.find((c) => c.contents === 'none')!.runs.map((x) => x.runtimeMs)).median
+  const none = r.configs.find((c) => c.contents === 'none')!.runs.map((x) => x.runtimeMs)
+  const baseRuns = summary(none)
+  const base = baseRuns.median
+  const noiseMs = none.length >= 2 ? baseRuns.max - baseRuns.min : undefined
+  const withinNoise = (ms: number) => noiseMs !== undefined && Math.abs(ms) <= noiseMs
   const configs = r.configs.map((c): ConfigSummary => {
     const runtime = summary(c.runs.map((x) => x.runtimeMs))
     const cks = c.runs.flatMap((x) => x.checkpoints)
@@ -68,6 +78,7 @@ export function summarize(r: BenchReport): BenchSummary {
       placed: summary(c.runs.map((x) => x.checkpoints.length)).median,
       runtime,
       overheadPct: (runtime.median / base - 1) * 100,
+      belowNoise: c.contents !== 'none' && withinNoise(runtime.median - base),
       bytesPerRank: med(cks.map((k) => k.bytes)),
       bytesTotal,
       writeMs,
@@ -90,9 +101,10 @@ export function summarize(r: BenchReport): BenchSummary {
     if (!c || c.writeMs === undefined) continue
     const costMs = Math.max(0, robustSlope([[0, base], ...measured.map((x): [number, number] => [x.placed, x.runtime.median])]))
     const tau = Math.sqrt(2 * (c.writeMs / 1000) * 3600)
-    derived.push({ contents, costMs, every2sPct: (costMs / 2000) * 100, youngDalyIntervalS: tau, youngDalyPct: (costMs / 1000 / tau) * 100 })
+    const belowNoise = withinNoise(costMs * Math.max(...measured.map((x) => x.placed)))
+    derived.push({ contents, costMs, every2sPct: (costMs / 2000) * 100, youngDalyIntervalS: tau, youngDalyPct: (costMs / 1000 / tau) * 100, belowNoise })
   }
-  return { configs, derived, recovery: recoveryOf(r.recovery.filter((x) => !x.spares)), recoveryBySpares }
+  return { noiseMs, configs, derived, recovery: recoveryOf(r.recovery.filter((x) => !x.spares)), recoveryBySpares }
 }
 
 /**
@@ -109,4 +121,9 @@ export function robustSlope(points: readonly (readonly [number, number])[]): num
     }
   }
   return slopes.length === 0 ? 0 : summary(slopes).median
+}
+
+/** Repeats of the measured configurations (the one without fault tolerance may have an extra run, for the noise). */
+export function repeatsOf(r: BenchReport): number {
+  return r.configs[r.configs.length - 1].runs.length
 }

@@ -18,6 +18,9 @@ import { EXIT, exitCodeOf } from './exit-codes.js'
 import { formatHelp, RUN_EXIT_CODES, STARTER_EXAMPLES_FROM } from './help.js'
 import { ProgressView } from './progress.js'
 
+/** What `molotof run` prints (--log): everything, the events a batch log keeps, or the result only. */
+const LOG_LEVELS = ['all', 'events', 'quiet'] as const
+
 /** The options of `molotof run` (the program's own options follow the program file). */
 export const RUN_OPTIONS = {
   ranks: option.int(2, 'number of ranks (SPMD copies of the program)', { min: 1 }),
@@ -42,7 +45,12 @@ export const RUN_OPTIONS = {
   events: option.string(undefined, 'write every event (start, checkpoint, failure, recovery, finish) as JSON lines to this file'),
   json: option.boolean(false, "print rank 0's result as JSON instead of the program's text"),
   ...CLUSTER_OPTIONS,
-  quiet: option.boolean(false, 'print only the result'),
+  log: option.choice(
+    LOG_LEVELS,
+    'all',
+    'what a run prints: all (progress, checkpoints, log lines, failures, recoveries, the result); events (failures, restarts, recoveries, warnings and the result: for batch logs); quiet (the result only)',
+  ),
+  quiet: option.boolean(false, 'print only the result (the same as --log quiet)'),
   ...HELP_OPTION,
 }
 
@@ -68,6 +76,7 @@ molotof run --help <program>.`,
     'molotof run relax.ts --ranks 2 --checkpoint every:50 --resume-or-start   # in a batch loop',
     'molotof run relax.ts --ranks 2 --memory-checkpoint every:5 --checkpoint every:50',
     'molotof run relax.ts --ranks 2 --transport processes --checkpoint every:20 --spares 1',
+    'molotof run relax.ts --ranks 4 --checkpoint 30s --log events > run.log 2>&1   # a batch log',
     'molotof run --help relax.ts                                        # its options',
   ],
 }
@@ -89,7 +98,9 @@ export async function runCommand(argv: readonly string[], out: (s: string) => vo
     return 0
   }
   if (!program) throw new ConfigError('molotof run: name the program file to run (see molotof run --help)')
-  const { quiet } = f
+  const level = f.quiet ? 'quiet' : f.log
+  const quiet = level === 'quiet'
+  const everything = level === 'all'
   const checkpoint = faultTolerance(program, f)
   checkClusterFlags(f)
   const { fixed, random } = injections(f.inject)
@@ -135,20 +146,21 @@ export async function runCommand(argv: readonly string[], out: (s: string) => vo
     hangTimeoutMs: f.hangTimeout,
     timeLimitMs: timeLimit === undefined ? undefined : timeLimit * 1000,
     onLog: (_rank, text) => {
-      if (!quiet) {
+      // A batch log (--log events) keeps the warnings of the rank lines only.
+      if (everything || (level === 'events' && text.startsWith('warning:'))) {
         view.clear()
         out(text)
       }
     },
     onCheckpoint: (e) => {
-      if (quiet) return
+      if (!everything) return
       const background = e.level === 'partner' || e.level === 'shared' ? 'copied' : 'flushed'
       const how = e.level === 'memory' ? `in ${e.ms.toFixed(1)} ms` : e.stallMs === 0 ? `${background} in the background in ${e.ms.toFixed(0)} ms` : `in ${e.ms.toFixed(0)} ms`
       view.line(`checkpoint ${e.seq} committed to ${e.level}: skeleton ${e.skeleton}, step ${e.step}, ${formatBytes(e.totalBytes)} on ${ranks} rank(s) ${how}`)
     },
     onEvent: (e) => {
       if (eventsFile) appendFileSync(eventsFile, JSON.stringify({ time: new Date().toISOString(), ...e }) + '\n')
-      if (!quiet) view.event(e)
+      if (everything || (level === 'events' && e.event !== 'progress')) view.event(e)
     },
   })
   const onSignal = (sig: NodeJS.Signals) => {

@@ -401,10 +401,18 @@ export class Router {
     let list = this.pending.get(src)
     if (!list) this.pending.set(src, (list = []))
     list.push(p)
-    const tracked: Promise<void> = p.then(() => {
-      this.inFlight.delete(tracked)
-      if (t.released === p) t.released = SENT
-    })
+    const tracked: Promise<void> = p.then(
+      () => {
+        this.inFlight.delete(tracked)
+        if (t.released === p) t.released = SENT
+      },
+      // A failed send is reported by whoever settles `src` or sends `t` again (both still hold `p`). A run
+      // stopped in the meantime holds neither: rejecting here would then be unhandled and end the process,
+      // a kept survivor's in the middle of its next run (the transport fails it a grace period later).
+      () => {
+        this.inFlight.delete(tracked)
+      },
+    )
     this.inFlight.add(tracked)
   }
 

@@ -13,7 +13,8 @@ export type AttemptOutcome =
   | { kind: 'refused'; error: MolotofError }
 
 export interface AttemptCallbacks {
-  onLog?: (rank: number, text: string) => void
+  /** `once`: a key the rank says once per run (the supervisor prints the first only). */
+  onLog?: (rank: number, text: string, once?: string) => void
   onCheckpoint?: (e: CheckpointEvent) => void
   onResumed?: (r: ResumedFigures) => void
   onProgress?: (rank: number, skeleton: number, step: number, total: number | undefined) => void
@@ -64,7 +65,7 @@ export function runAttempt(
     const onMessage = (m: RankToLauncher) => {
       switch (m.type) {
         case 'log':
-          return cb.onLog?.(m.rank, m.text)
+          return cb.onLog?.(m.rank, m.text, m.once)
         case 'checkpoint':
           if (m.rank === 0) cb.onCheckpoint?.(m)
           return
@@ -93,7 +94,9 @@ export function runAttempt(
           // The class and fields the rank threw, rebuilt from the catalogue.
           const error = reviveError(m)
           if (error instanceof MolotofError && !error.restartable) {
-            if (loc.skeleton >= 0) error.message += `\n(rank ${loc.rank}, skeleton ${loc.skeleton}, step ${loc.step}, phase ${loc.phase})`
+            // Where it happened, unless it is bad input refused before any computation (a ConfigError: its
+            // place, a skeleton's start, would read as a failure location).
+            if (loc.skeleton >= 0 && !(error instanceof ConfigError)) error.message += `\n(rank ${loc.rank}, skeleton ${loc.skeleton}, step ${loc.step}, phase ${loc.phase})`
             return end({ kind: 'refused', error })
           }
           return fail(loc, 'error', `${m.name}: ${m.message}`, performance.now(), m.stack, error)

@@ -3,7 +3,8 @@ export type RankToLauncher =
   | { type: 'describe'; name: string; description: string; optionsHelp: string }
   | { type: 'config-error'; rank: number; message: string }
   | { type: 'load-error'; rank: number; message: string }
-  | { type: 'log'; rank: number; text: string }
+  /** `once`: a key said once per run, however many restarts (the launcher remembers it across attempts). */
+  | { type: 'log'; rank: number; text: string; once?: string }
   | { type: 'checkpoint'; rank: number; seq: number; skeleton: number; step: number; bytes: number; totalBytes: number; ms: number; level: 'memory' | 'disk' | 'partner' | 'shared'; stallMs: number; votes?: number; voteMs?: number }
   | { type: 'resumed'; rank: number; seq: number; skeleton: number; step: number; negotiateMs: number; loadMs: number; replayMs: number; restoreMs: number; level: string }
   | { type: 'progress'; rank: number; skeleton: number; step: number; total: number | undefined }

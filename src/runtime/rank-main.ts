@@ -120,7 +120,7 @@ export async function runRank(program: Program, init: RankInit): Promise<void> {
       ft: init.ft && ranksOwnDirs(init.ft, init.node ?? 0, rank),
       code: init.code,
       control: session,
-      log: (text) => control.postMessage({ type: 'log', rank, text }),
+      log: (text, once) => control.postMessage(once === undefined ? { type: 'log', rank, text } : { type: 'log', rank, text, once }),
       onCheckpoint: (e) => {
         control.postMessage({ type: 'checkpoint', rank, ...e })
         allocations.release()

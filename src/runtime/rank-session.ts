@@ -25,7 +25,8 @@ export interface RankSession {
   /** The program file and the modules loaded with it, when known: checkpoints then carry the code's identity. */
   code?: ProgramIdentity['code']
   control?: CheckpointControl
-  log: (text: string) => void
+  /** `once`: a key said once per run (see the `log` message in protocol.ts). */
+  log: (text: string, once?: string) => void
   onCheckpoint?: (e: CheckpointEvent) => void
   onResumed?: (r: ResumedFigures) => void
   onStep?: (skeleton: number, step: number, total: number | undefined) => void

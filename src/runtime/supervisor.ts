@@ -131,6 +131,8 @@ export class Supervisor<R = unknown> {
   private lastCheckpointMs = 0
   /** Failure points already seen: injections there do not fire again. */
   private readonly fired: Injection[] = []
+  /** Keys of the rank lines said once per run (a warning every restart would repeat). */
+  private readonly saidOnce = new Set<string>()
   private pool: SparePool | undefined
   /** performance.now() at which the last failure was seen, until the recovery's first superstep. */
   private failedAt: number | undefined
@@ -312,7 +314,13 @@ export class Supervisor<R = unknown> {
     const start = startGroup ?? this.pool?.start ?? GROUP_STARTERS[spec.transport ?? 'threads']
     return runAttempt(start, spec, {
       hangTimeoutMs: hangTimeoutOf(this.opts),
-      onLog: this.opts.onLog,
+      onLog: (rank, text, once) => {
+        if (once !== undefined) {
+          if (this.saidOnce.has(once)) return
+          this.saidOnce.add(once)
+        }
+        this.opts.onLog?.(rank, text)
+      },
       onSignal: (rank, signal) => this.forwardedSignal(rank, signal),
       onStarted: (g) => {
         this.group = g

@@ -48,10 +48,30 @@ const report: BenchReport = {
       loadMs: 6,
       replayMs: 0.1,
       restoreMs: 3,
+      stopMs: 5,
+      firstStepMs: 10,
       toFirstStepMs: 330,
       lostSteps: 16,
       lostMs: 160,
       runtimeMs: 1500,
+      sameResult: true,
+    },
+    {
+      spares: 1,
+      failedStep: 50,
+      lineStep: 33,
+      detectionMs: 2,
+      spawnMs: 30,
+      negotiateMs: 4,
+      loadMs: 6,
+      replayMs: 0.1,
+      restoreMs: 3,
+      stopMs: 5,
+      firstStepMs: 10,
+      toFirstStepMs: 60,
+      lostSteps: 16,
+      lostMs: 160,
+      runtimeMs: 1200,
       sameResult: true,
     },
   ],
@@ -65,6 +85,27 @@ describe('bench reports', () => {
     expect(min2.bytesPerRank).toBe(1_000_000)
     expect(min2.systemBytesPerRank).toBe(8_000_000)
     expect(textReport(report, s)).toMatch(/minimal\/default 0\.500.*minimal\/system 0\.125/)
+  })
+
+  it('prints no overhead within the noise of the runs without fault tolerance as a figure', () => {
+    // The runs without fault tolerance spread over 30 ms; minimal at 2 checkpoints is 7.5 ms slower, at 5 checkpoints 55 ms.
+    const r: BenchReport = { ...report, configs: report.configs.map((c) => (c.contents === 'none' ? { ...c, runs: [run(990, 0, 0), run(1020, 0, 0)] } : c)) }
+    const s = summarize(r)
+    expect(s.noiseMs).toBe(30)
+    const text = textReport(r, s)
+    const row = (contents: string, count: number) => text.split('\n').find((l) => new RegExp(`^${contents} +${count} `).test(l))!
+    expect(row('minimal', 2)).toContain('below noise')
+    expect(row('minimal', 2)).not.toContain(` ${((1022.5 / 1005 - 1) * 100).toFixed(1)} `) // 1.7, printed as a figure before
+    expect(row('minimal', 5)).toContain(((1065 / 1005 - 1) * 100).toFixed(1))
+    expect(text).toMatch(/Noise: the runs without fault tolerance spread over 30 ms/)
+    // A checkpoint cost whose total at the largest count stays within the noise is no figure either.
+    const flat: BenchReport = {
+      ...r,
+      configs: [r.configs[0], ...[2, 5].flatMap((k) => (['default', 'minimal'] as const).map((contents) => ({ contents, requested: k, every: 10, runs: [run(1005 + k, k, 1000)] })))],
+    }
+    const fs = summarize(flat)
+    expect(fs.derived.map((d) => d.belowNoise)).toEqual([true, true])
+    expect(textReport(flat, fs)).toMatch(/^default +below noise +- +[\d.]+ s +-$/m)
   })
 
   it('derives the cost of one checkpoint from every count, not from one noisy configuration', () => {
@@ -101,7 +142,12 @@ describe('bench reports', () => {
       const charts = await page.evaluate(() => (window as unknown as { __molotofCharts: { id: string; points: number }[] }).__molotofCharts)
       expect(errors).toEqual([])
       expect(charts.map((c) => c.id)).toEqual(['sizes', 'runtime', 'recovery'])
-      expect(charts.map((c) => c.points)).toEqual([3, 12, 7])
+      // The recovery chart has a bar per row of the recovery table (cold restart, one warm spare), 8 phases each.
+      expect(charts.map((c) => c.points)).toEqual([3, 12, 16])
+      expect(await page.evaluate(() => (window as unknown as { __molotofCharts: { labels: string[] }[] }).__molotofCharts[2].labels)).toEqual([
+        'all spawned (no spares)',
+        '1 warm spare(s), survivors kept',
+      ])
       // Something was actually drawn: each canvas has many non-blank pixels.
       const inked = await page.evaluate(() =>
         [...document.querySelectorAll('canvas')].map((c) => {

@@ -36,6 +36,10 @@ describe('molotof bench --quick', () => {
     expect(summary.recovery.allSame).toBe(true)
     expect(summary.recovery.median!.lostSteps).toBeGreaterThanOrEqual(0)
     expect(lines.join('\n')).toMatch(/Checkpoint size per rank: minimal .* default .* system-level/)
+    // One repeat, and a second run without fault tolerance for the noise: overheads within it are no figures.
+    expect(report.configs[0].runs).toHaveLength(2)
+    expect(Number.isFinite(summary.noiseMs)).toBe(true)
+    expect(lines.join('\n')).toMatch(/Noise: the runs without fault tolerance spread over [\d.]+ ms/)
   })
 
   it('refuses an output directory it cannot write, and too many checkpoints are placed as they fit', async () => {

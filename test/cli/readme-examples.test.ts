@@ -57,5 +57,7 @@ describe("README's example commands", () => {
     const r = spawnSync('bash', ['-c', script], { cwd, encoding: 'utf8' })
     expect(r.status).toBe(2)
     expect(r.stderr).toMatch(/no checkpoint is written at step 220.*199.*249/s)
+    // Refused before any computation: no failure location (a skeleton's start would read as one).
+    expect(r.stderr).not.toMatch(/\(rank 2, skeleton|phase checkpoint\)/)
   }, 120_000)
 })

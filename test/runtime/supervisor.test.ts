@@ -87,6 +87,22 @@ describe('Supervisor (threads transport)', () => {
     expect(events.filter((e) => e.event === 'start')).toHaveLength(2)
   })
 
+  it('says the memory level costs too much once per run, not once per restart', async () => {
+    // A memory checkpoint at every one of these tiny steps costs far more than the step: every attempt measures it.
+    const logs: string[] = []
+    const dir = freshDir()
+    const r = await supervisor({
+      checkpoint: { dir, policy: { every: 1000 }, memory: { policy: { every: 1 }, dir: join(dir, 'memory') }, keep: 2, resume: false },
+      inject: [
+        { rank: 1, skeleton: 0, step: 20, phase: 'calculate' },
+        { rank: 2, skeleton: 0, step: 40, phase: 'calculate' },
+      ],
+      onLog: (_rank, text) => logs.push(text),
+    }).run()
+    expect(r.kind === 'done' && r.restarts).toBe(2)
+    expect(logs.filter((l) => l.startsWith('warning: a memory checkpoint costs'))).toHaveLength(1)
+  })
+
   it('gives up after the restart budget, listing every failure, and says a repeated place looks deterministic', async () => {
     // A program that fails at the same place every time: the faulty fixture.
     const faulty = new Supervisor('test/fixtures/faulty.ts', {
@@ -100,7 +116,9 @@ describe('Supervisor (threads transport)', () => {
     expect(e).toBeInstanceOf(RestartBudgetExhaustedError)
     expect(e.failures).toHaveLength(3)
     expect(e.message).toMatch(/gave up after 3 failure\(s\) \(restart budget 2\)/)
-    expect(e.message).toMatch(/attempt 0: rank 1, skeleton 0, step 4, phase calculate/)
+    expect(e.message).toMatch(/attempt 0: rank 1 failed in skeleton 0, step 4, phase calculate: /)
+    // Each failure's place is said once.
+    expect(e.message.match(/skeleton 0, step 4, phase calculate/g)).toHaveLength(3)
     expect(e.message).toMatch(/looks deterministic/)
   })
 

@@ -65,7 +65,7 @@ export class CheckpointCoordinator implements SkeletonHooks {
     private readonly vote: CheckpointVote,
     private readonly commits: CheckpointCommitter,
     readonly recovery: RecoveryInfo | undefined,
-    private readonly log: (text: string) => void,
+    private readonly log: (text: string, once?: string) => void,
     private readonly hooks: CoordinatorHooks,
   ) {}
 
@@ -79,7 +79,7 @@ export class CheckpointCoordinator implements SkeletonHooks {
     comm: Communicator,
     cfg: FaultToleranceConfig,
     id: ProgramIdentity,
-    log: (text: string) => void,
+    log: (text: string, once?: string) => void,
     hooks: CoordinatorHooks = {},
   ): Promise<CheckpointCoordinator> {
     if (!Number.isSafeInteger(cfg.keep) || cfg.keep < 1) throw new ConfigError(`keep must be a positive integer (got ${cfg.keep})`)
@@ -319,6 +319,8 @@ export class CheckpointCoordinator implements SkeletonHooks {
         `warning: a memory checkpoint costs ${cost.toFixed(1)} ms and they are ${intervalMs.toFixed(1)} ms of compute apart ` +
           `(${((100 * cost) / (cost + intervalMs)).toFixed(0)} % of the run); space them at least ${(cost / MEMORY_COST_SHARE).toFixed(0)} ms apart ` +
           '(a larger --memory-checkpoint every:<steps>, a time such as 2s, or mtbf:<duration>)',
+        // Once per run: every restart measures it again, and would say it again.
+        'memory-cost',
       )
     }
   }

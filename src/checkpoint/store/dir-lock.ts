@@ -28,9 +28,10 @@ export interface DirectoryLock {
  * Takes the lock of a checkpoint directory (which must exist): one run per
  * directory at a time. A lock whose holder is gone — a run killed with
  * SIGKILL never releases it — is taken over: on the same host, a holder is
- * gone when its pid no longer exists, or belongs to a process started at
- * another time (pid reuse). A live holder, or one on another host (which
- * cannot be checked from here), refuses with DirectoryLockedError naming it.
+ * gone when its pid no longer exists, is a zombie (killed, not reaped yet by
+ * its parent), or belongs to a process started at another time (pid reuse).
+ * A live holder, or one on another host (which cannot be checked from
+ * here), refuses with DirectoryLockedError naming it.
  * Filesystem errors (read-only, permissions) are thrown as they come: taking
  * the lock is the run's first write to the directory.
  *
@@ -106,8 +107,11 @@ export function alive(holder: LockRecord): boolean {
   } catch (e) {
     if (errorCode(e) === 'ESRCH') return false
   }
-  // The pid exists (or is not ours to signal): is it still the same process?
-  const start = processStart(holder.pid)
+  // The pid exists (or is not ours to signal): is it still the same process, and still running? A killed
+  // run whose parent has not reaped it yet (a shell busy with the next command) is a zombie: it is gone.
+  const stat = processStat(holder.pid)
+  if (stat?.state === 'Z') return false
+  const start = stat?.start
   return holder.pidStart === undefined || start === undefined || start === holder.pidStart
 }
 
@@ -176,11 +180,16 @@ function hintFor(holder: LockRecord, path: string): string {
 
 /** Linux: field 22 of /proc/<pid>/stat (start time after boot, in clock ticks); undefined elsewhere. */
 export function processStart(pid: number): string | undefined {
+  return processStat(pid)?.start
+}
+
+/** Linux: the state (field 3: R, S, Z…) and start time (field 22) of /proc/<pid>/stat; undefined elsewhere. */
+function processStat(pid: number): { state: string; start: string | undefined } | undefined {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
     // The command name (field 2) may hold spaces and parentheses: count fields after its closing ')'.
     const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
-    return fields[19]
+    return { state: fields[0], start: fields[19] }
   } catch {
     // No /proc (not Linux) or the process is gone: nothing to compare.
     return undefined

@@ -80,6 +80,35 @@ describe('checkpoint directory lock', () => {
     await lock.release()
   }, 30_000)
 
+  it('a lock left by a killed run not reaped yet (a zombie: its parent is busy) is taken over at once', async () => {
+    const dir = freshDir()
+    // The holder's parent becomes `sleep`, which never reaps it: once killed, it stays a zombie.
+    const code = `import('./src/checkpoint/store/dir-lock.ts').then((m) => m.acquireDirectoryLock(process.env.LOCK_DIR)).then(() => { console.log('locked'); setInterval(() => {}, 1000) })`
+    const parent = spawn('sh', ['-c', `"${process.execPath}" --import tsx -e "$LOCK_CODE" & echo "pid $!"; exec sleep 60`], {
+      env: { ...process.env, LOCK_CODE: code, LOCK_DIR: dir },
+      stdio: ['ignore', 'pipe', 'inherit'],
+    })
+    try {
+      let out = ''
+      await new Promise<void>((res, rej) => {
+        parent.stdout.on('data', (b: Buffer) => {
+          out += b.toString()
+          if (out.includes('locked')) res()
+        })
+        parent.on('exit', (c) => rej(new Error(`the lock holder's parent exited with ${c}`)))
+      })
+      const pid = Number(/pid (\d+)/.exec(out)![1])
+      process.kill(pid, 'SIGKILL')
+      const state = () => readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1][0]
+      while (state() !== 'Z') await new Promise((r) => setTimeout(r, 5))
+      const lock = await acquireDirectoryLock(dir)
+      expect(lock.tookOver?.pid).toBe(pid)
+      await lock.release()
+    } finally {
+      parent.kill('SIGKILL')
+    }
+  }, 30_000)
+
   it('a lock whose pid now belongs to another process (reused pid) is stale; one from another host is not', async () => {
     const dir = freshDir()
     const lockFile = join(dir, LOCK_FILE)
