@@ -17,6 +17,8 @@ import { CLUSTER_OPTIONS, copyLevels, joinCluster } from './cluster-run.js'
 import { EXIT, exitCodeOf } from './exit-codes.js'
 import { formatHelp, RUN_EXIT_CODES } from './help.js'
 import { ProgressView } from './progress.js'
+import { SAME_STOP_MS, takeHeldStopSignals } from './stop-signals.js'
+import { watchWrapper } from './wrapper-watch.js'
 
 /** The options of `molotof run` (the program's own options follow the program file). */
 export const RUN_OPTIONS = {
@@ -143,8 +145,20 @@ export async function runCommand(argv: readonly string[], out: (s: string) => vo
       if (!quiet) view.event(e)
     },
   })
+  let firstStopAt: number | undefined
   const onSignal = (sig: NodeJS.Signals) => {
+    const now = performance.now()
+    // A copy of the same stop (a group signal forwarded again by a wrapper such as npm exec): not a second signal.
+    if (firstStopAt !== undefined && now - firstStopAt < SAME_STOP_MS) return
+    firstStopAt ??= now
     if (supervisor.preempt(sig) === 'immediate') view.line(`${sig} again: stopping at once`)
+  }
+  // A stop asked for elsewhere (another node's copy of the batch system's signal, the death of the wrapper that
+  // started this process): only the first counts, it never escalates to a stop at once.
+  const onStopRequest = (why: string) => {
+    if (firstStopAt !== undefined) return
+    firstStopAt = performance.now()
+    supervisor.preempt(why)
   }
   const onUsr1 = () => {
     view.line('SIGUSR1: checkpoint requested')
@@ -153,7 +167,12 @@ export async function runCommand(argv: readonly string[], out: (s: string) => vo
   process.on('SIGTERM', onSignal)
   process.on('SIGINT', onSignal)
   process.on('SIGUSR1', onUsr1)
-  if (leader) leader.onPreempt = (why) => onSignal(why as NodeJS.Signals)
+  for (const sig of takeHeldStopSignals()) onSignal(sig)
+  const stopWatch = watchWrapper((why) => {
+    view.line(`${why}: checkpointing and stopping`)
+    onStopRequest(why)
+  })
+  if (leader) leader.onPreempt = onStopRequest
   let code: number = EXIT.failed
   try {
     const r = await supervisor.run()
@@ -178,6 +197,7 @@ export async function runCommand(argv: readonly string[], out: (s: string) => vo
     process.off('SIGTERM', onSignal)
     process.off('SIGINT', onSignal)
     process.off('SIGUSR1', onUsr1)
+    stopWatch?.()
     // Every other node exits with the same code.
     await leader?.finish(code)
   }

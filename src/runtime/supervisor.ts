@@ -191,6 +191,7 @@ export class Supervisor<R = unknown> {
   async run(): Promise<SuperviseResult<R>> {
     const budget = this.opts.restarts ?? 3
     const failures: FailureRecord[] = []
+    let stoppedStarts = 0
     // The directory's lock, the run's lineage and the refusals that need no rank (see run-directory.ts).
     // With `{node}` or `{rank}` in its name the lock, the run record and the lineage live in node 0's (rank 0's)
     // directory; the other directories follow the run id the ranks write into every file.
@@ -244,6 +245,13 @@ export class Supervisor<R = unknown> {
           }
           case 'refused':
             throw outcome.error
+          case 'stopped':
+            // A rank killed by the stop signal while it started had no checkpoint to write: the ranks start again
+            // with the stop pending, checkpoint at their first checkpoint point and stop (exit 75 with a checkpoint
+            // to resume from). New rank processes can only be ended so by a signal sent after the first: at once.
+            if (++stoppedStarts > 1) throw new RunStoppedError(this.preemptWhy ?? outcome.signal)
+            this.attempt++
+            continue
           case 'preempted':
             this.emit({ event: 'preempted', attempt, seq: outcome.seq, skeleton: outcome.skeleton, step: outcome.step })
             return { kind: 'preempted', seq: outcome.seq, skeleton: outcome.skeleton, step: outcome.step, failures, checkpointDir: this.ft.dir }
