@@ -1,7 +1,7 @@
 // Signals as a terminal and a batch scheduler send them: to the whole process
 // group. The `molotof` command runs in a group of its own here, as in a shell.
 import { spawn } from 'node:child_process'
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
@@ -28,10 +28,10 @@ function molotof(args: string[]): Cli {
   return { pid: child.pid!, stdout: () => out, stderr: () => err, done }
 }
 
-async function until(what: () => boolean, timeoutMs = 60_000): Promise<void> {
+async function until(what: () => boolean, timeoutMs = 60_000, everyMs = 20): Promise<void> {
   for (const t0 = Date.now(); !what(); ) {
     if (Date.now() - t0 > timeoutMs) throw new Error('timed out waiting')
-    await new Promise((r) => setTimeout(r, 20))
+    await new Promise((r) => setTimeout(r, everyMs))
   }
 }
 
@@ -45,7 +45,35 @@ function progressIn(events: string): number {
   return step
 }
 
+/** True once the events file holds an event of this kind. */
+function seen(events: string, kind: string): boolean {
+  return existsSync(events) && readFileSync(events, 'utf8').includes(`"event":"${kind}"`)
+}
+
 describe('signals to the process group', () => {
+  // While the CLI loads (about a second through tsx) and while the rank processes start (a rank killed by the signal
+  // before its handler is in place): each moment gives 75 with a checkpoint to resume from, never 1 or a signal exit.
+  // Offsets from the spawn start after Node's own start (no program can handle a signal before it); those from the
+  // 'start' event fall while the rank processes start.
+  const moments: [string, number, string | undefined][] = [
+    ['500 ms after the spawn', 500, undefined],
+    ['900 ms after the spawn', 900, undefined],
+    ['as the ranks are spawned', 0, 'start'],
+    ['40 ms after the ranks are spawned', 40, 'start'],
+    ['100 ms after the ranks are spawned', 100, 'start'],
+  ]
+  it.each(moments)('SIGTERM to the group %s: exit 75 with a checkpoint, never 1', async (_label, offsetMs, after) => {
+    const name = `start-${after ?? 'spawn'}-${offsetMs}`
+    const events = join(root, `${name}.jsonl`)
+    // Long enough never to finish first.
+    const cli = molotof(['examples/jacobi/jacobi.ts', '--ranks', '2', '--transport', 'processes', '--n', '64', '--iterations', '5000000', '--checkpoint-dir', join(root, name), '--events', events])
+    if (after) await until(() => seen(events, after), 60_000, 2)
+    await new Promise((r) => setTimeout(r, offsetMs))
+    process.kill(-cli.pid, 'SIGTERM')
+    expect(await cli.done, cli.stderr()).toEqual({ code: 75, signal: null })
+    expect(cli.stderr()).toMatch(/preempted: checkpoint \d+ \(skeleton 0, step \d+\)/)
+  }, 120_000)
+
   // Ranks on warm spare processes (--spares) get the signal too, and forward it as rank processes do.
   it.each([[[]], [['--spares', '1']]])('Ctrl-C to the whole group with --transport processes %j: checkpoint, exit 75, and the resumed run gives the same result', async (extra: string[]) => {
     const n = 64
@@ -94,4 +122,63 @@ describe('signals to the process group', () => {
     }
     expect(await cli.done).toEqual({ code: 0, signal: null })
   }, 60_000)
+})
+
+/** Every process below `pid` (Linux /proc). */
+function descendants(pid: number): number[] {
+  const children = new Map<number, number[]>()
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue
+    try {
+      const stat = readFileSync(`/proc/${name}/stat`, 'utf8')
+      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1])
+      children.set(ppid, [...(children.get(ppid) ?? []), Number(name)])
+    } catch {
+      // ended while the list was read
+    }
+  }
+  const out: number[] = []
+  for (let todo = [pid]; todo.length > 0; ) {
+    const next = children.get(todo.pop()!) ?? []
+    out.push(...next)
+    todo.push(...next)
+  }
+  return out
+}
+
+const alive = (pid: number) => {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch {
+    return false
+  }
+}
+
+describe('signals to a wrapper', () => {
+  it("SIGTERM to an npm-like wrapper's pid alone (npx forwards it to its shell only): the run checkpoints and stops, nothing is left running", async () => {
+    const events = join(root, 'wrapped.jsonl')
+    const command = `${process.execPath} bin/molotof.mjs run examples/jacobi/jacobi.ts --ranks 2 --transport processes --n 64 --iterations 5000000 --checkpoint-dir ${join(root, 'wrapped')} --events ${events}`
+    const wrapper = spawn(process.execPath, ['test/fixtures/npm-like-wrapper.mjs', command], { detached: true, stdio: ['ignore', 'pipe', 'pipe'] })
+    let err = ''
+    wrapper.stderr.on('data', (b: Buffer) => (err += b.toString()))
+    wrapper.stdout.resume()
+    // 'exit', not 'close': a process left running would hold the pipes open.
+    const wrapperDone = new Promise<NodeJS.Signals | null>((res) => wrapper.on('exit', (_code, signal) => res(signal)))
+    let below: number[] = []
+    try {
+      await until(() => progressIn(events) >= 100)
+      below = descendants(wrapper.pid!) // the shell, the supervisor, its rank processes (and esbuild's service)
+      expect(below.length, err).toBeGreaterThanOrEqual(4)
+      process.kill(wrapper.pid!, 'SIGTERM')
+      expect(await wrapperDone).toBe('SIGTERM')
+      // The supervisor notices that npm is gone, checkpoints and stops: every process it started ends with it.
+      await until(() => below.every((p) => !alive(p)), 20_000)
+      const preempted = readFileSync(events, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as { event: string; seq?: number; why?: string })
+      expect(preempted.find((e) => e.event === 'preempt-requested')?.why).toMatch(/npm process that started molotof .* is gone/)
+      expect(preempted.find((e) => e.event === 'preempted')?.seq).toBeGreaterThanOrEqual(0)
+    } finally {
+      for (const p of below) if (alive(p)) process.kill(p, 'SIGKILL')
+    }
+  }, 120_000)
 })
