@@ -17,6 +17,7 @@ import { CLUSTER_OPTIONS, copyLevels, joinCluster } from './cluster-run.js'
 import { EXIT, exitCodeOf } from './exit-codes.js'
 import { formatHelp, RUN_EXIT_CODES } from './help.js'
 import { ProgressView } from './progress.js'
+import { StatusFile } from './status-file.js'
 import { SAME_STOP_MS, takeHeldStopSignals } from './stop-signals.js'
 import { watchWrapper } from './wrapper-watch.js'
 
@@ -41,6 +42,7 @@ export const RUN_OPTIONS = {
   inject: option.string(undefined, 'inject failures: rank=R,step=S[,phase=calculate|route|checkpoint] or random[:seed][,count=K]; several separated by ;'),
   timeLimit: option.string(undefined, 'checkpoint and stop before this wall time (e.g. 2h, 30m), leaving room for one checkpoint'),
   events: option.string(undefined, 'write every event (start, checkpoint, failure, recovery, finish) as JSON lines to this file'),
+  statusFile: option.string(undefined, "write the run's outcome (exit code, its meaning, the command to resume) as JSON to this file, at start and end: for batch scripts whose launcher or wrapper hides the exit code (mpirun, npx)"),
   json: option.boolean(false, "print rank 0's result as JSON instead of the program's text"),
   ...CLUSTER_OPTIONS,
   quiet: option.boolean(false, 'print only the result'),
@@ -88,6 +90,22 @@ export async function runCommand(argv: readonly string[], out: (s: string) => vo
     return 0
   }
   if (!program) throw new ConfigError('molotof run: name the program file to run (see molotof run --help)')
+  const resume = `molotof run ${[program, ...argv.filter((a) => a !== program && !/^--(no-)?(resume|fresh)(=|$)/.test(a))].join(' ')} --resume`
+  if (f.statusFile !== undefined && f.statusFile.trim() === '') throw new ConfigError('--status-file needs a file path (got an empty value)')
+  const status = f.statusFile === undefined ? undefined : new StatusFile(resolve(f.statusFile), detectLauncher(process.env)?.node ?? 0, err)
+  status?.running()
+  try {
+    const code = await runSupervised(f, program, programArgv, resume, out, err)
+    status?.ended(code, { resume })
+    return code
+  } catch (e) {
+    status?.ended(exitCodeOf(e), { resume, message: e instanceof Error ? e.message : String(e) })
+    throw e
+  }
+}
+
+/** `molotof run` once its options are read: the run under its supervisor (one node's part under a cluster launcher). */
+async function runSupervised(f: RunValues, program: string, programArgv: string[], resume: string, out: (s: string) => void, err: (s: string) => void): Promise<number> {
   const { quiet } = f
   const checkpoint = faultTolerance(program, f)
   const { fixed, random } = injections(f.inject)
@@ -179,7 +197,7 @@ export async function runCommand(argv: readonly string[], out: (s: string) => vo
     view.clear()
     if (r.kind === 'preempted') {
       const where = r.seq === undefined ? 'no checkpoint could be taken' : `checkpoint ${r.seq} (skeleton ${r.skeleton}, step ${r.step}) in ${r.checkpointDir}`
-      err(`preempted: ${where}.\nResume with: molotof run ${[program, ...argv.filter((a) => a !== program && !/^--(no-)?(resume|fresh)(=|$)/.test(a))].join(' ')} --resume`)
+      err(`preempted: ${where}.\nResume with: ${resume}`)
       return (code = EXIT.preempted)
     }
     if (f.json) out(JSON.stringify(r.value, jsonReplacer, 2))
