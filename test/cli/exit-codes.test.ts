@@ -100,13 +100,25 @@ describe('molotof run: exit status per way a run ends', () => {
     expect(r.stderr).toMatch(/preempted: checkpoint \d+ \(skeleton 0, step \d+\)[\s\S]*--resume/)
   })
 
+  it('75, not 1, when one SIGTERM arrives twice at once (a group signal, and the copy a wrapper such as npx forwards)', async () => {
+    const r = await runAndSignal(
+      ['examples/jacobi/jacobi.ts', '--ranks', '2', '--n', '32', '--iterations', '10000000', '--checkpoint-dir', freshDir()],
+      (e) => e.event === 'progress',
+      ['SIGTERM', 'SIGTERM'],
+      20,
+    )
+    expect(r.code, r.stderr).toBe(75)
+    expect(r.stderr).toMatch(/preempted: checkpoint \d+ \(skeleton 0, step \d+\)/)
+    expect(r.stderr).not.toMatch(/again: stopping at once/)
+  })
+
   it('1 when a second signal stops the run before the ranks could checkpoint', async () => {
     // The ranks spin for 20 s in one calculate: no checkpoint point comes between the two signals.
     const r = await runAndSignal(
       ['test/fixtures/busy.ts', '--ranks', '2', '--steps', '3', '--busy-step', '1', '--busy-ms', '20000', '--checkpoint-dir', freshDir()],
       (e) => e.event === 'progress',
       ['SIGTERM', 'SIGTERM'],
-      300,
+      1000, // a copy within half a second would be the same request
     )
     expect(r.code).toBe(1)
     expect(r.stderr).toMatch(/stopped \(SIGTERM\) before the ranks could checkpoint/)

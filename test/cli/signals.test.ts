@@ -104,7 +104,7 @@ describe('signals to the process group', () => {
     const cli = molotof(['test/fixtures/busy.ts', '--ranks', '2', '--transport', 'processes', '--steps', '3', '--busy-step', '1', '--busy-ms', '20000', '--checkpoint-dir', join(root, 'twice'), '--events', events])
     await until(() => existsSync(events) && readFileSync(events, 'utf8').includes('"event":"progress"'))
     process.kill(-cli.pid, 'SIGTERM')
-    await new Promise((r) => setTimeout(r, 300))
+    await new Promise((r) => setTimeout(r, 1000)) // a copy within half a second would be the same request
     process.kill(-cli.pid, 'SIGTERM')
     const t0 = Date.now()
     expect(await cli.done, cli.stderr()).toEqual({ code: 1, signal: null })

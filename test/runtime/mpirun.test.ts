@@ -149,8 +149,9 @@ describe.skipIf(!haveMpirun)('under mpirun, a lost node', () => {
     let out = ''
     child.stdout.on('data', (b: Buffer) => (out += b.toString()))
     child.stderr.on('data', (b: Buffer) => (out += b.toString()))
-    const code = new Promise<number | null>((resolve) => child.on('close', (c) => resolve(c)))
-    for (const until = Date.now() + 60_000; !/checkpoint 2 committed to partner/.test(out) && Date.now() < until; ) await new Promise((r) => setTimeout(r, 20))
+    let ended = false
+    const code = new Promise<number | null>((resolve) => child.on('close', (c) => resolve(c))).finally(() => (ended = true))
+    for (const until = Date.now() + 45_000; !/checkpoint 2 committed to partner/.test(out) && !ended && Date.now() < until; ) await new Promise((r) => setTimeout(r, 20))
     expect(JSON.parse(readFileSync(status, 'utf8')), out).toMatchObject({ state: 'running', exitCode: null })
     // The whole node dies at once, as with the OOM killer or a reboot: its supervisor and its ranks.
     const killed = processesOfNode(lost, join(root, `killed-${lost}-`))
