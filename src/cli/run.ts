@@ -57,7 +57,10 @@ const RUN_HELP = {
 on N ranks under a supervisor: a rank that dies, throws or hangs is detected,
 the survivors are stopped, and all ranks restart from the newest checkpoint.
 SIGTERM or SIGINT make the ranks checkpoint and stop (exit code 75); a second
-signal stops at once. SIGUSR1 asks for a checkpoint and goes on. TypeScript
+signal, half a second or more later, stops at once. SIGUSR1 asks for a
+checkpoint and goes on. In batch scripts start ./node_modules/.bin/molotof
+rather than npx (which may exit 143 or 130 when signalled), and read
+--status-file where a launcher reports its own code (mpirun: 137). TypeScript
 programs run as they are, without a build. Options may stand before or after
 the program file; the program's own options are listed by
 molotof run --help <program>.`,

@@ -52,6 +52,7 @@ function procStat(pid: number): { comm: string; ppid: number } | undefined {
     const ppid = Number(stat.slice(close + 2).split(' ')[1])
     return { comm, ppid }
   } catch {
+    // Gone, or no /proc (not Linux): nothing to read.
     return undefined
   }
 }

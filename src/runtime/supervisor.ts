@@ -250,6 +250,7 @@ export class Supervisor<R = unknown> {
             // with the stop pending, checkpoint at their first checkpoint point and stop (exit 75 with a checkpoint
             // to resume from). New rank processes can only be ended so by a signal sent after the first: at once.
             if (++stoppedStarts > 1) throw new RunStoppedError(this.preemptWhy ?? outcome.signal)
+            this.opts.onLog?.(0, `note: rank ${outcome.rank} was ended by ${outcome.signal} as it started: the ranks start again to checkpoint and stop`)
             this.attempt++
             continue
           case 'preempted':
