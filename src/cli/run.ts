@@ -176,9 +176,10 @@ async function runSupervised(f: RunValues, program: string, programArgv: string[
   }
   // A stop asked for elsewhere (another node's copy of the batch system's signal, the death of the wrapper that
   // started this process): only the first counts, it never escalates to a stop at once.
-  const onStopRequest = (why: string) => {
+  const onStopRequest = (why: string, say?: string) => {
     if (firstStopAt !== undefined) return
     firstStopAt = performance.now()
+    if (say) view.line(say)
     supervisor.preempt(why)
   }
   const onUsr1 = () => {
@@ -189,11 +190,8 @@ async function runSupervised(f: RunValues, program: string, programArgv: string[
   process.on('SIGINT', onSignal)
   process.on('SIGUSR1', onUsr1)
   for (const sig of takeHeldStopSignals()) onSignal(sig)
-  const stopWatch = watchWrapper((why) => {
-    view.line(`${why}: checkpointing and stopping`)
-    onStopRequest(why)
-  })
-  if (leader) leader.onPreempt = onStopRequest
+  const stopWatch = watchWrapper((why) => onStopRequest(why, `${why}: checkpointing and stopping`))
+  if (leader) leader.onPreempt = (why) => onStopRequest(why)
   let code: number = EXIT.failed
   try {
     const r = await supervisor.run()
