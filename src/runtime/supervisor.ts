@@ -23,6 +23,8 @@ export type SupervisorEvent =
       compiled?: string
       /** Why the ranks load the program's sources through tsx, when they do (a CommonJS program, MOLOTOF_PRECOMPILE=0, …). */
       loadedFromSources?: string
+      /** True when the ranks start again only to checkpoint and stop: the stop signal ended one of them as it started. */
+      stopping?: boolean
     }
   | { event: 'checkpoint'; attempt: number; seq: number; skeleton: number; step: number; bytes: number; totalBytes: number; ms: number; level: 'memory' | 'disk' | 'partner' | 'shared'; stallMs: number; votes?: number; voteMs?: number }
   | ({ event: 'failure'; attempt: number } & Omit<FailureRecord, 'attempt'>)
@@ -233,7 +235,8 @@ export class Supervisor<R = unknown> {
           injectFired: this.fired,
         })
         spec.compiled = compiled
-        this.emit({ event: 'start', attempt: this.attempt, ranks: spec.size, transport: spec.transport ?? 'threads', resume, ...(compiled ? { compiled: compiled.file } : { loadedFromSources }) })
+        const stopping = stoppedStarts > 0 ? { stopping: true } : {}
+        this.emit({ event: 'start', attempt: this.attempt, ranks: spec.size, transport: spec.transport ?? 'threads', resume, ...(compiled ? { compiled: compiled.file } : { loadedFromSources }), ...stopping })
         const outcome = await this.runOne(spec)
         const attempt = this.attempt
         switch (outcome.kind) {
@@ -250,7 +253,6 @@ export class Supervisor<R = unknown> {
             // with the stop pending, checkpoint at their first checkpoint point and stop (exit 75 with a checkpoint
             // to resume from). New rank processes can only be ended so by a signal sent after the first: at once.
             if (++stoppedStarts > 1) throw new RunStoppedError(this.preemptWhy ?? outcome.signal)
-            this.opts.onLog?.(0, `note: rank ${outcome.rank} was ended by ${outcome.signal} as it started: the ranks start again to checkpoint and stop`)
             this.attempt++
             continue
           case 'preempted':
