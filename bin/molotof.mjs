@@ -11,6 +11,8 @@ const hold = (signal) => held.push(signal)
 process.on('SIGINT', hold)
 process.on('SIGTERM', hold)
 globalThis[Symbol.for('molotof.early-stop-signals')] = {
+  // The parent at the start: a wrapper that dies while the CLI loads is noticed too (src/cli/wrapper-watch.ts).
+  parent: process.ppid,
   release: () => {
     process.off('SIGINT', hold)
     process.off('SIGTERM', hold)

@@ -18,7 +18,7 @@ import { EXIT, exitCodeOf } from './exit-codes.js'
 import { formatHelp, RUN_EXIT_CODES } from './help.js'
 import { ProgressView } from './progress.js'
 import { StatusFile } from './status-file.js'
-import { SAME_STOP_MS, takeHeldStopSignals } from './stop-signals.js'
+import { parentAtCliStart, SAME_STOP_MS, takeHeldStopSignals } from './stop-signals.js'
 import { watchWrapper } from './wrapper-watch.js'
 
 /** The options of `molotof run` (the program's own options follow the program file). */
@@ -190,7 +190,7 @@ async function runSupervised(f: RunValues, program: string, programArgv: string[
   process.on('SIGINT', onSignal)
   process.on('SIGUSR1', onUsr1)
   for (const sig of takeHeldStopSignals()) onSignal(sig)
-  const stopWatch = watchWrapper((why) => onStopRequest(why, `${why}: checkpointing and stopping`))
+  const stopWatch = watchWrapper((why) => onStopRequest(why, `${why}: checkpointing and stopping`), process.env, parentAtCliStart())
   if (leader) leader.onPreempt = (why) => onStopRequest(why)
   let code: number = EXIT.failed
   try {

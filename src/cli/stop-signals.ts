@@ -9,6 +9,7 @@
 
 /** How bin/molotof.mjs hands over what it held (a global: it runs before any module of the CLI is loaded). */
 interface EarlyHold {
+  parent: number
   release(): string[]
 }
 const EARLY_HOLD = Symbol.for('molotof.early-stop-signals')
@@ -17,13 +18,20 @@ export const STOP_SIGNALS = ['SIGINT', 'SIGTERM'] as const
 export type StopSignal = (typeof STOP_SIGNALS)[number]
 
 const held: StopSignal[] = []
+let parentAtStart: number | undefined
 
 /** Take over the signals bin/molotof.mjs held while the CLI loaded, and stop holding there. */
 export function takeEarlySignals(): StopSignal[] {
   const hold = (globalThis as Record<symbol, EarlyHold | undefined>)[EARLY_HOLD]
   if (!hold) return []
   delete (globalThis as Record<symbol, EarlyHold | undefined>)[EARLY_HOLD]
+  parentAtStart = hold.parent
   return hold.release().filter((s): s is StopSignal => (STOP_SIGNALS as readonly string[]).includes(s))
+}
+
+/** This process's parent when bin/molotof.mjs started (undefined when the CLI was started otherwise). */
+export function parentAtCliStart(): number | undefined {
+  return parentAtStart
 }
 
 /** Keep a stop signal for the run to take. */

@@ -15,16 +15,17 @@ const WATCH_MS = 250
  * The watched chain is the parent and, when the parent is a shell, its parent
  * (npm): the death of either is noticed, as a change of parent (Linux /proc;
  * elsewhere only this process's own parent is watched). Returns the function
- * that stops watching, or undefined when there is nothing to watch.
+ * that stops watching, or undefined when there is nothing to watch. `parent`
+ * is the parent when the process started (one that died since is noticed at
+ * the first look).
  *
  * ```ts
  * const stop = watchWrapper((why) => supervisor.preempt(why))
  * try { await supervisor.run() } finally { stop?.() }
  * ```
  */
-export function watchWrapper(gone: (why: string) => void, env: NodeJS.ProcessEnv = process.env): (() => void) | undefined {
+export function watchWrapper(gone: (why: string) => void, env: NodeJS.ProcessEnv = process.env, parent = process.ppid): (() => void) | undefined {
   if (env.npm_lifecycle_event === undefined) return undefined
-  const parent = process.ppid
   const parentStat = procStat(parent)
   // npm runs the command through a shell; when the shell is a process of its own, npm is the shell's parent.
   const grandparent = parentStat && SHELLS.has(parentStat.comm) ? parentStat.ppid : undefined
