@@ -38,7 +38,8 @@ export class ProgressView {
         )
         return
       case 'start':
-        if (e.attempt > 0) this.line(`restart ${e.attempt}: starting ${e.ranks} ranks in recovery mode`)
+        if (e.stopping) this.line(`starting ${e.ranks} ranks again to checkpoint and stop (the stop signal ended one as it started)`)
+        else if (e.attempt > 0) this.line(`restart ${e.attempt}: starting ${e.ranks} ranks in recovery mode`)
         return
       case 'resume': {
         // A resume the user asked for (--resume, nothing failed) is not a recovery.

@@ -17,6 +17,9 @@ import { CLUSTER_OPTIONS, checkClusterFlags, copyLevels, joinCluster } from './c
 import { EXIT, exitCodeOf } from './exit-codes.js'
 import { formatHelp, RUN_EXIT_CODES, STARTER_EXAMPLES_FROM } from './help.js'
 import { ProgressView } from './progress.js'
+import { StatusFile } from './status-file.js'
+import { parentAtCliStart, SAME_STOP_MS, takeHeldStopSignals } from './stop-signals.js'
+import { watchWrapper } from './wrapper-watch.js'
 
 /** What `molotof run` prints (--log): everything, the events a batch log keeps, or the result only. */
 const LOG_LEVELS = ['all', 'events', 'quiet'] as const
@@ -43,6 +46,7 @@ export const RUN_OPTIONS = {
   inject: option.string(undefined, 'inject failures: rank=R,step=S[,phase=calculate|route|checkpoint] or random[:seed][,count=K]; several separated by ;'),
   timeLimit: option.string(undefined, 'checkpoint and stop before this wall time (e.g. 2h, 30m), leaving room for one checkpoint'),
   events: option.string(undefined, 'write every event (start, checkpoint, failure, recovery, finish) as JSON lines to this file'),
+  statusFile: option.string(undefined, "write the run's outcome (exit code, its meaning, the command to resume) as JSON to this file, at start and end: for batch scripts whose launcher or wrapper hides the exit code (mpirun, npx)"),
   json: option.boolean(false, "print rank 0's result as JSON instead of the program's text"),
   ...CLUSTER_OPTIONS,
   log: option.choice(
@@ -62,7 +66,10 @@ const RUN_HELP = {
 on N ranks under a supervisor: a rank that dies, throws or hangs is detected,
 the survivors are stopped, and all ranks restart from the newest checkpoint.
 SIGTERM or SIGINT make the ranks checkpoint and stop (exit code 75); a second
-signal stops at once. SIGUSR1 asks for a checkpoint and goes on. TypeScript
+signal, half a second or more later, stops at once. SIGUSR1 asks for a
+checkpoint and goes on. In batch scripts start ./node_modules/.bin/molotof
+rather than npx (which may exit 143 or 130 when signalled), and read
+--status-file where a launcher reports its own code (mpirun: 137). TypeScript
 programs run as they are, without a build. Options may stand before or after
 the program file; the program's own options are listed by
 molotof run --help <program>.`,
@@ -98,6 +105,22 @@ export async function runCommand(argv: readonly string[], out: (s: string) => vo
     return 0
   }
   if (!program) throw new ConfigError('molotof run: name the program file to run (see molotof run --help)')
+  const resume = `molotof run ${[program, ...argv.filter((a) => a !== program && !/^--(no-)?(resume|resume-or-start|fresh)(=|$)/.test(a))].join(' ')} --resume`
+  if (f.statusFile !== undefined && f.statusFile.trim() === '') throw new ConfigError('--status-file needs a file path (got an empty value)')
+  const status = f.statusFile === undefined ? undefined : new StatusFile(resolve(f.statusFile), detectLauncher(process.env)?.node ?? 0, err)
+  status?.running()
+  try {
+    const code = await runSupervised(f, program, programArgv, resume, out, err)
+    status?.ended(code, { resume })
+    return code
+  } catch (e) {
+    status?.ended(exitCodeOf(e), { resume, message: e instanceof Error ? e.message : String(e) })
+    throw e
+  }
+}
+
+/** `molotof run` once its options are read: the run under its supervisor (one node's part under a cluster launcher). */
+async function runSupervised(f: RunValues, program: string, programArgv: string[], resume: string, out: (s: string) => void, err: (s: string) => void): Promise<number> {
   const level = f.quiet ? 'quiet' : f.log
   const quiet = level === 'quiet'
   const everything = level === 'all'
@@ -163,8 +186,21 @@ export async function runCommand(argv: readonly string[], out: (s: string) => vo
       if (everything || (level === 'events' && e.event !== 'progress')) view.event(e)
     },
   })
+  let firstStopAt: number | undefined
   const onSignal = (sig: NodeJS.Signals) => {
+    const now = performance.now()
+    // A copy of the same stop (a group signal forwarded again by a wrapper such as npm exec): not a second signal.
+    if (firstStopAt !== undefined && now - firstStopAt < SAME_STOP_MS) return
+    firstStopAt ??= now
     if (supervisor.preempt(sig) === 'immediate') view.line(`${sig} again: stopping at once`)
+  }
+  // A stop asked for elsewhere (another node's copy of the batch system's signal, the death of the wrapper that
+  // started this process): only the first counts, it never escalates to a stop at once.
+  const onStopRequest = (why: string, say?: string) => {
+    if (firstStopAt !== undefined) return
+    firstStopAt = performance.now()
+    if (say) view.line(say)
+    supervisor.preempt(why)
   }
   const onUsr1 = () => {
     view.line('SIGUSR1: checkpoint requested')
@@ -173,14 +209,16 @@ export async function runCommand(argv: readonly string[], out: (s: string) => vo
   process.on('SIGTERM', onSignal)
   process.on('SIGINT', onSignal)
   process.on('SIGUSR1', onUsr1)
-  if (leader) leader.onPreempt = (why) => onSignal(why as NodeJS.Signals)
+  for (const sig of takeHeldStopSignals()) onSignal(sig)
+  const stopWatch = watchWrapper((why) => onStopRequest(why, `${why}: checkpointing and stopping`), process.env, parentAtCliStart())
+  if (leader) leader.onPreempt = (why) => onStopRequest(why)
   let code: number = EXIT.failed
   try {
     const r = await supervisor.run()
     view.clear()
     if (r.kind === 'preempted') {
       const where = r.seq === undefined ? 'no checkpoint could be taken' : `checkpoint ${r.seq} (skeleton ${r.skeleton}, step ${r.step}) in ${r.checkpointDir}`
-      err(`preempted: ${where}.\nResume with: molotof run ${[program, ...argv.filter((a) => a !== program && !/^--(no-)?(resume|resume-or-start|fresh)(=|$)/.test(a))].join(' ')} --resume`)
+      err(`preempted: ${where}.\nResume with: ${resume}`)
       return (code = EXIT.preempted)
     }
     if (f.json) out(JSON.stringify(r.value, jsonReplacer, 2))
@@ -198,6 +236,7 @@ export async function runCommand(argv: readonly string[], out: (s: string) => vo
     process.off('SIGTERM', onSignal)
     process.off('SIGINT', onSignal)
     process.off('SIGUSR1', onUsr1)
+    stopWatch?.()
     // Every other node exits with the same code.
     await leader?.finish(code)
   }

@@ -11,6 +11,12 @@ export type AttemptOutcome =
   | { kind: 'failed'; error: RankFailedError; failedAt: number; detectedAt: number; reason: FailureReason }
   /** An error a restart cannot fix (options, partition, checkpoint settings, a full disk …), as the class the rank threw. */
   | { kind: 'refused'; error: MolotofError }
+  /**
+   * A rank process was ended by a stop signal (SIGINT, SIGTERM) before it could
+   * install its handler (the first milliseconds of its start, see
+   * process-boot.mjs): a stop request, not a failure of the rank.
+   */
+  | { kind: 'stopped'; rank: number; signal: NodeJS.Signals }
 
 export interface AttemptCallbacks {
   /** `once`: a key the rank says once per run (the supervisor prints the first only). */
@@ -112,6 +118,11 @@ export function runAttempt(
       message: onMessage,
       exit: (rank, how) => {
         if (settled || finished.has(rank)) return
+        if (how.signal === 'SIGTERM' || how.signal === 'SIGINT') {
+          // The signal reached the rank before its handler (a group signal during a start): a stop, as if forwarded.
+          cb.onSignal?.(rank, how.signal)
+          return end({ kind: 'stopped', rank, signal: how.signal })
+        }
         const t = performance.now()
         const why = how.signal ? `killed by ${how.signal}` : `exited with code ${how.code}`
         fail(locate(rank), how.signal ? 'signal' : 'exit', `the rank ${group.transport === 'threads' ? 'thread' : 'process'} ${why}`, t)

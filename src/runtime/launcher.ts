@@ -3,7 +3,7 @@ import { dirname, join, resolve } from 'node:path'
 import { Worker } from 'node:worker_threads'
 import { frozenConfig, type FaultToleranceConfig } from '../checkpoint/config.js'
 import type { CheckpointEvent, ResumedFigures } from '../checkpoint/events.js'
-import { ConfigError, PreemptedError, ProgramLoadError } from '../errors.js'
+import { ConfigError, PreemptedError, ProgramLoadError, RunStoppedError } from '../errors.js'
 import { runAttempt, type AttemptCallbacks } from './attempt.js'
 import { compileProgram } from './compiled-program.js'
 import { TRANSPORTS, type RankGroupSpec, type RunningRanks, type StartRankGroup, type Transport } from './group.js'
@@ -125,6 +125,8 @@ export async function launch<R = unknown>(programFile: string, opts: LaunchOptio
       throw outcome.error
     case 'preempted':
       throw new PreemptedError(outcome.seq)
+    case 'stopped':
+      throw new RunStoppedError(`${outcome.signal} received by rank ${outcome.rank}`)
   }
 }
 

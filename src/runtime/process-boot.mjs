@@ -27,6 +27,14 @@ const spec = deserialize(Buffer.from(process.argv[2] ?? '', 'base64'))
 const { programFile, tsconfig, compiled, endpoints, tcp, heartbeatMs, ...common } = spec
 const { rank, size } = common
 
+// First, before anything slow: a stop signal from here on is forwarded, never fatal. (One that comes while Node
+// itself starts still ends the process; the launcher takes that death as the same stop request, see attempt.ts.)
+for (const signal of ['SIGINT', 'SIGTERM']) {
+  process.on(signal, () => {
+    if (process.connected) process.send({ type: 'signal', rank, signal }, () => {})
+  })
+}
+
 // The status slots (4 Int32 per rank, see status.ts); only this rank's slot is used here.
 const status = new Int32Array(new SharedArrayBuffer(size * 16))
 for (let r = 0; r < size; r++) status[r * 4] = status[r * 4 + 1] = -1
@@ -52,12 +60,6 @@ const control = {
     })
   },
   onMessage: (handler) => process.on('message', handler),
-}
-
-for (const signal of ['SIGINT', 'SIGTERM']) {
-  process.on(signal, () => {
-    if (process.connected) process.send({ type: 'signal', rank, signal }, () => {})
-  })
 }
 
 let running = true

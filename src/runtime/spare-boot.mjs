@@ -26,6 +26,16 @@ const seq = new Int32Array(new SharedArrayBuffer(4))
 const current = new Int32Array(new SharedArrayBuffer(4))
 current[0] = -1
 
+// SIGINT and SIGTERM (a terminal's Ctrl-C, a scheduler: they reach the whole process group) do not kill a
+// spare: a running rank forwards them to the launcher, whose supervisor stops the run gracefully; an idle
+// spare has nothing to stop (its launcher got the same signal).
+for (const signal of ['SIGINT', 'SIGTERM']) {
+  process.on(signal, () => {
+    const rank = Atomics.load(current, 0)
+    if (rank >= 0 && process.connected) process.send({ type: 'signal', rank, signal }, () => {})
+  })
+}
+
 startHeartbeat({ fd: HEARTBEAT_FD, status, seq, periodMs: heartbeatMs, current, label: `spare ${id}` })
 
 /** Tell the launcher where we are, then die at once (failure injection, lost launcher). */
@@ -37,15 +47,6 @@ function die() {
 
 // A spare lives as long as its launcher wants it: it is killed when not needed.
 process.on('disconnect', die)
-// SIGINT and SIGTERM (a terminal's Ctrl-C, a scheduler: they reach the whole process group) do not kill a
-// spare: a running rank forwards them to the launcher, whose supervisor stops the run gracefully; an idle
-// spare has nothing to stop (its launcher got the same signal).
-for (const signal of ['SIGINT', 'SIGTERM']) {
-  process.on(signal, () => {
-    const rank = Atomics.load(current, 0)
-    if (rank >= 0 && process.connected) process.send({ type: 'signal', rank, signal }, () => {})
-  })
-}
 process.on('uncaughtException', (e) => {
   beat(HEARTBEAT_FD, status, seq, Atomics.load(current, 0))
   const rank = Atomics.load(current, 0)

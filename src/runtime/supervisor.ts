@@ -23,6 +23,8 @@ export type SupervisorEvent =
       compiled?: string
       /** Why the ranks load the program's sources through tsx, when they do (a CommonJS program, MOLOTOF_PRECOMPILE=0, …). */
       loadedFromSources?: string
+      /** True when the ranks start again only to checkpoint and stop: the stop signal ended one of them as it started. */
+      stopping?: boolean
     }
   | { event: 'checkpoint'; attempt: number; seq: number; skeleton: number; step: number; bytes: number; totalBytes: number; ms: number; level: 'memory' | 'disk' | 'partner' | 'shared'; stallMs: number; votes?: number; voteMs?: number }
   | ({ event: 'failure'; attempt: number } & Omit<FailureRecord, 'attempt'>)
@@ -196,6 +198,7 @@ export class Supervisor<R = unknown> {
   async run(): Promise<SuperviseResult<R>> {
     const budget = this.opts.restarts ?? 3
     const failures: FailureRecord[] = []
+    let stoppedStarts = 0
     // The directory's lock, the run's lineage and the refusals that need no rank (see run-directory.ts).
     // With `{node}` or `{rank}` in its name the lock, the run record and the lineage live in node 0's (rank 0's)
     // directory; the other directories follow the run id the ranks write into every file.
@@ -249,7 +252,8 @@ export class Supervisor<R = unknown> {
           injectFired: this.fired,
         })
         spec.compiled = compiled
-        this.emit({ event: 'start', attempt: this.attempt, ranks: spec.size, transport: spec.transport ?? 'threads', resume, ...(compiled ? { compiled: compiled.file } : { loadedFromSources }) })
+        const stopping = stoppedStarts > 0 ? { stopping: true } : {}
+        this.emit({ event: 'start', attempt: this.attempt, ranks: spec.size, transport: spec.transport ?? 'threads', resume, ...(compiled ? { compiled: compiled.file } : { loadedFromSources }), ...stopping })
         const outcome = await this.runOne(spec)
         const attempt = this.attempt
         switch (outcome.kind) {
@@ -261,6 +265,13 @@ export class Supervisor<R = unknown> {
           }
           case 'refused':
             throw outcome.error
+          case 'stopped':
+            // A rank killed by the stop signal while it started had no checkpoint to write: the ranks start again
+            // with the stop pending, checkpoint at their first checkpoint point and stop (exit 75 with a checkpoint
+            // to resume from). New rank processes can only be ended so by a signal sent after the first: at once.
+            if (++stoppedStarts > 1) throw new RunStoppedError(this.preemptWhy ?? outcome.signal)
+            this.attempt++
+            continue
           case 'preempted':
             this.emit({ event: 'preempted', attempt, seq: outcome.seq, skeleton: outcome.skeleton, step: outcome.step })
             return { kind: 'preempted', seq: outcome.seq, skeleton: outcome.skeleton, step: outcome.step, failures, checkpointDir: this.ft.dir }

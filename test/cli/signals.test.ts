@@ -1,7 +1,7 @@
 // Signals as a terminal and a batch scheduler send them: to the whole process
 // group. The `molotof` command runs in a group of its own here, as in a shell.
 import { spawn } from 'node:child_process'
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
@@ -28,10 +28,10 @@ function molotof(args: string[]): Cli {
   return { pid: child.pid!, stdout: () => out, stderr: () => err, done }
 }
 
-async function until(what: () => boolean, timeoutMs = 60_000): Promise<void> {
+async function until(what: () => boolean, timeoutMs = 60_000, everyMs = 20): Promise<void> {
   for (const t0 = Date.now(); !what(); ) {
     if (Date.now() - t0 > timeoutMs) throw new Error('timed out waiting')
-    await new Promise((r) => setTimeout(r, 20))
+    await new Promise((r) => setTimeout(r, everyMs))
   }
 }
 
@@ -45,7 +45,49 @@ function progressIn(events: string): number {
   return step
 }
 
+/**
+ * True once Node runs in process `pid`: its SIGUSR1 handler (the inspector's, set up as Node starts running
+ * JavaScript) shows in /proc. Before that no program can handle a signal.
+ */
+function nodeStarted(pid: number): boolean {
+  try {
+    const caught = /SigCgt:\s*([0-9a-f]+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? '0'
+    return ((BigInt(`0x${caught}`) >> 9n) & 1n) === 1n // bit 9: signal 10, SIGUSR1
+  } catch {
+    return false
+  }
+}
+
+/** True once the events file holds an event of this kind. */
+function seen(events: string, kind: string): boolean {
+  return existsSync(events) && readFileSync(events, 'utf8').includes(`"event":"${kind}"`)
+}
+
 describe('signals to the process group', () => {
+  // While the CLI loads (about a second through tsx) and while the rank processes start (a rank killed by the signal
+  // before its handler is in place): each moment gives 75 with a checkpoint to resume from, never 1 or a signal exit.
+  // The first offsets count from Node's own start (no program can handle a signal before it: a few hundred ms on a
+  // loaded machine); those from the 'start' event fall while the rank processes start.
+  const moments: [string, number, 'node' | 'start'][] = [
+    ['150 ms after Node started (the CLI loading)', 150, 'node'],
+    ['400 ms after Node started (the CLI loading)', 400, 'node'],
+    ['as the ranks are spawned', 0, 'start'],
+    ['40 ms after the ranks are spawned', 40, 'start'],
+    ['100 ms after the ranks are spawned', 100, 'start'],
+  ]
+  it.each(moments)('SIGTERM to the group %s: exit 75 with a checkpoint, never 1', async (_label, offsetMs, after) => {
+    const name = `start-${after}-${offsetMs}`
+    const events = join(root, `${name}.jsonl`)
+    // Long enough never to finish first.
+    const cli = molotof(['examples/jacobi/jacobi.ts', '--ranks', '2', '--transport', 'processes', '--n', '64', '--iterations', '5000000', '--checkpoint-dir', join(root, name), '--events', events])
+    if (after === 'node') await until(() => nodeStarted(cli.pid), 30_000, 2)
+    else await until(() => seen(events, after), 60_000, 2)
+    await new Promise((r) => setTimeout(r, offsetMs))
+    process.kill(-cli.pid, 'SIGTERM')
+    expect(await cli.done, cli.stderr()).toEqual({ code: 75, signal: null })
+    expect(cli.stderr()).toMatch(/preempted: checkpoint \d+ \(skeleton 0, step \d+\)/)
+  }, 120_000)
+
   // Ranks on warm spare processes (--spares) get the signal too, and forward it as rank processes do.
   it.each([[[]], [['--spares', '1']]])('Ctrl-C to the whole group with --transport processes %j: checkpoint, exit 75, and the resumed run gives the same result', async (extra: string[]) => {
     const n = 64
@@ -76,7 +118,7 @@ describe('signals to the process group', () => {
     const cli = molotof(['test/fixtures/busy.ts', '--ranks', '2', '--transport', 'processes', '--steps', '3', '--busy-step', '1', '--busy-ms', '20000', '--checkpoint-dir', join(root, 'twice'), '--events', events])
     await until(() => existsSync(events) && readFileSync(events, 'utf8').includes('"event":"progress"'))
     process.kill(-cli.pid, 'SIGTERM')
-    await new Promise((r) => setTimeout(r, 300))
+    await new Promise((r) => setTimeout(r, 1000)) // a copy within half a second would be the same request
     process.kill(-cli.pid, 'SIGTERM')
     const t0 = Date.now()
     expect(await cli.done, cli.stderr()).toEqual({ code: 1, signal: null })
@@ -94,4 +136,85 @@ describe('signals to the process group', () => {
     }
     expect(await cli.done).toEqual({ code: 0, signal: null })
   }, 60_000)
+})
+
+/** Every process below `pid` (Linux /proc). */
+function descendants(pid: number): number[] {
+  const children = new Map<number, number[]>()
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue
+    try {
+      const stat = readFileSync(`/proc/${name}/stat`, 'utf8')
+      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1])
+      children.set(ppid, [...(children.get(ppid) ?? []), Number(name)])
+    } catch {
+      // ended while the list was read
+    }
+  }
+  const out: number[] = []
+  for (let todo = [pid]; todo.length > 0; ) {
+    const next = children.get(todo.pop()!) ?? []
+    out.push(...next)
+    todo.push(...next)
+  }
+  return out
+}
+
+/** A process's command line, words joined by spaces ('' once it is gone). */
+function commandOf(pid: number): string {
+  try {
+    return readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').join(' ')
+  } catch {
+    return ''
+  }
+}
+
+const alive = (pid: number) => {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch {
+    return false
+  }
+}
+
+describe('signals to a wrapper', () => {
+  // While the run computes, and while the CLI still loads (npm dies before the run has a supervisor to stop).
+  it.each([
+    ['while the run computes', 'computing'],
+    ['while the CLI loads', 'loading'],
+  ] as const)("SIGTERM to an npm-like wrapper's pid alone %s (npx forwards it to its shell only): the run checkpoints and stops, nothing is left running", async (_label, when) => {
+    const events = join(root, `wrapped-${when}.jsonl`)
+    const command = `${process.execPath} bin/molotof.mjs run examples/jacobi/jacobi.ts --ranks 2 --transport processes --n 64 --iterations 5000000 --checkpoint-dir ${join(root, `wrapped-${when}`)} --events ${events}`
+    const wrapper = spawn(process.execPath, ['test/fixtures/npm-like-wrapper.mjs', command], { detached: true, stdio: ['ignore', 'pipe', 'pipe'] })
+    let err = ''
+    wrapper.stderr.on('data', (b: Buffer) => (err += b.toString()))
+    wrapper.stdout.resume()
+    // 'exit', not 'close': a process left running would hold the pipes open.
+    const wrapperDone = new Promise<NodeJS.Signals | null>((res) => wrapper.on('exit', (_code, signal) => res(signal)))
+    const cli = () => descendants(wrapper.pid!).find((p) => commandOf(p).includes('bin/molotof.mjs') && !commandOf(p).startsWith('sh'))
+    let below: number[] = []
+    let supervisor: number | undefined
+    try {
+      if (when === 'computing') await until(() => progressIn(events) >= 100)
+      else {
+        await until(() => (supervisor = cli()) !== undefined && nodeStarted(supervisor), 30_000, 2)
+        await new Promise((r) => setTimeout(r, 200))
+        expect(existsSync(events), 'the run had started already').toBe(false)
+      }
+      supervisor = cli()
+      below = descendants(wrapper.pid!) // the shell, the supervisor (its rank processes and esbuild's service once started)
+      expect(supervisor, err).toBeDefined()
+      process.kill(wrapper.pid!, 'SIGTERM')
+      expect(await wrapperDone).toBe('SIGTERM')
+      // The supervisor notices that npm is gone, checkpoints and stops: every process it started ends with it.
+      await until(() => !alive(supervisor!) && below.every((p) => !alive(p)), 30_000)
+      const seen = readFileSync(events, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as { event: string; seq?: number; why?: string })
+      expect(seen.find((e) => e.event === 'preempt-requested')?.why).toMatch(/npm process that started molotof .* is gone/)
+      expect(seen.find((e) => e.event === 'preempted')?.seq).toBeGreaterThanOrEqual(0)
+    } finally {
+      const left = supervisor !== undefined && alive(supervisor) ? [supervisor, ...descendants(supervisor)] : []
+      for (const p of [...below, ...left]) if (alive(p)) process.kill(p, 'SIGKILL')
+    }
+  }, 120_000)
 })

@@ -134,6 +134,43 @@ function processesOfNode(node: number, marker: string): number[] {
 }
 
 describe.skipIf(!haveMpirun)('under mpirun, a lost node', () => {
+  it.each([
+    [1, 0],
+    [0, 1],
+  ])("node %i killed outright: mpirun exits 137, node %i's --status-file says 76 (resumable), and README's batch loop reads 76 from it", async (lost, left) => {
+    const status = join(root, `killed-${lost}-status.json`)
+    const command = [
+      ...molotof,
+      'examples/jacobi/jacobi.ts', '--n', '40', '--iterations', '500000',
+      '--checkpoint', 'every:50', '--checkpoint-dir', join(root, `killed-${lost}-{node}`), '--hang-timeout', '20000',
+      '--rendezvous', `127.0.0.1:${await freePort()}`, '--status-file', status,
+    ]
+    const child = spawn(MPIRUN, ['--bind-to', 'none', '-np', '2', ...command], { env: { ...process.env, ...MPI_ENV }, stdio: ['ignore', 'pipe', 'pipe'] })
+    let out = ''
+    child.stdout.on('data', (b: Buffer) => (out += b.toString()))
+    child.stderr.on('data', (b: Buffer) => (out += b.toString()))
+    let ended = false
+    const code = new Promise<number | null>((resolve) => child.on('close', (c) => resolve(c))).finally(() => (ended = true))
+    for (const until = Date.now() + 45_000; !/checkpoint 2 committed to partner/.test(out) && !ended && Date.now() < until; ) await new Promise((r) => setTimeout(r, 20))
+    expect(JSON.parse(readFileSync(status, 'utf8')), out).toMatchObject({ state: 'running', exitCode: null })
+    // The whole node dies at once, as with the OOM killer or a reboot: its supervisor and its ranks.
+    const killed = processesOfNode(lost, join(root, `killed-${lost}-`))
+    expect(killed.length, out).toBeGreaterThan(0)
+    for (const pid of killed) process.kill(pid, 'SIGKILL')
+    expect(await code, out).toBe(137)
+    const written = JSON.parse(readFileSync(status, 'utf8')) as { resume: string }
+    expect(written, out).toMatchObject({ state: 'ended', exitCode: 76, outcome: 'node-lost', resumable: true, node: left })
+    expect(written.resume).toMatch(/^molotof run examples\/jacobi\/jacobi\.ts .*--status-file \S+ --resume$/)
+
+    // README's loop: the line that reads the status file turns mpirun's 137 into 76 (a missing file leaves the code).
+    const loop = /<!-- readme-test: batch-loop -->\n```sh\n([\s\S]*?)```/.exec(readFileSync('README.md', 'utf8'))?.[1] ?? ''
+    const line = loop.split('\n').find((l) => l.includes('.exitCode')) ?? ''
+    expect(line).toContain('"$status"')
+    const codeAfter = (file: string) => execFileSync('bash', ['-c', `status=${file}; code=137; ${line}\necho $code`], { encoding: 'utf8' }).trim()
+    expect(codeAfter(status)).toBe('76')
+    expect(codeAfter(join(root, 'no-such-status.json'))).toBe('137')
+  })
+
   it('node 1 hung and its directory lost: mpirun ends with 76, and `mpirun -np 1 … --resume` goes on from the partner copies, on the node left, bit-identical', async () => {
     const dir = join(root, 'gone-{node}')
     const events = join(root, 'gone-events.jsonl')
