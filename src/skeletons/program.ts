@@ -33,6 +33,8 @@ export interface Program<O extends OptionSpecs = OptionSpecs, R = unknown> exten
   readonly [RANK_ENTRY]: (init: unknown) => Promise<void>
   /** How the launcher prints rank 0's result (JSON by default). Declared again: `Readonly<…>` drops the doc comment. */
   readonly format?: ProgramDefinition<O, R>['format']
+  /** The settings as the computation uses them (see `ProgramDefinition.settings`). Declared again for its doc comment. */
+  readonly settings?: ProgramDefinition<O, R>['settings']
 }
 
 /** How a rank runs a program: installed by the runtime of the same molotof copy. */
