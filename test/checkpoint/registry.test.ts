@@ -137,7 +137,7 @@ describe('CheckpointRegistry', () => {
       await runLocal(program, { ranks: 1, checkpoint: { dir, policy: { onRequest: true }, keep: 2, resume: false } })
       const lines: string[] = []
       await main(['inspect', dir, '--verify'], (s) => lines.push(s))
-      expect(lines.join('\n')).toMatch(/#0 {2}valid {6}skeleton 0 step 4 {2}1 ranks/)
+      expect(lines.join('\n')).toMatch(/#0 {2}valid +skeleton 0 step 4 {2}1 ranks/)
     } finally {
       rmSync(dir, { recursive: true, force: true })
     }
