@@ -32,6 +32,8 @@ const decoder = new TextDecoder()
 export class Collectives {
   private seq = 0
   private readonly reduce: AllreduceStepper
+  /** `reduce` has ended but its awaited result is not read yet. */
+  private reduceUnread = false
   private readonly barrierSteps: BarrierStepper
 
   constructor(private readonly p2p: PointToPoint) {
@@ -46,11 +48,18 @@ export class Collectives {
 
   allreduce(value: number, op: ReduceOp): Promise<number> {
     if (this.p2p.size === 1) return Promise.resolve(value)
-    const s = this.reduce.busy ? new AllreduceStepper(this.p2p) : this.reduce
+    const s = this.reduce.busy || this.reduceUnread ? new AllreduceStepper(this.p2p) : this.reduce
     try {
       s.start(this.nextTag(), value, op)
       const waiting = s.run()
-      return waiting === undefined ? Promise.resolve(s.result) : waiting.then(() => s.result)
+      if (waiting === undefined) return Promise.resolve(s.result)
+      // The stepper is done before the promise's reaction runs, and a later allreduce of this rank may start in
+      // between (same call stack under a StepScheduler): it must not reuse the stepper until its result is read.
+      if (s === this.reduce) this.reduceUnread = true
+      return waiting.then(() => {
+        if (s === this.reduce) this.reduceUnread = false
+        return s.result
+      })
     } catch (e) {
       // A collective fails by rejecting, as an async function would.
       return Promise.reject(e)
