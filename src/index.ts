@@ -58,7 +58,6 @@ export {
   InternalError,
   CodeChangedError,
   DirectoryLockedError,
-  NothingToResumeError,
   type LockHolder,
   type ExitClass,
   type RankLocation,

@@ -75,6 +75,7 @@ function isFile(path: string): boolean {
   try {
     return !statSync(path).isDirectory()
   } catch {
+    // Nothing there: the directory is created later.
     return false
   }
 }

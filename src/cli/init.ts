@@ -224,6 +224,7 @@ function readJson(file: string): unknown {
   try {
     return JSON.parse(readFileSync(file, 'utf8')) as unknown
   } catch {
+    // Absent or not JSON: the caller falls back to the next source.
     return undefined
   }
 }

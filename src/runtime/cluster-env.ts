@@ -163,7 +163,8 @@ export function matchingDirectories(template: string): string[] {
           .filter((e) => e.isDirectory() && pattern.test(e.name))
           .map((e) => join(d, e.name))
       } catch {
-        return [] // absent or unreadable: nothing of the run there
+        // Absent or unreadable: nothing of the run there.
+        return []
       }
     })
   }

@@ -406,6 +406,7 @@ export class CheckpointCommitter {
    * directory: only on a failure.
    */
   private async previousOf(store: CheckpointStore, failed: number): Promise<string> {
+    // Unreadable now: say what can be said without it.
     const listed = await store.list().catch(() => undefined)
     if (listed === undefined) return 'the previous checkpoint, if any, is untouched'
     const previous = listed.filter((c) => c.complete && c.seq < failed && (this.stamp.runId === undefined || c.marker?.runId === this.stamp.runId)).pop()

@@ -405,6 +405,7 @@ async function listIfOurs(l: SearchedLevel, fingerprint: string): Promise<void> 
     await l.store.assertFingerprint(fingerprint)
     l.listed = await l.store.list()
   } catch {
+    // Another program's or unreadable: passed over on this rank alone (the refusal names what was searched).
     l.absent = true
     l.listed = []
   }

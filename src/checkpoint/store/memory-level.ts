@@ -108,6 +108,7 @@ function nonEmpty(dir: string): boolean {
   try {
     return readdirSync(dir).length > 0
   } catch {
+    // Absent or unreadable: nothing of the user's to keep apart from.
     return false
   }
 }
@@ -123,6 +124,7 @@ function freeBytes(dir: string): number | undefined {
     const st = statfsSync(at)
     return st.bavail * st.bsize
   } catch {
+    // No statfs here: the room is unknown, not refused.
     return undefined
   }
 }

@@ -241,7 +241,8 @@ export function sweepAbandonedDirectories(base: string, prefix: string, purpose:
   try {
     names = readdirSync(base)
   } catch {
-    return [] // no such base: nothing was left there
+    // No such base: nothing was left there.
+    return []
   }
   const host = hostname()
   const removed: string[] = []
