@@ -25,6 +25,7 @@ const LAYERS = [
   'bench',
   'cli',
   'index.ts',
+  'testing.ts',
 ]
 
 const SRC = resolve(__dirname, '../src')
