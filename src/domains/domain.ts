@@ -1,5 +1,5 @@
 import { ConfigError, InternalError } from '../errors.js'
-import { formatSize } from './memory.js'
+import { formatSize } from '../util/bytes.js'
 import { DomainDesc, type StorageOrder } from './desc.js'
 import { arrayOver, DTYPES, plainAllocator, type BufferAllocator, type DType, type NumericArray } from './dtype.js'
 

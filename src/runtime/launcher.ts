@@ -4,6 +4,7 @@ import { Worker } from 'node:worker_threads'
 import { frozenConfig, type FaultToleranceConfig } from '../checkpoint/config.js'
 import type { CheckpointEvent, ResumedFigures } from '../checkpoint/events.js'
 import { ConfigError, PreemptedError, ProgramLoadError, RunStoppedError } from '../errors.js'
+import { findUp } from '../util/find-up.js'
 import { runAttempt, type AttemptCallbacks } from './attempt.js'
 import { compileProgram } from './compiled-program.js'
 import { TRANSPORTS, type RankGroupSpec, type RunningRanks, type StartRankGroup, type Transport } from './group.js'
@@ -175,9 +176,5 @@ function checkProgramFile(programFile: string): string {
 /** The tsconfig.json nearest to a TypeScript program (its `paths` decide what `molotof` resolves to). */
 export function findTsconfig(file: string): string | undefined {
   if (!/\.[mc]?tsx?$/.test(file)) return undefined
-  for (let dir = dirname(file); ; dir = dirname(dir)) {
-    const candidate = join(dir, 'tsconfig.json')
-    if (existsSync(candidate)) return candidate
-    if (dirname(dir) === dir) return undefined
-  }
+  return findUp(dirname(file), (dir) => (existsSync(join(dir, 'tsconfig.json')) ? join(dir, 'tsconfig.json') : undefined))
 }
