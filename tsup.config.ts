@@ -21,9 +21,12 @@ const chartJs = readFileSync(join(dirname(createRequire(import.meta.url).resolve
 
 export default defineConfig([
   {
-    entry: { index: 'src/index.ts' },
+    // molotof/testing is a second entry; shared code sits in chunks both load (in
+    // CJS too), so an error thrown by one is an instance of the other's class.
+    entry: { index: 'src/index.ts', testing: 'src/testing.ts' },
     outDir,
     format: ['esm', 'cjs'],
+    splitting: true,
     dts: true,
     sourcemap: true,
     clean: true,

@@ -1,6 +1,7 @@
 // The public API of molotof: what a program author and a batch user need.
 // Everything not exported here is internal (tests and benchmarks import it from
-// its module). Runtime names stay few (test/api.test.ts counts them); every
+// its module); failure injection, for tests, is in src/testing.ts
+// (`molotof/testing`). Runtime names stay few (test/api.test.ts counts them); every
 // type a public signature uses is exported as a type. Add a name to its section.
 //
 // Installs how ranks run the programs this copy declares (see skeletons/program.ts).
@@ -13,7 +14,7 @@ export { Domain2D } from './domains/domain2d.js'
 export { Domain3D } from './domains/domain3d.js'
 export { splitPoint } from './domains/split.js'
 export { RankGrid } from './domains/rank-grid.js'
-export type { DType, NumericArray, AnyTypedArray, TypedArrayOf, TypedArrayByName, BufferAllocator } from './domains/dtype.js'
+export type { DType, NumericArray, AnyTypedArray, TypedArrayOf, TypedArrayByName } from './domains/dtype.js'
 export { CalcKernel, CountedKernel, type StepContext, type RebuildContext } from './skeletons/kernel.js'
 export { option, notSetting, type OptionSpec, type OptionSpecs, type OptionValues, type OptionCommon, type NumberRange } from './skeletons/options.js'
 export { defineProgram, type Program, type ProgramDefinition } from './skeletons/program.js'
@@ -30,13 +31,11 @@ export type { Serializer } from './checkpoint/light/codec.js'
 // --- Running a program: once, supervised, or in this thread (tests) ---------
 export { launch, type LaunchOptions, type RunResult } from './runtime/launcher.js'
 export { Supervisor, type SuperviseOptions, type SuperviseResult, type SupervisorEvent } from './runtime/supervisor.js'
-export type { RanksOrigin } from './runtime/spares.js'
 export { runLocal, type LocalRunOptions } from './runtime/local.js'
 export type { Transport, RunningRanks } from './runtime/group.js'
-export type { Injection, RandomInjection } from './runtime/inject.js'
 export type { FaultToleranceConfig, MemoryLevelConfig, SharedLevelConfig } from './checkpoint/config.js'
 export type { CheckpointPolicy } from './checkpoint/policy/policy.js'
-export type { CheckpointEvent, CheckpointLevel, CopyLevel, ResumedFigures } from './checkpoint/events.js'
+export type { CheckpointEvent, CheckpointLevel, CopyLevel } from './checkpoint/events.js'
 
 // --- Errors: one catalogue; branch on `instanceof`, `code`, `exit` or `restartable`
 export {
@@ -55,7 +54,6 @@ export {
   PreemptedError,
   RunInterruptedError,
   CommunicationError,
-  InternalError,
   CodeChangedError,
   DirectoryLockedError,
   type LockHolder,

@@ -3,16 +3,18 @@ import { dirname, join, relative, resolve } from 'node:path'
 import ts from 'typescript'
 import { describe, expect, it } from 'vitest'
 
-// The public API as a newcomer meets it: the names src/index.ts exports, their
+// The public API as a newcomer meets it: the names src/index.ts exports (and
+// src/testing.ts, the failure injection of tests, as 'molotof/testing'), their
 // doc comments, and the ```ts examples of README.md and of those comments,
 // type-checked against src/index.ts as 'molotof' (one in-memory program).
 
 const ROOT = resolve(__dirname, '..')
 const INDEX = join(ROOT, 'src/index.ts')
+const TESTING = join(ROOT, 'src/testing.ts')
 
 /**
- * At most this many runtime names (values: classes, functions, constants);
- * types do not count. 31 since CountedKernel (the counted loop most programs
+ * At most this many runtime names (values: classes, functions, constants) in
+ * the main entry; types do not count. 31 since CountedKernel (the counted loop most programs
  * wrote out by hand); 32 since RankGrid (the rank grid every stencil program
  * on a 2-D or 3-D grid of ranks wrote out); raise it only for a name users need as much.
  */
@@ -89,7 +91,7 @@ function programOf(extra: Map<string, string>, oldProgram?: ts.Program): ts.Prog
   const readFile = host.readFile.bind(host)
   host.readFile = (name) => extra.get(resolve(name)) ?? readFile(name)
   // The old program's parsed files are reused: only the examples are new.
-  return ts.createProgram({ rootNames: [INDEX, ...extra.keys()], options, host, oldProgram })
+  return ts.createProgram({ rootNames: [INDEX, TESTING, ...extra.keys()], options, host, oldProgram })
 }
 
 /** The ```ts blocks of a markdown text, with the line each starts at. */
@@ -102,10 +104,10 @@ function tsBlocks(text: string): Array<{ line: number; code: string; context: st
   return found
 }
 
-/** The public names: each export of src/index.ts with its declarations, and whether it is a runtime value. */
-function publicNames(program: ts.Program): Array<{ name: string; runtime: boolean; declarations: ts.Declaration[] }> {
+/** The public names: each export of an entry (src/index.ts) with its declarations, and whether it is a runtime value. */
+function publicNames(program: ts.Program, entry = INDEX): Array<{ name: string; runtime: boolean; declarations: ts.Declaration[] }> {
   const checker = program.getTypeChecker()
-  const index = program.getSourceFile(INDEX)!
+  const index = program.getSourceFile(entry)!
   const exports = checker.getExportsOfModule(checker.getSymbolAtLocation(index)!)
   return exports.map((s) => {
     const target = s.flags & ts.SymbolFlags.Alias ? checker.getAliasedSymbol(s) : s
@@ -139,6 +141,9 @@ function uncomment(jsdoc: string): string {
 const base = programOf(new Map())
 const names = publicNames(base)
 const runtimeNames = names.filter((n) => n.runtime).map((n) => n.name)
+const testingNames = publicNames(base, TESTING)
+/** Both entries: what a user may import. */
+const allNames = [...names, ...testingNames]
 
 describe('the public API (src/index.ts)', () => {
   it(`exports at most ${MAX_RUNTIME_NAMES} runtime names, none of them internal plumbing`, () => {
@@ -149,14 +154,24 @@ describe('the public API (src/index.ts)', () => {
     }
   })
 
+  it('keeps failure injection in molotof/testing and the supervisor\'s bookkeeping out of the main entry', () => {
+    const main = names.map((n) => n.name)
+    for (const internal of ['Injection', 'RandomInjection', 'parseInjection', 'RanksOrigin', 'ResumedFigures', 'BufferAllocator', 'InternalError']) {
+      expect(main).not.toContain(internal)
+    }
+    expect(testingNames.map((n) => `${n.name}${n.runtime ? '()' : ''}`).sort()).toEqual(['Injection', 'RandomInjection', 'parseInjection()'])
+  })
+
   it('exports every type its public signatures use', () => {
     const checker = base.getTypeChecker()
-    const exported = new Set(names.flatMap((n) => n.declarations.map((d) => d.getSourceFile().fileName + '#' + (ts.getNameOfDeclaration(d)?.getText() ?? ''))))
+    const exported = new Set(allNames.flatMap((n) => n.declarations.map((d) => d.getSourceFile().fileName + '#' + (ts.getNameOfDeclaration(d)?.getText() ?? ''))))
     const missing = new Set<string>()
     const visit = (node: ts.Node, owner: string): void => {
       // Private and protected members and function bodies are not part of a signature.
       if (ts.canHaveModifiers(node) && ts.getModifiers(node)?.some((m) => m.kind === ts.SyntaxKind.PrivateKeyword || m.kind === ts.SyntaxKind.ProtectedKeyword)) return
       if (ts.isPrivateIdentifier((node as ts.NamedDeclaration).name ?? node)) return
+      // A member tagged @internal is runtime plumbing (TypeDoc leaves it out too).
+      if (ts.getJSDocTags(node).some((t) => t.tagName.text === 'internal')) return
       if (ts.isBlock(node) || (ts.isPropertyDeclaration(node) && !node.type)) return
       if (ts.isTypeReferenceNode(node) || ts.isExpressionWithTypeArguments(node)) {
         const at = ts.isTypeReferenceNode(node) ? node.typeName : node.expression
@@ -172,13 +187,13 @@ describe('the public API (src/index.ts)', () => {
       }
       ts.forEachChild(node, (c) => visit(c, owner))
     }
-    for (const n of names) for (const d of n.declarations) visit(ts.isVariableDeclaration(d) ? (d.type ?? d) : d, n.name)
+    for (const n of allNames) for (const d of n.declarations) visit(ts.isVariableDeclaration(d) ? (d.type ?? d) : d, n.name)
     expect([...missing]).toEqual([])
   })
 
   it('opens every public class and function with a doc comment that shows its use in a ```ts example', () => {
     const undocumented: string[] = []
-    for (const n of names.filter((x) => x.runtime)) {
+    for (const n of allNames.filter((x) => x.runtime)) {
       const isError = n.name.endsWith('Error') && n.name !== 'MolotofError'
       const own = n.declarations.flatMap((d) => ts.getJSDocCommentsAndTags(ts.isVariableDeclaration(d) ? d.parent.parent : d).filter(ts.isJSDoc))
       // An error subclass says when it is thrown; MolotofError shows how to catch them all.
@@ -196,7 +211,7 @@ describe('the public API (src/index.ts)', () => {
       examples.push({ where: `README.md:${b.line}`, file: join(ROOT, `readme-example-${b.line}.ts`), code })
     }
     const seen = new Set<string>()
-    for (const n of names) {
+    for (const n of allNames) {
       for (const d of n.declarations) {
         for (const doc of docsOf(d)) {
           if (seen.has(doc)) continue
@@ -208,12 +223,18 @@ describe('the public API (src/index.ts)', () => {
         }
       }
     }
+    // The testing entry's own comment (its first statement's) shows how to import it.
+    const testingEntry = base.getSourceFile(TESTING)!
+    for (const j of ts.getJSDocCommentsAndTags(testingEntry.statements[0]).filter(ts.isJSDoc)) {
+      for (const b of tsBlocks(uncomment(j.getText()))) examples.push({ where: 'src/testing.ts', file: join(ROOT, 'src/doc-example-testing.ts'), code: b.code })
+    }
     expect(examples.length).toBeGreaterThan(names.filter((n) => n.runtime).length / 2)
 
-    const all = names.map((n) => (n.runtime ? n.name : `type ${n.name}`)).join(', ')
+    const listed = (ns: typeof names) => ns.map((n) => (n.runtime ? n.name : `type ${n.name}`)).join(', ')
+    const all = `import { ${listed(names)} } from 'molotof'\nimport { ${listed(testingNames)} } from 'molotof/testing'\n`
     const files = new Map<string, string>([[join(ROOT, 'test/doc-prelude.ts'), PRELUDE]])
     for (const e of examples) {
-      const imports = /from 'molotof'/.test(e.code) ? '' : `import { ${all} } from 'molotof'\n`
+      const imports = /from 'molotof(\/testing)?'/.test(e.code) ? '' : all
       files.set(e.file, `${imports}${e.code}\nexport {}\n`)
     }
     const program = programOf(files, base)

@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process'
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
@@ -36,6 +36,22 @@ describe('package build (tsup)', () => {
     const pkg = JSON.parse(readFileSync('package.json', 'utf8')) as { dependencies: Record<string, string>; devDependencies: Record<string, string> }
     expect(Object.keys(pkg.dependencies)).not.toContain('chart.js')
   }, 120_000)
+
+  it('resolves molotof/testing through the package exports in ESM and CJS, sharing the error classes of molotof', () => {
+    // An installed copy: the package.json as shipped, its dist/ the bundles built above.
+    const installed = join(work, 'node_modules/molotof')
+    mkdirSync(installed, { recursive: true })
+    copyFileSync('package.json', join(installed, 'package.json'))
+    symlinkSync(resolve(out), join(installed, 'dist'))
+    const pkg = JSON.parse(readFileSync('package.json', 'utf8')) as { exports: Record<string, { import: Record<string, string>; require: Record<string, string> }> }
+    for (const f of [...Object.values(pkg.exports['./testing'].import), ...Object.values(pkg.exports['./testing'].require)]) expect(existsSync(join(installed, f)), f).toBe(true)
+    // A bad injection is refused with molotof's own ConfigError (one class, not a copy per entry).
+    const check = `let e; try { t.parseInjection('rank=x') } catch (err) { e = err } console.log(typeof t.parseInjection, t.parseInjection('rank=1,step=4').at.step, e instanceof m.ConfigError, 'parseInjection' in m)`
+    const cjs = execFileSync(process.execPath, ['-e', `const t = require('molotof/testing'); const m = require('molotof'); ${check}`], { cwd: work }).toString()
+    expect(cjs.trim()).toBe('function 4 true false')
+    const esm = execFileSync(process.execPath, ['--input-type=module', '-e', `const t = await import('molotof/testing'); const m = await import('molotof'); ${check}`], { cwd: work }).toString()
+    expect(esm.trim()).toBe('function 4 true false')
+  }, 60_000)
 
   it('runs a program compiled once at run start, through a failure and its recovery, with the serial result', () => {
     const events = join(work, 'events.jsonl')

@@ -10,6 +10,7 @@ import { describe, expect, it } from 'vitest'
 // `checkpoint` alone means the files directly in src/checkpoint (its contracts
 // with skeletons and the runtime), between its sub-folders.
 const LAYERS = [
+  'util',
   'errors.ts',
   'domains',
   'routing',
@@ -25,6 +26,7 @@ const LAYERS = [
   'bench',
   'cli',
   'index.ts',
+  'testing.ts',
 ]
 
 const SRC = resolve(__dirname, '../src')

@@ -11,6 +11,7 @@ import { Supervisor } from '../runtime/supervisor.js'
 import { option } from '../skeletons/options.js'
 import { HELP_OPTION, parseCommand } from './args.js'
 import { formatHelp } from './help.js'
+import { formatSize } from '../util/bytes.js'
 
 const DEMO_OPTIONS = {
   ranks: option.int(4, 'ranks (the last one is killed)', { min: 1 }),
@@ -80,7 +81,7 @@ export async function demoCommand(argv: readonly string[], out: (s: string) => v
         if (b !== undefined) system.push(b)
       },
       onEvent: (e) => {
-        if (e.event === 'checkpoint') out(`   checkpoint ${e.seq} at step ${e.step}: ${mib(e.totalBytes)} MiB in ${e.ms.toFixed(0)} ms`)
+        if (e.event === 'checkpoint') out(`   checkpoint ${e.seq} at step ${e.step}: ${mib(e.totalBytes)} in ${e.ms.toFixed(0)} ms`)
         if (e.event === 'failure') out(`   FAILURE: rank ${e.rank} ${e.reason === 'signal' ? 'killed' : 'died'} at step ${e.step} (${e.phase}); detected in ${e.detectionMs.toFixed(1)} ms`)
         if (e.event === 'recovery-line') out(`   recovery line: checkpoint ${e.seq} (step ${e.step}), agreed in ${e.negotiateMs.toFixed(1)} ms`)
         if (e.event === 'recovered') {
@@ -115,14 +116,14 @@ export async function demoCommand(argv: readonly string[], out: (s: string) => v
       ['molotof, default (both grids)', mib(def), (def / minimal).toFixed(2)],
       [`system-level image (private memory of the rank process)`, sys === undefined ? 'n/a (threads)' : mib(sys), sys === undefined ? '-' : (sys / minimal).toFixed(2)],
     ]
-    out(table(['checkpoint', 'MiB', '× minimal'], rows))
+    out(table(['checkpoint', 'size', '× minimal'], rows))
     return same ? 0 : 1
   } finally {
     rmSync(root, { recursive: true, force: true })
   }
 }
 
-const mib = (b: number) => (b / 2 ** 20).toFixed(2)
+const mib = (b: number) => formatSize(b, { unit: 'MiB', digits: 2 })
 
 /** examples/jacobi/jacobi.ts of this package (the demo runs from src/ or dist/). */
 function jacobiFile(): string {

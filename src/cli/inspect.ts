@@ -11,7 +11,7 @@ import { ConfigError } from '../errors.js'
 import { option } from '../skeletons/options.js'
 import { HELP_OPTION, parseCommand } from './args.js'
 import { formatHelp, STARTER_EXAMPLES_FROM } from './help.js'
-import { formatBytes } from './run.js'
+import { formatSize } from '../util/bytes.js'
 
 const INSPECT_OPTIONS = {
   memoryDir: option.string(undefined, "the memory level's directory (default: the one molotof run uses for this checkpoint directory, when present)"),
@@ -121,7 +121,7 @@ async function rowsOf(store: CheckpointStore, verify: boolean, presentOnly = fal
       step: c.marker?.step ?? header?.header.step,
       ranks: c.marker?.size ?? header?.header.size,
       bytes: c.files.reduce((s, f) => s + f.bytes, 0),
-      entries: header ? header.header.entries.map((e) => `${e.name}(${e.kind === 'heavy' ? `${e.dtype} ${formatBytes(e.length)}` : 'light'})`) : [],
+      entries: header ? header.header.entries.map((e) => `${e.name}(${e.kind === 'heavy' ? `${e.dtype} ${formatSize(e.length)}` : 'light'})`) : [],
       runId: c.marker?.runId ?? header?.header.runId,
       code: codeOf(c.marker?.code ?? header?.header.code),
       problems: [...(c.problem ? [c.problem] : []), ...(report?.problems ?? []).map((p) => `${p.file}: ${p.reason}`)],
@@ -162,7 +162,7 @@ function printRows(rows: readonly Row[], out: (s: string) => void, copies = fals
     // A partner directory holds other ranks' files: which ones.
     const held = copies ? `  copies of rank${r.present.length === 1 ? '' : 's'} ${r.present.join(', ') || '-'}` : ''
     out(
-      `  #${r.seq}  ${state.padEnd(11)} skeleton ${r.skeleton ?? '?'} step ${r.step ?? '?'}  ${r.ranks ?? '?'} ranks${held}  ${formatBytes(r.bytes)}  entries: ${r.entries.join(', ') || '-'}${identityOf(r)}${elastic}`,
+      `  #${r.seq}  ${state.padEnd(11)} skeleton ${r.skeleton ?? '?'} step ${r.step ?? '?'}  ${r.ranks ?? '?'} ranks${held}  ${formatSize(r.bytes)}  entries: ${r.entries.join(', ') || '-'}${identityOf(r)}${elastic}`,
     )
     for (const p of r.problems) out(`      ${p}`)
     if (r.elastic && !r.elastic.ok) out(`      on another rank count: ${r.elastic.blockers.join('; ')}`)
@@ -185,7 +185,7 @@ function printLevel(l: Level, verify: boolean, out: (s: string) => void): void {
   printRows(l.checkpoints, out, l.level === 'partner')
   if (l.spares && l.spares.length > 0) {
     const bytes = l.spares.reduce((n, f) => n + f.bytes, 0)
-    out(`  spare: ${l.spares.length} rank file${l.spares.length === 1 ? '' : 's'} of pruned checkpoints, ${formatBytes(bytes)} (overwritten by the next checkpoints instead of new files)`)
+    out(`  spare: ${l.spares.length} rank file${l.spares.length === 1 ? '' : 's'} of pruned checkpoints, ${formatSize(bytes)} (overwritten by the next checkpoints instead of new files)`)
   }
 }
 

@@ -18,6 +18,7 @@ import { EXIT, exitCodeOf } from './exit-codes.js'
 import { formatHelp, RUN_EXIT_CODES, STARTER_EXAMPLES_FROM } from './help.js'
 import { ProgressView } from './progress.js'
 import { StatusFile } from './status-file.js'
+import { formatSize } from '../util/bytes.js'
 import { parentAtCliStart, SAME_STOP_MS, takeHeldStopSignals } from './stop-signals.js'
 import { watchWrapper } from './wrapper-watch.js'
 
@@ -179,7 +180,7 @@ async function runSupervised(f: RunValues, program: string, programArgv: string[
       if (!everything) return
       const background = e.level === 'partner' || e.level === 'shared' ? 'copied' : 'flushed'
       const how = e.level === 'memory' ? `in ${e.ms.toFixed(1)} ms` : e.stallMs === 0 ? `${background} in the background in ${e.ms.toFixed(0)} ms` : `in ${e.ms.toFixed(0)} ms`
-      view.line(`checkpoint ${e.seq} committed to ${e.level}: skeleton ${e.skeleton}, step ${e.step}, ${formatBytes(e.totalBytes)} on ${ranks} rank(s) ${how}`)
+      view.line(`checkpoint ${e.seq} committed to ${e.level}: skeleton ${e.skeleton}, step ${e.step}, ${formatSize(e.totalBytes)} on ${ranks} rank(s) ${how}`)
     },
     onEvent: (e) => {
       if (eventsFile) appendFileSync(eventsFile, JSON.stringify({ time: new Date().toISOString(), ...e }) + '\n')
@@ -315,13 +316,6 @@ function injections(text: string | undefined): { fixed: Injection[]; random: Ran
     else random = { seed: p.seed, count: p.count }
   }
   return { fixed, random }
-}
-
-export function formatBytes(n: number): string {
-  if (n < 1024) return `${n} B`
-  if (n < 1024 ** 2) return `${(n / 1024).toFixed(1)} KiB`
-  if (n < 1024 ** 3) return `${(n / 1024 ** 2).toFixed(1)} MiB`
-  return `${(n / 1024 ** 3).toFixed(2)} GiB`
 }
 
 function jsonReplacer(_k: string, v: unknown): unknown {

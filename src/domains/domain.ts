@@ -1,5 +1,5 @@
 import { ConfigError, InternalError } from '../errors.js'
-import { formatSize } from './memory.js'
+import { formatSize } from '../util/bytes.js'
 import { DomainDesc, type StorageOrder } from './desc.js'
 import { arrayOver, DTYPES, plainAllocator, type BufferAllocator, type DType, type NumericArray } from './dtype.js'
 
@@ -66,7 +66,10 @@ export abstract class Domain<N extends number = number, A extends NumericArray =
   readonly components: number
   /** Per axis, whether halos wrap around (see `DomainOptions.periodic`). */
   readonly periodic: readonly boolean[]
-  /** Memory source; the threads runtime installs a SharedArrayBuffer allocator. */
+  /**
+   * Memory source; the threads runtime installs a SharedArrayBuffer allocator.
+   * @internal runtime plumbing, not set by programs
+   */
   allocator: BufferAllocator = plainAllocator
 
   private _box: DomainDesc<N>

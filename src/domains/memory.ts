@@ -1,5 +1,6 @@
 import { ConfigError } from '../errors.js'
 import { totalmem } from 'node:os'
+import { formatSize } from '../util/bytes.js'
 
 /**
  * What one machine can hold: every rank of a molotof run lives on this
@@ -18,23 +19,8 @@ export function memoryLimit(): number {
   return cgroup !== undefined && cgroup > 0 && cgroup < total ? cgroup : total
 }
 
-/**
- * Bytes in binary units for messages.
- *
- * ```ts
- * formatSize(1.5 * 2 ** 30)  // '1.50 GiB'
- * ```
- */
-export function formatSize(bytes: number): string {
-  const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB', 'PiB', 'EiB']
-  let v = bytes
-  let u = 0
-  while (v >= 1024 && u < units.length - 1) {
-    v /= 1024
-    u++
-  }
-  return `${Number.isInteger(v) ? v : v.toFixed(v < 10 ? 2 : v < 100 ? 1 : 0)} ${units[u]}`
-}
+// The one byte formatter (src/util/bytes.ts), also for the runtime's messages that take it from here.
+export { formatSize }
 
 /**
  * Refuses a rank's two domains (read and write, `cells` each at most) when

@@ -40,7 +40,10 @@ export const SENT: Promise<void> = Promise.resolve()
 export interface Communicator {
   readonly rank: number
   readonly size: number
-  /** Memory for buffers that cross ranks cheaply on this transport. */
+  /**
+   * Memory for buffers that cross ranks cheaply on this transport (the skeleton gives it to its domains).
+   * @internal runtime plumbing, not used by programs
+   */
   readonly allocator: BufferAllocator
   /**
    * Post `bytes` to `dest`. The returned promise resolves when the sender may

@@ -6,6 +6,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url'
 import type { OnLoadArgs, PluginBuild } from 'esbuild'
 import { codeIdentityOf, shownPath, type CodeIdentity } from '../checkpoint/identity/code.js'
 import { InternalError } from '../errors.js'
+import { findUp } from '../util/find-up.js'
 
 /**
  * A program compiled once, at run start, into one ES module: its local
@@ -308,18 +309,17 @@ function frameworkEntry(): string | undefined {
 export function loadedAsEsm(file: string): boolean {
   if (/\.m[jt]s$/.test(file)) return true
   if (/\.c[jt]s$/.test(file)) return false
-  for (let dir = dirname(file); ; dir = dirname(dir)) {
+  const esm = findUp(dirname(file), (dir) => {
     const pkg = join(dir, 'package.json')
-    if (existsSync(pkg)) {
-      try {
-        return (JSON.parse(readFileSync(pkg, 'utf8')) as { type?: unknown }).type === 'module'
-      } catch {
-        // An unreadable package.json: Node would fail on it too; tsx then says so.
-        return false
-      }
+    if (!existsSync(pkg)) return undefined
+    try {
+      return (JSON.parse(readFileSync(pkg, 'utf8')) as { type?: unknown }).type === 'module'
+    } catch {
+      // An unreadable package.json: Node would fail on it too; tsx then says so.
+      return false
     }
-    if (dirname(dir) === dir) return false
-  }
+  })
+  return esm ?? false
 }
 
 /**
@@ -328,14 +328,14 @@ export function loadedAsEsm(file: string): boolean {
  * there as they do from the program (no node_modules lies in between).
  */
 function projectRoot(programFile: string): string | undefined {
-  for (let dir = dirname(programFile); ; dir = dirname(dir)) {
+  return findUp(dirname(programFile), (dir) => {
     try {
-      if (statSync(join(dir, 'node_modules')).isDirectory()) return dir
+      return statSync(join(dir, 'node_modules')).isDirectory() ? dir : undefined
     } catch {
       // none here; keep looking upwards
+      return undefined
     }
-    if (dirname(dir) === dir) return undefined
-  }
+  })
 }
 
 /** Whether `molotof` from the program's folder is this framework copy (then no resolve hook is needed). */

@@ -4,6 +4,7 @@ import { Worker } from 'node:worker_threads'
 import { frozenConfig, type FaultToleranceConfig } from '../checkpoint/config.js'
 import type { CheckpointEvent, ResumedFigures } from '../checkpoint/events.js'
 import { ConfigError, PreemptedError, ProgramLoadError, RunStoppedError } from '../errors.js'
+import { findUp } from '../util/find-up.js'
 import { runAttempt, type AttemptCallbacks } from './attempt.js'
 import { compileProgram } from './compiled-program.js'
 import { TRANSPORTS, type RankGroupSpec, type RunningRanks, type StartRankGroup, type Transport } from './group.js'
@@ -29,8 +30,6 @@ export interface LaunchOptions {
   checkpoint?: FaultToleranceConfig
   /** Called on rank 0's report of each committed checkpoint. */
   onCheckpoint?: (e: CheckpointEvent) => void
-  /** Called on rank 0's report of a finished recovery. */
-  onResumed?: (r: ResumedFigures) => void
   /** Rank 0's progress (throttled to ~4 per second, always the first and last step). */
   onProgress?: (skeleton: number, step: number, total: number | undefined) => void
   /** Called with the ranks of each attempt once started (pids, kill, where). */
@@ -39,8 +38,6 @@ export interface LaunchOptions {
   inject?: Injection[]
   /** Random failure points (drawn by the ranks from the seed). */
   injectRandom?: RandomInjection
-  /** Injection points that fired in an earlier attempt (left out). */
-  injectFired?: Injection[]
   /** Heartbeat period of rank processes in ms (default 200). */
   heartbeatMs?: number
   /** A rank process silent this long is hung (default 10 × heartbeatMs, at least 2 s). */
@@ -71,8 +68,20 @@ export const GROUP_STARTERS: Record<Transport, StartRankGroup> = {
   tcp: startTcpGroup,
 }
 
-/** Validate launch options and build the spec every rank of an attempt starts from. */
-export function groupSpec(programFile: string, opts: LaunchOptions): RankGroupSpec {
+/**
+ * Internal, not in the public options: rank 0's report of a finished recovery
+ * (tests of `launch` with `resume`; the supervisor reports it as events).
+ */
+export interface ResumeListenerOption {
+  onResumed?: (r: ResumedFigures) => void
+}
+
+/**
+ * Validate launch options and build the spec every rank of an attempt starts
+ * from; `injectFired` are the injection points that fired in an earlier
+ * attempt (the supervisor's; left out).
+ */
+export function groupSpec(programFile: string, opts: LaunchOptions, injectFired?: Injection[]): RankGroupSpec {
   const { ranks } = opts
   if (!Number.isInteger(ranks) || ranks < 1) throw new ConfigError(`the rank count must be a positive integer (got ${ranks})`)
   const transport = opts.transport ?? 'threads'
@@ -85,7 +94,7 @@ export function groupSpec(programFile: string, opts: LaunchOptions): RankGroupSp
   for (const i of opts.inject ?? []) {
     if (i.rank >= ranks) throw new ConfigError(`--inject rank=${i.rank}: there are only ${ranks} ranks (0..${ranks - 1})`)
   }
-  return { programFile: file, tsconfig: findTsconfig(file), size: ranks, argv: [...(opts.argv ?? [])], ft: opts.checkpoint && frozenConfig(opts.checkpoint), inject: opts.inject ?? [], injectRandom: opts.injectRandom, injectFired: opts.injectFired, heartbeatMs, transport }
+  return { programFile: file, tsconfig: findTsconfig(file), size: ranks, argv: [...(opts.argv ?? [])], ft: opts.checkpoint && frozenConfig(opts.checkpoint), inject: opts.inject ?? [], injectRandom: opts.injectRandom, injectFired, heartbeatMs, transport }
 }
 
 export function hangTimeoutOf(opts: LaunchOptions): number {
@@ -109,7 +118,7 @@ export async function launch<R = unknown>(programFile: string, opts: LaunchOptio
   const callbacks: AttemptCallbacks = {
     onLog: opts.onLog ?? ((_r: number, text: string) => console.log(text)),
     onCheckpoint: opts.onCheckpoint,
-    onResumed: opts.onResumed,
+    onResumed: (opts as LaunchOptions & ResumeListenerOption).onResumed,
     onProgress: (rank, skeleton, step, total) => {
       if (rank === 0) opts.onProgress?.(skeleton, step, total)
     },
@@ -167,9 +176,5 @@ function checkProgramFile(programFile: string): string {
 /** The tsconfig.json nearest to a TypeScript program (its `paths` decide what `molotof` resolves to). */
 export function findTsconfig(file: string): string | undefined {
   if (!/\.[mc]?tsx?$/.test(file)) return undefined
-  for (let dir = dirname(file); ; dir = dirname(dir)) {
-    const candidate = join(dir, 'tsconfig.json')
-    if (existsSync(candidate)) return candidate
-    if (dirname(dir) === dir) return undefined
-  }
+  return findUp(dirname(file), (dir) => (existsSync(join(dir, 'tsconfig.json')) ? join(dir, 'tsconfig.json') : undefined))
 }

@@ -6,7 +6,7 @@ import { expandDir } from './cluster-env.js'
 import { compileProgram } from './compiled-program.js'
 import { partnerDirOf } from '../checkpoint/store/partner.js'
 import type { RankGroup, StartRankGroup } from './group.js'
-import { GROUP_STARTERS, groupSpec, hangTimeoutOf, type LaunchOptions, type RunResult } from './launcher.js'
+import { GROUP_STARTERS, groupSpec, hangTimeoutOf, type LaunchOptions, type ResumeListenerOption, type RunResult } from './launcher.js'
 import type { ResumedFigures } from '../checkpoint/events.js'
 import type { Injection } from './inject.js'
 import { checkSpareCount, SparePool, type RanksOrigin } from './spares.js'
@@ -47,8 +47,8 @@ export type SupervisorEvent =
       totalMs: number
       /** The level the recovery line was read from: memory, disk, or memory+disk when ranks read from different levels. */
       level: string
-      /** How the ranks were obtained (kept survivors, warm spares, cold starts); absent without spares. */
-      ranksFrom?: RanksOrigin
+      /** How many ranks were kept survivors, warm spares, or started cold; absent without spares. */
+      ranksFrom?: { kept: number; spares: number; spawned: number }
     }
   /**
    * The first superstep after a failure has ended (rank 0): the recovery
@@ -70,7 +70,8 @@ export type SupervisorEvent =
       replayMs: number
       restoreMs: number
       firstStepMs: number
-      ranksFrom: RanksOrigin
+      /** How many ranks were kept survivors, warm spares, or started cold. */
+      ranksFrom: { kept: number; spares: number; spawned: number }
     }
   | { event: 'progress'; attempt: number; skeleton: number; step: number; total: number | undefined; stepsPerSecond: number }
   | { event: 'preempt-requested'; attempt: number; why: string }
@@ -248,9 +249,8 @@ export class Supervisor<R = unknown> {
             ...(resumeMemoryDirs ? { resumeMemoryDirs } : {}),
             ...(dir.lineageUnknown ? { adoptLineage: true } : {}),
           },
-          // Each injected failure fires once per run, so a restarted run completes.
-          injectFired: this.fired,
-        })
+          // Each injected failure fires once per run (this.fired: left out), so a restarted run completes.
+        }, this.fired)
         spec.compiled = compiled
         const stopping = stoppedStarts > 0 ? { stopping: true } : {}
         this.emit({ event: 'start', attempt: this.attempt, ranks: spec.size, transport: spec.transport ?? 'threads', resume, ...(compiled ? { compiled: compiled.file } : { loadedFromSources }), ...stopping })
@@ -357,7 +357,7 @@ export class Supervisor<R = unknown> {
         const ranksFrom = this.pool?.lastOrigin
         this.emit({ event: 'resume', attempt, requested, seq, skeleton, step, spawnMs, negotiateMs, loadMs, replayMs, restoreMs, totalMs, level, ...(ranksFrom ? { ranksFrom } : {}) })
         resumed = { at: performance.now(), r, origin: ranksFrom ?? { kept: 0, spares: 0, spawned: spec.size } }
-        this.opts.onResumed?.(r)
+        ;(this.opts as SuperviseOptions & ResumeListenerOption).onResumed?.(r)
       },
       onProgress: (rank, skeleton, step, total) => {
         if (rank !== 0) return

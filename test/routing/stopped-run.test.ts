@@ -23,10 +23,24 @@ class Strip extends Domain<1> {
  * stream transport does after its grace period), a receive at once (the
  * communicator was closed because the run was told to stop).
  */
-function lostPeerComm(): Communicator {
-  const refuseLater = () =>
-    new Promise<void>((_resolve, reject) => setTimeout(() => reject(new CommunicationError('rank 0: the connection to rank 1 closed unexpectedly; send failed (tag 3): write EPIPE')), 20))
-  return {
+function lostPeerComm(): Communicator & { sends: number; refused: Promise<void> } {
+  // `refused` resolves once every send so far has been refused (without a handler on the send's promise).
+  let refusedCount = 0
+  let allRefused = () => {}
+  const comm = {
+    sends: 0,
+    refused: new Promise<void>((r) => (allRefused = r)),
+  }
+  const refuseLater = () => {
+    comm.sends++
+    return new Promise<void>((_resolve, reject) =>
+      setTimeout(() => {
+        reject(new CommunicationError('rank 0: the connection to rank 1 closed unexpectedly; send failed (tag 3): write EPIPE'))
+        if (++refusedCount === comm.sends) allRefused()
+      }, 20),
+    )
+  }
+  return Object.assign(comm, {
     rank: 0,
     size: 2,
     allocator: plainAllocator,
@@ -36,7 +50,7 @@ function lostPeerComm(): Communicator {
     allgather: () => Promise.reject(new Error('unused')),
     barrier: () => Promise.reject(new Error('unused')),
     close: () => {},
-  }
+  })
 }
 
 const unhandled: unknown[] = []
@@ -56,11 +70,15 @@ describe('a route of a stopped run', () => {
       const w = new Strip(64)
       const from = partitionAt(w, 2, 0)
       w.resize(from.possessed[0].hull(from.needed[0]))
-      const router = new Router(lostPeerComm(), 'border', schedule, 'strip')
+      const comm = lostPeerComm()
+      const router = new Router(comm, 'border', schedule, 'strip')
       const routed = router.route(router.plan(from, from), w, w, 3)
       // The run stops here: its receive fails, and nobody settles the domain any more.
       await expect(routed).rejects.toThrow(/communicator closed/)
-      await new Promise((r) => setTimeout(r, 100))
+      // Once every send has been refused, Node reports an unhandled one before the next turn of the event loop.
+      await comm.refused
+      await new Promise((r) => setImmediate(r))
+      expect(comm.sends).toBeGreaterThan(0)
       expect(unhandled).toEqual([])
     })
   }

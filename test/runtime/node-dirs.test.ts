@@ -5,7 +5,7 @@ import { afterAll, describe, expect, it } from 'vitest'
 import type { JacobiResult } from '../../examples/jacobi/jacobi.js'
 import { interiorSum, jacobiSerial } from '../../examples/jacobi/serial.js'
 import { NothingToResumeError } from '../../src/errors.js'
-import { launch } from '../../src/runtime/launcher.js'
+import { launch, type LaunchOptions, type ResumeListenerOption } from '../../src/runtime/launcher.js'
 
 const root = mkdtempSync(join(tmpdir(), 'molotof-rankdirs-'))
 afterAll(() => rmSync(root, { recursive: true, force: true }))
@@ -26,7 +26,7 @@ describe('checkpoint directories of their own ({rank})', () => {
       for (const c of ckpts) expect(readdirSync(join(d, c)).sort()).toEqual(['COMMIT', `rank-${r}.mlf`])
     }
     let resumedAt: number | undefined
-    const resumed = await launch<JacobiResult>(JACOBI, { ranks: 3, argv, onLog: () => {}, checkpoint: { ...checkpoint, resume: true }, onResumed: (f) => (resumedAt = f.step) })
+    const resumed = await launch<JacobiResult>(JACOBI, { ranks: 3, argv, onLog: () => {}, checkpoint: { ...checkpoint, resume: true }, onResumed: (f) => (resumedAt = f.step) } as LaunchOptions & ResumeListenerOption)
     expect(resumedAt).toBe(19)
     expect(resumed.value.checksum).toBe(straight.value.checksum)
     expect(resumed.value.residual).toBe(straight.value.residual)
@@ -76,7 +76,7 @@ describe('a lost node resumed on the ranks left (elastic, from partner copies)',
     const logs: string[] = []
     let level: string | undefined
     const checkpoint = { ...partnerRun('lost'), resume: true }
-    const resumed = await launch<JacobiResult>(JACOBI, { ranks: 3, argv, checkpoint, onLog: (_r, t) => logs.push(t), onResumed: (f) => (level = f.level) })
+    const resumed = await launch<JacobiResult>(JACOBI, { ranks: 3, argv, checkpoint, onLog: (_r, t) => logs.push(t), onResumed: (f) => (level = f.level) } as LaunchOptions & ResumeListenerOption)
     const log = logs.join('\n')
     expect(log).toMatch(/checkpoint 1 skipped: .*lost0\/partner\/ckpt-00000001\/rank-3\.mlf: checksum mismatch/)
     expect(log).toMatch(/resuming a checkpoint of 4 ranks on 3 \(checkpoint 0\)/)

@@ -21,6 +21,7 @@ import { domainPayload, StagingBuffers } from '../store/staging.js'
 import { BackgroundWork } from './background.js'
 import type { CheckpointCopies } from './copies.js'
 import type { ClockState } from './vote.js'
+import { formatSize } from '../../util/bytes.js'
 
 /** What one rank's write (or flush) of a checkpoint came to. */
 interface WriteResult {
@@ -537,7 +538,7 @@ function domainEntry(name: string, d: Domain, box: DomainDesc, staging: StagingB
 }
 
 function formatMiB(n: number): string {
-  return `${(n / 2 ** 20).toFixed(1)} MiB`
+  return formatSize(n, { unit: 'MiB', digits: 1 })
 }
 
 /**

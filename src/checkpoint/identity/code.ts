@@ -3,6 +3,7 @@ import { existsSync, readFileSync } from 'node:fs'
 import { dirname, isAbsolute, join, relative, resolve, sep } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import type { CodeIdentity } from '../format/code-record.js'
+import { findUp } from '../../util/find-up.js'
 
 export type { CodeIdentity }
 
@@ -192,17 +193,14 @@ function frameworkDir(): string | undefined {
     // Bundled without a file location: no framework folder to leave out (its files are not local modules then).
     return framework
   }
-  for (let dir = dirname(here); dirname(dir) !== dir; dir = dirname(dir)) {
+  framework = findUp(dirname(here), (dir) => {
     try {
       const pkg = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')) as { name?: unknown }
-      if (pkg.name === 'molotof') {
-        const top = relative(dir, here).split(sep)[0]
-        framework = join(dir, top)
-        break
-      }
+      return pkg.name === 'molotof' ? join(dir, relative(dir, here).split(sep)[0]) : undefined
     } catch {
       // no package.json here; keep looking upwards
+      return undefined
     }
-  }
+  })
   return framework
 }

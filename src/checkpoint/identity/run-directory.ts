@@ -7,6 +7,7 @@ import { makeDirectory, writeDurably } from '../store/durable.js'
 import { errorCode, explainFsError } from '../store/fs-errors.js'
 import { codeChangesOnDisk, describeCodeChanges, includesProgramFile } from './code.js'
 import { codeChangeVerdict, newestComplete, newRunId } from './run.js'
+import { formatSize } from '../../util/bytes.js'
 
 /** What a run may do with the checkpoints it finds in its directory. */
 export interface RunDirectoryOptions {
@@ -182,11 +183,7 @@ async function freeLeftovers(store: CheckpointStore): Promise<string | undefined
     ...(uncommitted.length > 0 ? [`checkpoint${uncommitted.length > 1 ? 's' : ''} ${uncommitted.map((c) => c.seq).join(', ')} (never committed)`] : []),
     ...(temporary > 0 ? [`${temporary} temporary file${temporary > 1 ? 's' : ''}`] : []),
   ]
-  return `freed what interrupted writes of an earlier run left in ${store.dir}: ${what.join(' and ')}, ${formatSize(bytes)}`
-}
-
-function formatSize(bytes: number): string {
-  return bytes < 1024 * 1024 ? `${(bytes / 1024).toFixed(1)} KiB` : `${(bytes / 1024 / 1024).toFixed(1)} MiB`
+  return `freed what interrupted writes of an earlier run left in ${store.dir}: ${what.join(' and ')}, ${formatSize(bytes, { unit: bytes < 2 ** 20 ? 'KiB' : 'MiB', digits: 1 })}`
 }
 
 /** Every checkpoint of the directory and its spare files. */
