@@ -55,7 +55,7 @@ partner or shared copy can replace it.`,
   examplesFrom: STARTER_EXAMPLES_FROM,
   examples: [
     'molotof inspect .molotof/relax --verify      # after molotof run relax.ts --checkpoint every:50',
-    "molotof inspect '/scratch/ckpt-{node}' --shared-dir /shared      # a cluster run's, started with --checkpoint-dir '/scratch/ckpt-{node}' --shared-checkpoint --shared-dir /shared",
+    "molotof inspect '/scratch/ckpt-{node}' --shared-dir /shared      # a cluster run's, started with --checkpoint-dir '/scratch/ckpt-{node}' --shared-checkpoint every:4 --shared-dir /shared",
   ],
 })
 

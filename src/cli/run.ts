@@ -275,7 +275,7 @@ function faultTolerance(program: string, f: RunValues): FaultToleranceConfig {
   checkDirTemplate(dir)
   const ft: FaultToleranceConfig = {
     dir: resolve(dir),
-    policy: parsePolicy(f.checkpoint),
+    policy: policyFor('--checkpoint', f.checkpoint),
     keep: f.keep,
     resume,
     fresh: f.fresh,
@@ -287,7 +287,7 @@ function faultTolerance(program: string, f: RunValues): FaultToleranceConfig {
   }
   if (f.memoryCheckpoint !== undefined || f.asyncCheckpoints) {
     // --async-checkpoints is a memory level with no policy of its own: disk checkpoints go through RAM.
-    const policy = f.memoryCheckpoint === undefined ? ({ kind: 'off' } as const) : parsePolicy(f.memoryCheckpoint)
+    const policy = f.memoryCheckpoint === undefined ? ({ kind: 'off' } as const) : policyFor('--memory-checkpoint', f.memoryCheckpoint)
     if (f.memoryDir !== undefined) checkDirTemplate(f.memoryDir)
     const memoryDir = f.memoryDir ?? memoryDirFor(ft.dir) + placeholdersOf(dir)
     checkMemoryDirectory(memoryDir, dir, f.memoryDir === undefined ? "the memory level's directory" : '--memory-dir')
@@ -321,4 +321,14 @@ function injections(text: string | undefined): { fixed: Injection[]; random: Ran
 function jsonReplacer(_k: string, v: unknown): unknown {
   if (ArrayBuffer.isView(v)) return `<${v.constructor.name} of ${(v as Float64Array).length}>`
   return v
+}
+
+/** A policy flag's value, refused naming the flag. */
+function policyFor(flag: string, value: string): ReturnType<typeof parsePolicy> {
+  try {
+    return parsePolicy(value)
+  } catch (e) {
+    if (e instanceof ConfigError) throw new ConfigError(`${flag}: ${e.message}`)
+    throw e
+  }
 }
