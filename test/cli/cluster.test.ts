@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
 import type { JacobiResult } from '../../examples/jacobi/jacobi.js'
-import { launch } from '../../src/runtime/launcher.js'
+import { launch } from '../../src/runtime/launch/launcher.js'
 
 const root = mkdtempSync(join(tmpdir(), 'molotof-cluster-'))
 afterAll(() => rmSync(root, { recursive: true, force: true }))
