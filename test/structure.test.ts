@@ -20,6 +20,9 @@ const LAYERS = [
   'checkpoint',
   'checkpoint/recovery',
   'checkpoint/coordination',
+  // The phase list and status-slot layout: a plain-JS leaf beside the boot
+  // files (which run before tsx and must find it there), shared by skeletons.
+  'runtime/boot/status-layout.mjs',
   'skeletons',
   // The rooms of runtime/, lowest first; the files directly in src/runtime are
   // the contracts between rooms (group, protocol, status slots, injections,

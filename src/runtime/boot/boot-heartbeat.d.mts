@@ -1,5 +1,4 @@
 // Types of boot-heartbeat.mjs (plain JavaScript: it runs before tsx is loaded).
-export declare const PHASES: readonly string[]
 export declare function beat(fd: number, status: Int32Array, seq: Int32Array, rank: number): boolean
 export declare function startHeartbeat(o: {
   fd: number

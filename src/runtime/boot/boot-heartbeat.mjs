@@ -2,17 +2,14 @@
 // processes (process-boot.mjs) and of warm spare processes (spare-boot.mjs).
 // Plain JavaScript on purpose: it runs before tsx is loaded.
 //
-// A heartbeat record (layout in heartbeat.ts) carries a rank's status slot.
+// A heartbeat record (layout in status-layout.mjs) carries a rank's status slot.
 // The heartbeat thread writes one whenever the slot changes (looked at every
 // POLL_MS) and at least every heartbeat period, so the launcher can tell a
 // long computation (beats go on) from a hung or stopped process (beats stop),
 // and knows where a rank killed outright was.
 import { writeSync } from 'node:fs'
 import { Worker } from 'node:worker_threads'
-
-// Same order as PHASES in status.ts (used to name the phase of an uncaught
-// error); test/runtime/boot-constants.test.ts checks that the two agree.
-export const PHASES = ['start', 'light', 'init', 'calculate', 'route', 'checkpoint', 'swap', 'replay', 'restore', 'done']
+import { HEARTBEAT_MAGIC, HEARTBEAT_RECORD_BYTES, SLOT_CHANGES, SLOT_PHASE, SLOT_SKELETON, SLOT_STEP, STATUS_FIELDS } from './status-layout.mjs'
 
 // How often the heartbeat thread looks at the status slot: a failure report is at most this far behind
 // the rank. Each look is a timed wake-up of the thread: every 2 ms cost a rank about 2 % of a core on
@@ -27,14 +24,14 @@ const POLL_MS = 10
  * the launcher is gone (the pipe is broken).
  */
 export function beat(fd, status, seq, rank) {
-  const b = rank * 4
-  const rec = new DataView(new ArrayBuffer(24))
-  rec.setInt32(0, 0x6d6f6c68, true)
+  const b = rank * STATUS_FIELDS
+  const rec = new DataView(new ArrayBuffer(HEARTBEAT_RECORD_BYTES))
+  rec.setInt32(0, HEARTBEAT_MAGIC, true)
   rec.setInt32(4, Atomics.add(seq, 0, 1), true)
-  rec.setInt32(8, rank < 0 ? -1 : Atomics.load(status, b), true)
-  rec.setInt32(12, rank < 0 ? -1 : Atomics.load(status, b + 1), true)
-  rec.setInt32(16, rank < 0 ? 0 : Atomics.load(status, b + 2), true)
-  rec.setInt32(20, rank < 0 ? 0 : Atomics.load(status, b + 3), true)
+  rec.setInt32(8, rank < 0 ? -1 : Atomics.load(status, b + SLOT_SKELETON), true)
+  rec.setInt32(12, rank < 0 ? -1 : Atomics.load(status, b + SLOT_STEP), true)
+  rec.setInt32(16, rank < 0 ? 0 : Atomics.load(status, b + SLOT_PHASE), true)
+  rec.setInt32(20, rank < 0 ? 0 : Atomics.load(status, b + SLOT_CHANGES), true)
   try {
     writeSync(fd, new Uint8Array(rec.buffer)) // 24 bytes: atomic on a pipe, never interleaved
   } catch (e) {
@@ -60,6 +57,9 @@ export function startHeartbeat({ fd, status, seq, periodMs, rank = -1, current, 
     `const { workerData } = require('node:worker_threads')
      const { writeSync } = require('node:fs')
      const { fd, status, seq, rank, current, periodMs } = workerData
+     // beat() below names the layout constants of status-layout.mjs: the same values, in this thread's scope.
+     const HEARTBEAT_MAGIC = ${HEARTBEAT_MAGIC}, HEARTBEAT_RECORD_BYTES = ${HEARTBEAT_RECORD_BYTES}, STATUS_FIELDS = ${STATUS_FIELDS}
+     const SLOT_SKELETON = ${SLOT_SKELETON}, SLOT_STEP = ${SLOT_STEP}, SLOT_PHASE = ${SLOT_PHASE}, SLOT_CHANGES = ${SLOT_CHANGES}
      const beat = ${beat.toString()}
      const nap = new Int32Array(new SharedArrayBuffer(4))
      let lastRank = -2
@@ -68,7 +68,7 @@ export function startHeartbeat({ fd, status, seq, periodMs, rank = -1, current, 
      // A blocking loop: this thread has nothing else to do, and a timer could not poll this often cheaply.
      for (;;) {
        const r = current ? Atomics.load(current, 0) : rank
-       const changes = r < 0 ? -1 : Atomics.load(status, r * 4 + 3)
+       const changes = r < 0 ? -1 : Atomics.load(status, r * STATUS_FIELDS + SLOT_CHANGES)
        const now = performance.now()
        if (r !== lastRank || changes !== lastChanges || now - lastAt >= periodMs) {
          // The launcher died without killing us: do not outlive it.

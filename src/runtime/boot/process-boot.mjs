@@ -16,7 +16,8 @@
 // whole process group) do not kill a rank: they are forwarded to the
 // launcher, whose supervisor makes every rank checkpoint and stop.
 import { deserialize } from 'node:v8'
-import { beat, PHASES, startHeartbeat } from './boot-heartbeat.mjs'
+import { beat, startHeartbeat } from './boot-heartbeat.mjs'
+import { createStatusSlots, slotWhere } from './status-layout.mjs'
 import { sourceLocations } from './source-locations.mjs'
 import { runProgram } from './load-program.mjs'
 
@@ -35,9 +36,8 @@ for (const signal of ['SIGINT', 'SIGTERM']) {
   })
 }
 
-// The status slots (4 Int32 per rank, see status.ts); only this rank's slot is used here.
-const status = new Int32Array(new SharedArrayBuffer(size * 16))
-for (let r = 0; r < size; r++) status[r * 4] = status[r * 4 + 1] = -1
+// The status slots (status-layout.mjs); only this rank's slot is used here.
+const status = createStatusSlots(size)
 const seq = new Int32Array(new SharedArrayBuffer(4))
 
 startHeartbeat({ fd: HEARTBEAT_FD, status, seq, periodMs: heartbeatMs, rank, label: `rank ${rank}` })
@@ -68,14 +68,11 @@ process.on('disconnect', () => {
 })
 process.on('uncaughtException', (e) => {
   beat(HEARTBEAT_FD, status, seq, rank)
-  const b = rank * 4
   const err = e instanceof Error ? e : new Error(String(e)) // a thrown non-Error, as an Error to report its message
   const message = {
     type: 'error',
     rank,
-    skeleton: status[b],
-    step: status[b + 1],
-    phase: PHASES[status[b + 2]] ?? 'start',
+    ...slotWhere(status, rank),
     name: err.name,
     code: undefined,
     message: `uncaught ${err.message}`,

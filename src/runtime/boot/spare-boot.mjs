@@ -11,7 +11,8 @@
 // clock of a rank assigned to this process runs from the assignment. It
 // reports the status slot of the rank running now (none while idle).
 import { deserialize } from 'node:v8'
-import { beat, PHASES, startHeartbeat } from './boot-heartbeat.mjs'
+import { beat, startHeartbeat } from './boot-heartbeat.mjs'
+import { clearStatusSlot, createStatusSlots, slotWhere } from './status-layout.mjs'
 import { sourceLocations } from './source-locations.mjs'
 import { hostLoop } from './spare-host.mjs'
 
@@ -19,9 +20,8 @@ const HEARTBEAT_FD = 4
 
 const { programFile, tsconfig, compiled, size, heartbeatMs, id } = deserialize(Buffer.from(process.argv[2] ?? '', 'base64'))
 
-// Status slots (4 Int32 per rank, see status.ts) and the rank running now (-1: idle).
-const status = new Int32Array(new SharedArrayBuffer(size * 16))
-for (let r = 0; r < size; r++) status[r * 4] = status[r * 4 + 1] = -1
+// Status slots (status-layout.mjs) and the rank running now (-1: idle).
+const status = createStatusSlots(size)
 const seq = new Int32Array(new SharedArrayBuffer(4))
 const current = new Int32Array(new SharedArrayBuffer(4))
 current[0] = -1
@@ -50,14 +50,11 @@ process.on('disconnect', die)
 process.on('uncaughtException', (e) => {
   beat(HEARTBEAT_FD, status, seq, Atomics.load(current, 0))
   const rank = Atomics.load(current, 0)
-  const b = rank * 4
   const err = e instanceof Error ? e : new Error(String(e)) // a thrown non-Error, as an Error to report its message
   const message = {
     type: 'error',
     rank,
-    skeleton: rank < 0 ? -1 : status[b],
-    step: rank < 0 ? -1 : status[b + 1],
-    phase: rank < 0 ? 'start' : (PHASES[status[b + 2]] ?? 'start'),
+    ...(rank < 0 ? { skeleton: -1, step: -1, phase: 'start' } : slotWhere(status, rank)),
     name: err.name,
     code: undefined,
     message: `uncaught ${err.message}`,
@@ -86,7 +83,7 @@ await hostLoop({
   onMessage: (handler) => process.on('message', handler),
   onRank: (rank) => {
     // A new run starts from "nowhere yet", not from where this slot's last run stopped.
-    if (rank >= 0) status.fill(0, rank * 4, rank * 4 + 3).fill(-1, rank * 4, rank * 4 + 2)
+    if (rank >= 0) clearStatusSlot(status, rank)
     Atomics.store(current, 0, rank)
   },
   flushed: () => (unsent === 0 ? Promise.resolve() : new Promise((resolve) => (drained = resolve))),

@@ -1,10 +1,8 @@
 import type { RankWhere } from '../group.js'
-import { PHASES } from '../../skeletons/phase.js'
+import { HEARTBEAT_MAGIC, HEARTBEAT_RECORD_BYTES, PHASES } from '../boot/status-layout.mjs'
 
-// One heartbeat record, as process-boot.mjs writes it to fd 4 (keep both in step):
-//   i32 magic | i32 seq | i32 skeleton | i32 step | i32 phase index | i32 beats   (little-endian)
-export const HEARTBEAT_RECORD_BYTES = 24
-export const HEARTBEAT_MAGIC = 0x6d6f6c68
+// One heartbeat record, as boot-heartbeat.mjs writes it (layout in boot/status-layout.mjs).
+export { HEARTBEAT_MAGIC, HEARTBEAT_RECORD_BYTES }
 
 /**
  * The launcher's view of one rank process's heartbeats: feed it the bytes read

@@ -3,14 +3,25 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { HEARTBEAT_MAGIC, HEARTBEAT_RECORD_BYTES } from '../../../src/runtime/groups/heartbeat.js'
+import { createStatusBuffer, RankStatus, readStatus } from '../../../src/runtime/status.js'
 import { PHASES } from '../../../src/skeletons/phase.js'
-// Plain JavaScript shared by the boot files of rank and spare processes (it runs before tsx is loaded):
-// it keeps its own copies of the phase list and the heartbeat record layout.
-import { beat, PHASES as BOOT_PHASES } from '../../../src/runtime/boot/boot-heartbeat.mjs'
+// Plain JavaScript shared by the boot files of rank and spare processes (it runs before tsx is loaded).
+import { beat } from '../../../src/runtime/boot/boot-heartbeat.mjs'
+import { PHASES as BOOT_PHASES, slotWhere } from '../../../src/runtime/boot/status-layout.mjs'
 
-describe('boot-heartbeat.mjs agrees with the TypeScript side', () => {
-  it('lists the phases in the order of status.ts', () => {
-    expect(BOOT_PHASES).toEqual([...PHASES])
+describe('boot files and the TypeScript side share one status layout', () => {
+  it('has one phase list: the skeletons name the phases of the boot files', () => {
+    expect(PHASES).toBe(BOOT_PHASES)
+    expect(PHASES.slice(0, 4)).toEqual(['start', 'light', 'init', 'calculate'])
+  })
+
+  it('reads in the boot files what a rank writes through RankStatus', () => {
+    const status = createStatusBuffer(3)
+    expect(slotWhere(status, 1)).toEqual({ skeleton: -1, step: -1, phase: 'start' })
+    new RankStatus(status, 1).set(2, 17, 'route')
+    expect(slotWhere(status, 1)).toEqual({ skeleton: 2, step: 17, phase: 'route' })
+    expect(readStatus(status, 1)).toEqual({ skeleton: 2, step: 17, phase: 'route', beats: 1 })
+    expect(slotWhere(status, 0)).toEqual({ skeleton: -1, step: -1, phase: 'start' })
   })
 
   it("writes heartbeat records of the size and magic heartbeat.ts reads, with the rank's status slot", () => {
@@ -36,12 +47,29 @@ describe('boot-heartbeat.mjs agrees with the TypeScript side', () => {
   })
 })
 
-// The boot files themselves use the shared heartbeat, not a copy of it.
+// The boot files themselves use the shared heartbeat and status layout, not copies of them.
 describe.each(['process-boot.mjs', 'spare-boot.mjs'])('%s', (file) => {
+  const text = readFileSync(new URL(`../../../src/runtime/boot/${file}`, import.meta.url), 'utf8')
+
   it('starts the shared heartbeat thread', () => {
-    const text = readFileSync(new URL(`../../../src/runtime/boot/${file}`, import.meta.url), 'utf8')
     expect(text).toContain("from './boot-heartbeat.mjs'")
     expect(text).toContain('startHeartbeat(')
     expect(text).not.toContain('new ArrayBuffer(')
+  })
+
+  it('takes the status slots and the phase list from status-layout.mjs', () => {
+    expect(text).toContain("from './status-layout.mjs'")
+    expect(text).not.toContain('new SharedArrayBuffer(size')
+    expect(text).not.toMatch(/\* 4\b|\* 16\b/) // slot arithmetic of its own
+    expect(text).not.toContain("'calculate'") // a phase list of its own
+  })
+})
+
+describe('boot-heartbeat.mjs', () => {
+  it('has no slot layout or phase list of its own', () => {
+    const text = readFileSync(new URL('../../../src/runtime/boot/boot-heartbeat.mjs', import.meta.url), 'utf8')
+    expect(text).toContain("from './status-layout.mjs'")
+    expect(text).not.toMatch(/\* 4\b|\+ 3\b|0x6d6f6c68/)
+    expect(text).not.toContain("'calculate'")
   })
 })
