@@ -3,7 +3,7 @@ import { createConnection, createServer, type Server, type Socket } from 'node:n
 import { hostname, networkInterfaces } from 'node:os'
 import { join } from 'node:path'
 import { CommunicationError, ConfigError, errorRecord, NodeLostError, NodeMismatchError, reviveError, type SettingDifference } from '../../errors.js'
-import type { ClusterPlace, HostPort } from '../cluster-env.js'
+import { RENDEZVOUS_FILE, type ClusterPlace, type HostPort } from '../cluster-env.js'
 import type { CompiledProgram } from '../compiled-program.js'
 import { Wire, type AgentMessage, type JoinRequest, type LeaderMessage, type RemoteBeat } from './cluster-wire.js'
 import type { RankGroup, RankGroupEvents, RankGroupSpec, RankWhere, StartRankGroup } from '../group.js'
@@ -379,7 +379,7 @@ async function listenRendezvous(opts: ClusterOptions): Promise<Server> {
   }
   await listen(0, undefined)
   const port = (server.address() as { port: number }).port
-  const file = join(opts.sharedDir, 'molotof-rendezvous.json')
+  const file = join(opts.sharedDir, RENDEZVOUS_FILE)
   const record = { launch: opts.place.launchId ?? null, hosts: [hostname(), ...ownAddresses()], port }
   try {
     writeFileSync(`${file}.tmp`, JSON.stringify(record))
@@ -538,7 +538,7 @@ async function reachRendezvous(opts: ClusterOptions): Promise<Socket> {
       lastProblem = `${t.host}:${t.port}: ${s}`
     }
     if (performance.now() + delay > deadline) {
-      const where = opts.rendezvous ? `${opts.rendezvous.host}:${opts.rendezvous.port}` : `the address in ${join(opts.sharedDir ?? '', 'molotof-rendezvous.json')}`
+      const where = opts.rendezvous ? `${opts.rendezvous.host}:${opts.rendezvous.port}` : `the address in ${join(opts.sharedDir ?? '', RENDEZVOUS_FILE)}`
       throw new CommunicationError(
         `node ${node}: cannot reach node 0's rendezvous at ${where} within ${(opts.nodeTimeoutMs / 1000).toFixed(1)} s (--node-timeout); last problem: ${lastProblem}`,
       )
@@ -553,7 +553,7 @@ function readRendezvousFile(opts: ClusterOptions, problem: (p: string) => void):
       `a cluster run of ${opts.place.nodes} nodes needs node 0's address: give --rendezvous host:port, set MOLOTOF_RENDEZVOUS=host:port, or give --shared-dir DIR (a directory every node sees)`,
     )
   }
-  const file = join(opts.sharedDir, 'molotof-rendezvous.json')
+  const file = join(opts.sharedDir, RENDEZVOUS_FILE)
   let record: { launch: string | null; hosts: string[]; port: number }
   try {
     record = JSON.parse(readFileSync(file, 'utf8')) as typeof record
