@@ -1,6 +1,6 @@
 // Cluster runs started by hand with a launcher's variables (PMI_RANK/PMI_SIZE),
 // for what mpirun cannot easily produce: bad input at the rendezvous and a
-// lost node. test/runtime/mpirun.test.ts runs the real launcher.
+// lost node. test/runtime/cluster/mpirun.test.ts runs the real launcher.
 import { spawn } from 'node:child_process'
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { createServer, type Server } from 'node:net'
