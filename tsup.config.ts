@@ -1,4 +1,4 @@
-import { copyFileSync, readFileSync } from 'node:fs'
+import { copyFileSync, mkdirSync, readdirSync, readFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { dirname, join } from 'node:path'
 import { defineConfig } from 'tsup'
@@ -7,9 +7,14 @@ import { defineConfig } from 'tsup'
 // the tests never leaves a dist/ that bin/molotof.mjs would prefer to newer sources.
 const outDir = process.env.MOLOTOF_BUILD_DIR ?? 'dist'
 
-/** Ranks start from these plain-JS files, which must sit next to the bundles. */
+/**
+ * Ranks start from the plain-JS files of src/runtime/boot/, which must sit in
+ * boot/ beside the bundles: src/runtime/boot-files.ts, bundled into them, finds
+ * them there, and they find the bundles one folder up.
+ */
 function copyBootFiles(): void {
-  for (const f of ['rank-boot.mjs', 'process-boot.mjs', 'load-program.mjs', 'resolve-molotof.mjs', 'spare-boot.mjs', 'spare-thread-boot.mjs', 'spare-host.mjs', 'boot-heartbeat.mjs', 'source-locations.mjs']) copyFileSync(`src/runtime/${f}`, `${outDir}/${f}`)
+  mkdirSync(`${outDir}/boot`, { recursive: true })
+  for (const f of readdirSync('src/runtime/boot')) if (f.endsWith('.mjs')) copyFileSync(`src/runtime/boot/${f}`, `${outDir}/boot/${f}`)
 }
 
 /**

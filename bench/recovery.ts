@@ -17,7 +17,7 @@ import { openRecord } from './record.js'
 import type { JacobiResult } from '../examples/jacobi/jacobi.js'
 import { launch } from '../src/index.js'
 import { summary, table } from '../src/bench/stats.js'
-import { Supervisor, type SupervisorEvent } from '../src/runtime/supervisor.js'
+import { Supervisor, type SupervisorEvent } from '../src/runtime/launch/supervisor.js'
 
 const USAGE = 'npm run bench:recovery -- [--ranks 2] [--transport processes] [--n 2048]'
 const { values } = benchArgs(USAGE, () => parseArgs({

@@ -5,7 +5,7 @@
 // type a public signature uses is exported as a type. Add a name to its section.
 //
 // Installs how ranks run the programs this copy declares (see skeletons/program.ts).
-import './runtime/rank-entry.js'
+import './runtime/rank/rank-entry.js'
 
 // --- Writing a program: domains, kernel, options, program -------------------
 export { DomainDesc, type StorageOrder } from './domains/desc.js'
@@ -29,9 +29,9 @@ export type { CheckpointRegistry, Cell, DefaultEntry, HeavyRegistration, LightRe
 export type { Serializer } from './checkpoint/light/codec.js'
 
 // --- Running a program: once, supervised, or in this thread (tests) ---------
-export { launch, type LaunchOptions, type RunResult } from './runtime/launcher.js'
-export { Supervisor, type SuperviseOptions, type SuperviseResult, type SupervisorEvent } from './runtime/supervisor.js'
-export { runLocal, type LocalRunOptions } from './runtime/local.js'
+export { launch, type LaunchOptions, type RunResult } from './runtime/launch/launcher.js'
+export { Supervisor, type SuperviseOptions, type SuperviseResult, type SupervisorEvent } from './runtime/launch/supervisor.js'
+export { runLocal, type LocalRunOptions } from './runtime/launch/local.js'
 export type { Transport, RunningRanks } from './runtime/group.js'
 export type { FaultToleranceConfig, MemoryLevelConfig, SharedLevelConfig } from './checkpoint/config.js'
 export type { CheckpointPolicy } from './checkpoint/policy/policy.js'

@@ -16,10 +16,11 @@ afterAll(() => {
 })
 
 describe('package build (tsup)', () => {
-  it('builds ESM, CJS and type declarations that load, with the rank boot files next to them', () => {
+  it('builds ESM, CJS and type declarations that load, with the rank boot files in boot/ beside them', () => {
     execFileSync(process.execPath, ['node_modules/tsup/dist/cli-default.js'], { stdio: 'pipe', env: { ...process.env, MOLOTOF_BUILD_DIR: out } })
-    for (const f of ['index.js', 'index.cjs', 'index.d.ts', 'index.d.cts', 'cli.js', 'rank-boot.mjs', 'process-boot.mjs', 'load-program.mjs', 'resolve-molotof.mjs', 'spare-boot.mjs', 'spare-thread-boot.mjs', 'spare-host.mjs', 'source-locations.mjs']) {
-      expect(existsSync(`${out}/${f}`), f).toBe(true)
+    for (const f of ['index.js', 'index.cjs', 'index.d.ts', 'index.d.cts', 'cli.js']) expect(existsSync(`${out}/${f}`), f).toBe(true)
+    for (const f of ['rank-boot.mjs', 'process-boot.mjs', 'load-program.mjs', 'resolve-molotof.mjs', 'spare-boot.mjs', 'spare-thread-boot.mjs', 'spare-host.mjs', 'boot-heartbeat.mjs', 'status-layout.mjs', 'source-locations.mjs']) {
+      expect(existsSync(`${out}/boot/${f}`), f).toBe(true)
     }
     const cjs = execFileSync(process.execPath, ['-e', `const m = require('./${out}/index.cjs'); console.log(typeof m.defineProgram, typeof m.Supervisor)`]).toString()
     expect(cjs.trim()).toBe('function function')

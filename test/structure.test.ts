@@ -21,8 +21,20 @@ const LAYERS = [
   'checkpoint',
   'checkpoint/recovery',
   'checkpoint/coordination',
+  // The phase list and status-slot layout: a plain-JS leaf beside the boot
+  // files (which run before tsx and must find it there), shared by skeletons.
+  'runtime/boot/status-layout.mjs',
   'skeletons',
+  // The rooms of runtime/, lowest first; the files directly in src/runtime are
+  // the contracts between rooms (group, protocol, status slots, injections,
+  // cluster environment, compiled program, where the boot files are).
+  'runtime/boot',
+  'runtime/transport',
   'runtime',
+  'runtime/rank',
+  'runtime/groups',
+  'runtime/cluster',
+  'runtime/launch',
   'bench',
   'cli',
   'index.ts',
@@ -142,7 +154,7 @@ describe('structure of src/', () => {
     const edges = [...graph.values()].reduce((n, tos) => n + tos.length, 0)
     expect(edges).toBeGreaterThan(150)
     // A plain-JS boot file, a type-only import and an export-from are all seen.
-    expect(graph.get('runtime/rank-boot.mjs')).toContain('runtime/load-program.mjs')
+    expect(graph.get('runtime/boot/rank-boot.mjs')).toContain('runtime/boot/load-program.mjs')
     expect(graph.get('skeletons/runtime.ts')).toContain('checkpoint/skeleton-hooks.ts')
     expect(graph.get('index.ts')).toContain('errors.ts')
   })

@@ -4,8 +4,8 @@ import { join } from 'node:path'
 import type { FaultToleranceConfig } from '../checkpoint/config.js'
 import { ConfigError } from '../errors.js'
 import type { RunningRanks, Transport } from '../runtime/group.js'
-import { launch } from '../runtime/launcher.js'
-import { Supervisor, type SupervisorEvent } from '../runtime/supervisor.js'
+import { launch } from '../runtime/launch/launcher.js'
+import { Supervisor, type SupervisorEvent } from '../runtime/launch/supervisor.js'
 import { privateResidentBytes } from './sysmem.js'
 
 export interface BenchOptions {

@@ -39,7 +39,7 @@ export interface RankFileToWrite {
 /**
  * Failure injection at checkpoint points. The checkpoint layer only calls it,
  * at the two places a failure is injected; the runtime implements it
- * (src/runtime/rank-injections.ts), so no injection code lives here.
+ * (src/runtime/rank/rank-injections.ts), so no injection code lives here.
  *
  * ```ts
  * control.faults = { tornWrite: () => undefined, checkpointPointDone: () => {}, askedCheckpointPoint: () => undefined }  // inject nothing

@@ -5,9 +5,9 @@ import type { FaultToleranceConfig } from '../checkpoint/config.js'
 import { parseDuration } from '../checkpoint/policy/duration.js'
 import { ConfigError } from '../errors.js'
 import { detectLauncher, parseHostPort, RENDEZVOUS_ENV, type ClusterPlace, type HostPort } from '../runtime/cluster-env.js'
-import { ClusterLeader, runClusterAgent, type ClusterOptions } from '../runtime/cluster.js'
+import { ClusterLeader, runClusterAgent, type ClusterOptions } from '../runtime/cluster/cluster.js'
 import { compileProgram } from '../runtime/compiled-program.js'
-import { findTsconfig } from '../runtime/launcher.js'
+import { findTsconfig } from '../runtime/launch/launcher.js'
 import { option } from '../skeletons/options.js'
 
 /** The flags of `molotof run` for runs started by a cluster launcher (mpirun, srun, flux). */

@@ -1,5 +1,5 @@
-import type { RanksOrigin } from '../runtime/spares.js'
-import type { SupervisorEvent } from '../runtime/supervisor.js'
+import type { RanksOrigin } from '../runtime/groups/spares.js'
+import type { SupervisorEvent } from '../runtime/launch/supervisor.js'
 
 /**
  * Turns supervisor events into what a person watching a long run wants: on a

@@ -1,19 +1,14 @@
 import { PHASES, type Phase, type PhaseReporter } from '../skeletons/phase.js'
+import { createStatusSlots, slotWhere, SLOT_CHANGES, SLOT_PHASE, SLOT_SKELETON, SLOT_STEP, STATUS_FIELDS } from './boot/status-layout.mjs'
 
 /*
  * Where each rank is, in shared memory the launcher can read even while the
- * rank is busy computing or has died: skeleton, step, phase and a beat counter.
+ * rank is busy computing or has died: skeleton, step, phase and a beat counter
+ * (layout in boot/status-layout.mjs, shared with the boot files).
  */
 
-const FIELDS = 4
-
 export function createStatusBuffer(size: number): Int32Array {
-  const s = new Int32Array(new SharedArrayBuffer(size * FIELDS * 4))
-  for (let r = 0; r < size; r++) {
-    s[r * FIELDS] = -1
-    s[r * FIELDS + 1] = -1
-  }
-  return s
+  return createStatusSlots(size)
 }
 
 /** One rank's view of its own status slot. */
@@ -27,28 +22,22 @@ export class RankStatus implements PhaseReporter {
   ) {}
 
   set(skeleton: number, step: number, phase: Phase): void {
-    const b = this.rank * FIELDS
-    this.shared[b] = skeleton
-    this.shared[b + 1] = step
-    this.shared[b + 2] = PHASES.indexOf(phase)
-    Atomics.add(this.shared, b + 3, 1)
+    const b = this.rank * STATUS_FIELDS
+    this.shared[b + SLOT_SKELETON] = skeleton
+    this.shared[b + SLOT_STEP] = step
+    this.shared[b + SLOT_PHASE] = PHASES.indexOf(phase)
+    Atomics.add(this.shared, b + SLOT_CHANGES, 1)
     this.onChange?.(skeleton, step, phase)
   }
 
   phase(phase: Phase): void {
-    const b = this.rank * FIELDS
-    this.shared[b + 2] = PHASES.indexOf(phase)
-    Atomics.add(this.shared, b + 3, 1)
-    this.onChange?.(this.shared[b], this.shared[b + 1], phase)
+    const b = this.rank * STATUS_FIELDS
+    this.shared[b + SLOT_PHASE] = PHASES.indexOf(phase)
+    Atomics.add(this.shared, b + SLOT_CHANGES, 1)
+    this.onChange?.(this.shared[b + SLOT_SKELETON], this.shared[b + SLOT_STEP], phase)
   }
 }
 
 export function readStatus(shared: Int32Array, rank: number): { skeleton: number; step: number; phase: Phase; beats: number } {
-  const b = rank * FIELDS
-  return {
-    skeleton: shared[b],
-    step: shared[b + 1],
-    phase: PHASES[shared[b + 2]] ?? 'start',
-    beats: Atomics.load(shared, b + 3),
-  }
+  return { ...slotWhere(shared, rank), beats: Atomics.load(shared, rank * STATUS_FIELDS + SLOT_CHANGES) }
 }

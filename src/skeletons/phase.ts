@@ -1,10 +1,14 @@
+import { PHASES } from '../runtime/boot/status-layout.mjs'
+
 /**
  * Where a rank is in its program: the phases of a superstep, plus the light
  * code around skeletons and the replay of recovery. Skeletons report them; the
  * runtime publishes them to the launcher (status slots, heartbeats) and
  * failure injection watches them.
  */
-export const PHASES = ['start', 'light', 'init', 'calculate', 'route', 'checkpoint', 'swap', 'replay', 'restore', 'done'] as const
+// The list lives in plain JavaScript, beside the boot files that publish a
+// rank's phase before the framework is loaded (a leaf module below skeletons).
+export { PHASES }
 export type Phase = (typeof PHASES)[number]
 
 /** A rank's current position, as a skeleton reports it. The runtime's `RankStatus` implements it. */

@@ -29,7 +29,7 @@ export interface ProgramDefinition<O extends OptionSpecs, R> {
 
 /** A program as `defineProgram` returns it: the default export of a program file, run by `launch`, `Supervisor`, `runLocal` and `molotof run`. */
 export interface Program<O extends OptionSpecs = OptionSpecs, R = unknown> extends Readonly<ProgramDefinition<O, R>> {
-  /** Runs this program as one rank; `init` comes from the launcher (see src/runtime/rank-main.ts). */
+  /** Runs this program as one rank; `init` comes from the launcher (see src/runtime/rank/rank-main.ts). */
   readonly [RANK_ENTRY]: (init: unknown) => Promise<void>
   /** How the launcher prints rank 0's result (JSON by default). Declared again: `Readonly<…>` drops the doc comment. */
   readonly format?: ProgramDefinition<O, R>['format']
@@ -41,7 +41,7 @@ export interface Program<O extends OptionSpecs = OptionSpecs, R = unknown> exten
 export type RankEntry = (program: Program, init: unknown) => Promise<void>
 
 // Declaring a program loads no runtime: the runtime of this copy of molotof
-// installs the rank entry when it is loaded (src/runtime/rank-entry.ts, pulled
+// installs the rank entry when it is loaded (src/runtime/rank/rank-entry.ts, pulled
 // in by src/index.ts). The program keeps a reference to *its* copy's entry, so
 // a rank runs the framework copy the program imported even when the launcher's
 // copy is another one (the boot files find the entry by Symbol.for).

@@ -59,7 +59,7 @@ const BURST = 16
  * for something other than a message (a vote, a checkpoint): its park
  * promise settles with that, and the rank goes on with its own awaits. Every
  * `YIELD_EVERY_MS` the scheduler lets the event loop run (timers, I/O).
- * A rank's collectives park the same way (runtime/collective-steppers.ts),
+ * A rank's collectives park the same way (runtime/transport/collective-steppers.ts),
  * in the same slot: while a loop runs, the scheduler takes it out of its
  * slot, so that a vote the loop calls can park there.
  *

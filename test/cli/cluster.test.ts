@@ -1,6 +1,6 @@
 // Cluster runs started by hand with a launcher's variables (PMI_RANK/PMI_SIZE),
 // for what mpirun cannot easily produce: bad input at the rendezvous and a
-// lost node. test/runtime/mpirun.test.ts runs the real launcher.
+// lost node. test/runtime/cluster/mpirun.test.ts runs the real launcher.
 import { spawn } from 'node:child_process'
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { createServer, type Server } from 'node:net'
@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
 import type { JacobiResult } from '../../examples/jacobi/jacobi.js'
-import { launch } from '../../src/runtime/launcher.js'
+import { launch } from '../../src/runtime/launch/launcher.js'
 
 const root = mkdtempSync(join(tmpdir(), 'molotof-cluster-'))
 afterAll(() => rmSync(root, { recursive: true, force: true }))

@@ -85,7 +85,7 @@ describe('molotof inspect: the partner and shared levels', () => {
   }
 
   it("{rank} directories: each partner/ listed with the ranks it keeps; damaged copies are named, with the levels that can replace them", async () => {
-    const { Supervisor } = await import('../../src/runtime/supervisor.js')
+    const { Supervisor } = await import('../../src/runtime/launch/supervisor.js')
     const template = join(dir, 'ck-{rank}')
     const [ck0, ck1] = [join(dir, 'ck-0'), join(dir, 'ck-1')]
     const shared = join(dir, 'shared')

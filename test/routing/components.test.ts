@@ -5,7 +5,7 @@ import { describe, expect, it } from 'vitest'
 import { CountedKernel, defineProgram, Domain2D, DomainDesc, option, RankGrid, runLocal, type StorageOrder } from '../../src/index.js'
 import { partitionAt } from '../../src/routing/partition.js'
 import { Router } from '../../src/routing/router.js'
-import { localGroup } from '../../src/runtime/local.js'
+import { localGroup } from '../../src/runtime/launch/local.js'
 
 // A D2Q9 lattice: 9 values a cell, a component axis that halos and routing never grow or split.
 const Q = 9

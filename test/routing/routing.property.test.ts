@@ -1,6 +1,6 @@
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
-import { localGroup } from '../../src/runtime/local.js'
+import { localGroup } from '../../src/runtime/launch/local.js'
 import { Domain, DomainDesc, type NumericDType, type StorageOrder } from '../../src/index.js'
 import { partitionAt, type Partition } from '../../src/routing/partition.js'
 import { Router, type Schedule } from '../../src/routing/router.js'

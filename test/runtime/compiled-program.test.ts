@@ -6,14 +6,14 @@ import { dirname, join, resolve } from 'node:path'
 import { pathToFileURL } from 'node:url'
 import { afterAll, afterEach, describe, expect, it } from 'vitest'
 import { codeIdentityOf } from '../../src/checkpoint/identity/code.js'
-import { Supervisor, type SupervisorEvent } from '../../src/runtime/supervisor.js'
+import { Supervisor, type SupervisorEvent } from '../../src/runtime/launch/supervisor.js'
 import { interiorSum, jacobiSerial } from '../../examples/jacobi/serial.js'
 import { compileProgram, PRECOMPILE_ENV } from '../../src/runtime/compiled-program.js'
 
 const repo = resolve(import.meta.dirname, '../..')
 const sourcesEntry = pathToFileURL(join(repo, 'src/index.ts')).href
-const LOAD_PROGRAM = pathToFileURL(join(repo, 'src/runtime/load-program.mjs')).href
-const SOURCE_LOCATIONS = pathToFileURL(join(repo, 'src/runtime/source-locations.mjs')).href
+const LOAD_PROGRAM = pathToFileURL(join(repo, 'src/runtime/boot/load-program.mjs')).href
+const SOURCE_LOCATIONS = pathToFileURL(join(repo, 'src/runtime/boot/source-locations.mjs')).href
 const tmp: string[] = []
 afterAll(() => {
   for (const d of tmp) rmSync(d, { recursive: true, force: true })

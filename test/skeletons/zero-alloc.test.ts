@@ -5,7 +5,7 @@ import { afterAll, describe, expect, it } from 'vitest'
 import { CountedKernel, defineProgram, Domain2D, DomainDesc, option, runLocal } from '../../src/index.js'
 import { allocatedBytes, startAllocationCount } from '../../src/bench/alloc.js'
 import { MessageChannel } from 'node:worker_threads'
-import { channelHeaders, ThreadCommunicator } from '../../src/runtime/threads.js'
+import { channelHeaders, ThreadCommunicator } from '../../src/runtime/transport/threads.js'
 
 const dirs: string[] = []
 afterAll(() => {

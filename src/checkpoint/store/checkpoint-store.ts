@@ -689,7 +689,7 @@ const MiB = 2 ** 20
  * The size of the buffer a rank file of `fileBytes` is read into: from 1 MiB
  * on, rounded up to whole MiB, so that every rank asks for the same size
  * (their headers differ by a few bytes) and a warm spare can have that
- * buffer's pages touched ahead (runtime/warm-memory.ts).
+ * buffer's pages touched ahead (runtime/rank/warm-memory.ts).
  *
  * ```ts
  * readBufferBytes(16 * 2 ** 20 + 700)   // 17 MiB

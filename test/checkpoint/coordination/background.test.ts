@@ -8,8 +8,8 @@ import type { CheckpointAt, CheckpointControl, CheckpointFaults } from '../../..
 import { frozenConfig } from '../../../src/checkpoint/config.js'
 import { parseOptions } from '../../../src/skeletons/options.js'
 import type { Program } from '../../../src/skeletons/program.js'
-import { localGroup } from '../../../src/runtime/local.js'
-import { runSession } from '../../../src/runtime/rank-session.js'
+import { localGroup } from '../../../src/runtime/launch/local.js'
+import { runSession } from '../../../src/runtime/rank/rank-session.js'
 import { createStatusBuffer, RankStatus } from '../../../src/runtime/status.js'
 
 const dirs: string[] = []

@@ -8,7 +8,7 @@ import { join } from 'node:path'
 import { afterEach, describe, expect, it, vi } from 'vitest'
 import { CheckpointStore } from '../../../src/checkpoint/store/checkpoint-store.js'
 import { memoryDirFor } from '../../../src/checkpoint/store/memory-level.js'
-import { runLocal } from '../../../src/runtime/local.js'
+import { runLocal } from '../../../src/runtime/launch/local.js'
 import jacobi from '../../../examples/jacobi/jacobi.js'
 
 const disk = vi.hoisted(() => ({ fullFor: '' }))

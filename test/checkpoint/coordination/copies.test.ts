@@ -4,7 +4,7 @@ import { dirname, join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
 import { runLocal, type FaultToleranceConfig } from '../../../src/index.js'
 import { PartnerRing } from '../../../src/checkpoint/store/partner.js'
-import { Supervisor, type SupervisorEvent } from '../../../src/runtime/supervisor.js'
+import { Supervisor, type SupervisorEvent } from '../../../src/runtime/launch/supervisor.js'
 import jacobi, { type JacobiResult } from '../../../examples/jacobi/jacobi.js'
 import { interiorSum, jacobiSerial } from '../../../examples/jacobi/serial.js'
 

@@ -7,7 +7,7 @@ import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
 import { acquireDirectoryLock, LOCK_FILE } from '../../../src/checkpoint/store/dir-lock.js'
 import { DirectoryLockedError } from '../../../src/errors.js'
-import { Supervisor } from '../../../src/runtime/supervisor.js'
+import { Supervisor } from '../../../src/runtime/launch/supervisor.js'
 
 const dirs: string[] = []
 afterEach(() => {

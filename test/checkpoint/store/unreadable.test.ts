@@ -8,7 +8,7 @@ import { chmodSync, chownSync, mkdtempSync, readdirSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
-import { runLocal } from '../../../src/runtime/local.js'
+import { runLocal } from '../../../src/runtime/launch/local.js'
 import jacobi from '../../../examples/jacobi/jacobi.js'
 
 const root = mkdtempSync(join(tmpdir(), 'molotof-unreadable-'))

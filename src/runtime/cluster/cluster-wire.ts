@@ -1,0 +1,117 @@
+import type { Socket } from 'node:net'
+import { deserialize, serialize } from 'node:v8'
+import type { ErrorRecord } from '../../errors.js'
+import type { RankExit, RankGroupSpec, RankWhere } from '../group.js'
+import type { LauncherToRank, RankToLauncher } from '../protocol.js'
+
+/** What a node supervisor says about itself when it joins node 0; every field must match node 0's (see `identity`). */
+export interface JoinRequest {
+  t: 'join'
+  node: number
+  nodes: number
+  /** Settings and program digest that must be equal on every node, by name (shown in a refusal). */
+  identity: Record<string, string>
+  /** Which machine and checkpoint directory: nodes on one machine sharing one directory are refused. */
+  machine: string
+  dir: string
+}
+
+/** One rank's heartbeat as its node saw it: rank, ms since its last beat, where it was. */
+export type RemoteBeat = [rank: number, agoMs: number, where: RankWhere]
+
+/** Node supervisor → node 0. `gen` is the attempt's generation: node 0 drops messages of any other. */
+export type AgentMessage =
+  | JoinRequest
+  | { t: 'rank'; gen: number; m: RankToLauncher }
+  /** A rank ended; `where` is its last heartbeat's place (a killed rank's last word), so node 0 names it exactly. */
+  | { t: 'exit'; gen: number; rank: number; how: RankExit; where: RankWhere }
+  | { t: 'beats'; gen: number; beats: RemoteBeat[] }
+  | { t: 'stopped'; gen: number }
+  /** A signal reached this node's supervisor (SIGTERM from the batch system): node 0 preempts the run. */
+  | { t: 'preempt'; why: string }
+
+/** Node 0 → node supervisor. */
+export type LeaderMessage =
+  | { t: 'welcome' }
+  /** Refused at the rendezvous; `error` is an ErrorRecord of the reason. */
+  | { t: 'refused'; error: ErrorRecord }
+  | { t: 'start'; gen: number; spec: RankGroupSpec }
+  | { t: 'peers'; gen: number; endpoints: Array<{ host: string; port: number }> }
+  | { t: 'to-rank'; gen: number; rank: number; m: LauncherToRank }
+  | { t: 'kill'; gen: number; rank: number; signal: NodeJS.Signals }
+  | { t: 'stop'; gen: number }
+  | { t: 'ping' }
+  /** The run is over: exit with this code. */
+  | { t: 'finish'; code: number }
+
+/**
+ * One control connection between node supervisors: messages as
+ * `u32 length | v8.serialize(message)`, so typed arrays in rank results cross
+ * as they are. `onClose` runs once, when the connection ends for any reason.
+ *
+ * ```ts
+ * const wire = new Wire<LeaderMessage, AgentMessage>(socket, (m) => handle(m), () => lost())
+ * wire.send({ t: 'join', … })
+ * ```
+ */
+export class Wire<In, Out> {
+  private pending: Buffer = Buffer.alloc(0)
+  private closed = false
+  /** performance.now() of the last message received. */
+  lastHeard = performance.now()
+
+  constructor(
+    readonly socket: Socket,
+    private readonly onMessage: (m: In) => void,
+    private readonly onClose: (why: string) => void,
+  ) {
+    socket.setNoDelay(true)
+    socket.on('data', (chunk: Buffer) => this.push(chunk))
+    socket.on('error', () => {}) // 'close' follows
+    socket.on('close', () => this.end('the connection closed'))
+  }
+
+  send(m: Out): void {
+    if (this.closed || this.socket.destroyed || this.socket.writableEnded) return
+    const body = serialize(m)
+    const head = Buffer.allocUnsafe(4)
+    head.writeUInt32LE(body.length, 0)
+    this.socket.write(Buffer.concat([head, body]))
+  }
+
+  /** Flush what was sent, then close. */
+  close(): void {
+    if (!this.socket.destroyed) this.socket.end()
+  }
+
+  get isClosed(): boolean {
+    return this.closed
+  }
+
+  private push(chunk: Buffer): void {
+    this.lastHeard = performance.now()
+    this.pending = this.pending.length === 0 ? chunk : Buffer.concat([this.pending, chunk])
+    while (this.pending.length >= 4 && !this.closed) {
+      const n = this.pending.readUInt32LE(0)
+      if (this.pending.length < 4 + n) return
+      const body = this.pending.subarray(4, 4 + n)
+      this.pending = this.pending.subarray(4 + n)
+      let m: In
+      try {
+        m = deserialize(body) as In
+      } catch {
+        // Not a message of ours: drop the connection, and onClose says why.
+        this.socket.destroy()
+        this.end('a message could not be decoded (not a molotof node supervisor?)')
+        return
+      }
+      this.onMessage(m)
+    }
+  }
+
+  private end(why: string): void {
+    if (this.closed) return
+    this.closed = true
+    this.onClose(why)
+  }
+}

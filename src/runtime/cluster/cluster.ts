@@ -1,0 +1,589 @@
+import { readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs'
+import { createConnection, createServer, type Server, type Socket } from 'node:net'
+import { hostname, networkInterfaces } from 'node:os'
+import { join } from 'node:path'
+import { CommunicationError, ConfigError, errorRecord, NodeLostError, NodeMismatchError, reviveError, type SettingDifference } from '../../errors.js'
+import { RENDEZVOUS_FILE, type ClusterPlace, type HostPort } from '../cluster-env.js'
+import type { CompiledProgram } from '../compiled-program.js'
+import { Wire, type AgentMessage, type JoinRequest, type LeaderMessage, type RemoteBeat } from './cluster-wire.js'
+import type { RankGroup, RankGroupEvents, RankGroupSpec, RankWhere, StartRankGroup } from '../group.js'
+import { EndpointTable, startNodeRanks, type Listening, type NodeRanks } from './node-group.js'
+
+/** How node supervisors find each other and watch each other. */
+export interface ClusterOptions {
+  place: ClusterPlace
+  ranksPerNode: number
+  /** Node 0's address (from `--rendezvous` or MOLOTOF_RENDEZVOUS); else `sharedDir` must be set. */
+  rendezvous: HostPort | undefined
+  /** A directory every node sees: node 0 writes its address there when `rendezvous` is not given. */
+  sharedDir: string | undefined
+  /** A node supervisor silent this long is lost; also the limit for the rendezvous (ms). */
+  nodeTimeoutMs: number
+  /** Period of the supervisors' own heartbeats (ms). */
+  beatMs: number
+  /** What must be equal on every node (program digest, options, settings), by name. */
+  identity: Record<string, string>
+  /** This node's checkpoint directory template, resolved (for the one-machine-one-directory check). */
+  dir: string
+  /** Log a line (warnings about refused stale messages). */
+  log?: (text: string) => void
+}
+
+/** The global ranks of `node`. */
+export function ranksOfNode(node: number, ranksPerNode: number): number[] {
+  return Array.from({ length: ranksPerNode }, (_, i) => node * ranksPerNode + i)
+}
+
+/**
+ * The identity of this machine, to tell nodes sharing one host (and so one
+ * file system) apart from nodes on different hosts.
+ */
+export function machineId(): string {
+  try {
+    return readFileSync('/etc/machine-id', 'utf8').trim() || hostname()
+  } catch {
+    // No machine-id (not systemd): the host name is the best we have.
+    return hostname()
+  }
+}
+
+interface AgentLink {
+  node: number
+  wire: Wire<AgentMessage, LeaderMessage>
+  lost: boolean
+}
+
+/**
+ * Node 0's supervisor in a cluster run: listens at the rendezvous, admits one
+ * supervisor per other node (refusing any started differently), and then
+ * provides `startGroup`: the ranks of every node as one `RankGroup`, so the
+ * ordinary `Supervisor` runs the whole cluster. Each attempt has a generation
+ * number; messages of another generation are dropped. A node silent past the
+ * node timeout ends the attempt with NodeLostError.
+ *
+ * ```ts
+ * const leader = await ClusterLeader.open(options)
+ * const sup = new Supervisor(file, { ranks: leader.size, startGroup: leader.startGroup, … })
+ * try { … } finally { await leader.finish(code) }
+ * ```
+ */
+export class ClusterLeader {
+  private readonly agents: AgentLink[] = []
+  private generation = 0
+  private current: LeaderAttempt | undefined
+  private pinger: NodeJS.Timeout | undefined
+  private host = '127.0.0.1'
+  private rendezvousFile: string | undefined
+  /** Set when a node supervisor forwards a signal (SIGTERM from the batch system). */
+  onPreempt: (why: string) => void = () => {}
+
+  private constructor(
+    private readonly opts: ClusterOptions,
+    private readonly server: Server | undefined,
+  ) {}
+
+  get size(): number {
+    return this.opts.place.nodes * this.opts.ranksPerNode
+  }
+
+  /** Listen at the rendezvous and wait until every other node has joined (or fail within the node timeout). */
+  static async open(opts: ClusterOptions): Promise<ClusterLeader> {
+    const { nodes } = opts.place
+    if (nodes === 1) return new ClusterLeader(opts, undefined)
+    const server = await listenRendezvous(opts)
+    const leader = new ClusterLeader(opts, server)
+    try {
+      await leader.admit(server)
+    } catch (e) {
+      leader.closeAll()
+      throw e
+    }
+    leader.startPings()
+    return leader
+  }
+
+  /** Starts one attempt's ranks on every node (a new generation each time). */
+  readonly startGroup: StartRankGroup = (spec, on) => this.startAttempt(spec, on)
+
+  /** Tell every node the run is over (they exit with `code`), and close. */
+  async finish(code: number): Promise<void> {
+    if (this.pinger) clearInterval(this.pinger)
+    for (const a of this.agents) if (!a.lost) a.wire.send({ t: 'finish', code })
+    // Give them a moment to read it and hang up; a node that does not is on its own.
+    const until = performance.now() + 2000
+    while (this.agents.some((a) => !a.wire.isClosed) && performance.now() < until) await sleep(20)
+    this.closeAll()
+  }
+
+  private closeAll(): void {
+    if (this.pinger) clearInterval(this.pinger)
+    for (const a of this.agents) a.wire.socket.destroy()
+    this.server?.close()
+    if (this.rendezvousFile) rmSync(this.rendezvousFile, { force: true })
+  }
+
+  private admit(server: Server): Promise<void> {
+    const { nodes } = this.opts.place
+    this.rendezvousFile = (server as Server & { rendezvousFile?: string }).rendezvousFile
+    return new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        const joined = new Set(this.agents.map((a) => a.node))
+        const missing = Array.from({ length: nodes - 1 }, (_, i) => i + 1).filter((n) => !joined.has(n))
+        reject(
+          new CommunicationError(
+            `node 0: node${missing.length > 1 ? 's' : ''} ${missing.join(', ')} did not join the rendezvous within ${(this.opts.nodeTimeoutMs / 1000).toFixed(1)} s (--node-timeout)`,
+          ),
+        )
+      }, this.opts.nodeTimeoutMs)
+      const fail = (e: Error) => {
+        clearTimeout(timer)
+        reject(e)
+      }
+      server.on('connection', (socket: Socket) => {
+        let link: AgentLink | undefined
+        const wire: Wire<AgentMessage, LeaderMessage> = new Wire<AgentMessage, LeaderMessage>(
+          socket,
+          (m) => {
+            if (link) return this.fromAgent(link, m)
+            if (m.t !== 'join') return socket.destroy()
+            const refusal = this.check(m)
+            if (refusal) {
+              wire.send({ t: 'refused', error: errorRecord(refusal) })
+              wire.close()
+              return fail(refusal)
+            }
+            link = { node: m.node, wire, lost: false }
+            this.agents.push(link)
+            // The address the other nodes reach us on: our ranks listen there.
+            this.host = unmapped(socket.localAddress) ?? this.host
+            wire.send({ t: 'welcome' })
+            if (this.agents.length === nodes - 1) {
+              clearTimeout(timer)
+              resolve()
+            }
+          },
+          (why) => {
+            if (link) this.lose(link, why)
+          },
+        )
+      })
+    })
+  }
+
+  /** Why a joining node is refused, or undefined. */
+  private check(m: JoinRequest): Error | undefined {
+    const { nodes } = this.opts.place
+    if (m.nodes !== nodes) {
+      return new ConfigError(`inconsistent launcher sizes: node 0 was started as one of ${nodes} nodes, node ${m.node} as one of ${m.nodes}`)
+    }
+    if (!Number.isInteger(m.node) || m.node < 1 || m.node >= nodes) return new ConfigError(`a node supervisor joined as node ${m.node}, outside 1..${nodes - 1}`)
+    if (this.agents.some((a) => a.node === m.node)) return new ConfigError(`two node supervisors joined as node ${m.node}: the launcher's ranks are not unique`)
+    const differences: SettingDifference[] = []
+    const mine = this.opts.identity
+    for (const key of new Set([...Object.keys(mine), ...Object.keys(m.identity)])) {
+      if (mine[key] !== m.identity[key]) differences.push({ name: key, old: mine[key], new: m.identity[key] })
+    }
+    if (differences.length > 0) return new NodeMismatchError(m.node, differences)
+    const template = this.opts.identity['checkpoint directory'] ?? ''
+    if (m.machine === machineId() && m.dir === this.opts.dir && !template.includes('{node}') && !template.includes('{rank}')) {
+      return new ConfigError(
+        `nodes 0 and ${m.node} run on one machine with one checkpoint directory ${m.dir}: their files would collide. ` +
+          'Put {node} in --checkpoint-dir (e.g. /local/ckpt-{node}) so that each node has its own.',
+      )
+    }
+    return undefined
+  }
+
+  private startPings(): void {
+    this.pinger = setInterval(() => {
+      const now = performance.now()
+      for (const a of this.agents) {
+        if (a.lost) continue
+        a.wire.send({ t: 'ping' })
+        if (now - a.wire.lastHeard > this.opts.nodeTimeoutMs) {
+          a.wire.socket.destroy()
+          this.lose(a, `silent for ${((now - a.wire.lastHeard) / 1000).toFixed(1)} s (--node-timeout ${(this.opts.nodeTimeoutMs / 1000).toFixed(1)} s)`)
+        }
+      }
+    }, this.opts.beatMs)
+    this.pinger.unref()
+  }
+
+  private lose(a: AgentLink, why: string): void {
+    if (a.lost) return
+    a.lost = true
+    this.current?.nodeLost(a.node, why)
+  }
+
+  private fromAgent(a: AgentLink, m: AgentMessage): void {
+    if (m.t === 'preempt') return this.onPreempt(`${m.why} on node ${a.node}`)
+    if (m.t === 'join') return
+    const cur = this.current
+    if (!cur || m.gen !== cur.generation) {
+      // A straggler of an earlier attempt: never let it touch this one.
+      if (m.t !== 'beats' && m.t !== 'stopped') this.opts.log?.(`warning: node 0: dropped a ${m.t} message of attempt ${m.gen} from node ${a.node} (this is attempt ${cur?.generation ?? 'none'})`)
+      return
+    }
+    cur.fromAgent(a.node, m)
+  }
+
+  private startAttempt(spec: RankGroupSpec, on: RankGroupEvents): RankGroup {
+    const generation = ++this.generation
+    const attempt = new LeaderAttempt(spec, on, generation, this.opts, this.host, this.agents)
+    this.current = attempt
+    for (const a of this.agents) {
+      // Deferred: the attempt must have its group before it can end.
+      if (a.lost) setImmediate(() => attempt.nodeLost(a.node, 'lost before the attempt started'))
+      else a.wire.send({ t: 'start', gen: generation, spec })
+    }
+    return attempt.group
+  }
+}
+
+/** One attempt seen from node 0: its own ranks, and the other nodes' through their supervisors. */
+class LeaderAttempt {
+  readonly group: RankGroup
+  private readonly local: NodeRanks
+  private readonly table: EndpointTable
+  private readonly remote = new Map<number, { where: RankWhere; lastAt: number }>()
+  private readonly stopped = new Set<number>()
+  private ended = false
+
+  constructor(
+    spec: RankGroupSpec,
+    private readonly on: RankGroupEvents,
+    readonly generation: number,
+    private readonly opts: ClusterOptions,
+    host: string,
+    private readonly agents: readonly AgentLink[],
+  ) {
+    const rpn = opts.ranksPerNode
+    this.table = new EndpointTable(spec.size, generation)
+    const started = performance.now()
+    for (let r = rpn; r < spec.size; r++) this.remote.set(r, { where: { skeleton: -1, step: -1, phase: 'start' }, lastAt: started })
+    this.local = startNodeRanks(spec, { ranks: ranksOfNode(0, rpn), node: 0, host, generation, onListening: (m) => this.listening(m) }, on)
+    const nodeOf = (rank: number) => Math.floor(rank / rpn)
+    const agentOf = (rank: number) => this.agents.find((a) => a.node === nodeOf(rank))
+    this.group = {
+      size: spec.size,
+      transport: 'tcp',
+      where: (rank) => (rank < rpn ? this.local.where(rank) : this.remote.get(rank)!.where),
+      lastHeartbeat: (rank) => {
+        if (rank < rpn) return this.local.lastHeartbeat(rank)
+        // While a node is silent its ranks' beats are unknown: the node timeout judges it, not the hang timeout.
+        const a = agentOf(rank)
+        if (!a || a.lost || performance.now() - a.wire.lastHeard > 2 * opts.beatMs + 100) return undefined
+        return this.remote.get(rank)!.lastAt
+      },
+      pid: (rank) => (rank < rpn ? this.local.pid(rank) : undefined),
+      send: (rank, m) => {
+        if (rank < rpn) this.local.send(rank, m)
+        else agentOf(rank)?.wire.send({ t: 'to-rank', gen: generation, rank, m })
+      },
+      kill: (rank, signal = 'SIGKILL') => {
+        if (rank < rpn) this.local.kill(rank, signal)
+        else agentOf(rank)?.wire.send({ t: 'kill', gen: generation, rank, signal })
+      },
+      terminate: () => this.terminate(),
+    }
+  }
+
+  fromAgent(node: number, m: AgentMessage): void {
+    switch (m.t) {
+      case 'rank':
+        if (m.m.type === 'listening') this.listening(m.m)
+        else this.on.message(m.m)
+        return
+      case 'exit': {
+        const r = this.remote.get(m.rank)
+        if (r) r.where = m.where
+        return this.on.exit(m.rank, m.how)
+      }
+      case 'beats': {
+        const now = performance.now()
+        for (const [rank, ago, where] of m.beats as RemoteBeat[]) {
+          const r = this.remote.get(rank)
+          if (r) Object.assign(r, { where, lastAt: now - ago })
+        }
+        return
+      }
+      case 'stopped':
+        this.stopped.add(node)
+        return
+    }
+  }
+
+  /** A node was lost: the attempt ends as refused with NodeLostError (resumable by relaunching). */
+  nodeLost(node: number, why: string): void {
+    if (this.ended) return
+    const rank = node * this.opts.ranksPerNode
+    const where = this.remote.get(rank)?.where ?? { skeleton: -1, step: -1, phase: 'start' }
+    const e = new NodeLostError(node, `node ${node} was lost (${why}); run the launcher again with --resume to continue from the last checkpoint`)
+    this.on.message({ type: 'error', rank, skeleton: where.skeleton, step: where.step, phase: where.phase, ...errorRecord(e) })
+  }
+
+  private listening(m: Listening): void {
+    const all = this.table.add(m)
+    if (!all) return
+    for (const r of this.local.ranks) this.local.send(r, { type: 'peers', generation: this.generation, endpoints: all })
+    for (const a of this.agents) if (!a.lost) a.wire.send({ t: 'peers', gen: this.generation, endpoints: all })
+  }
+
+  private async terminate(): Promise<void> {
+    this.ended = true
+    for (const a of this.agents) if (!a.lost) a.wire.send({ t: 'stop', gen: this.generation })
+    await this.local.terminate()
+    const until = performance.now() + this.opts.nodeTimeoutMs
+    while (this.agents.some((a) => !a.lost && !this.stopped.has(a.node)) && performance.now() < until) await sleep(10)
+  }
+}
+
+/** Listen at the rendezvous: the given address, else any interface on a free port, written to the shared directory. */
+async function listenRendezvous(opts: ClusterOptions): Promise<Server> {
+  const server = createServer({ noDelay: true })
+  const at = opts.rendezvous
+  const listen = (port: number, host: string | undefined) =>
+    new Promise<void>((resolve, reject) => {
+      const onError = (e: NodeJS.ErrnoException) => reject(e)
+      server.once('error', onError)
+      server.listen(port, host, () => {
+        server.off('error', onError)
+        resolve()
+      })
+    })
+  if (at) {
+    try {
+      await listen(at.port, at.host)
+    } catch (e) {
+      const code = (e as NodeJS.ErrnoException).code
+      if (code === 'EADDRINUSE') {
+        throw new ConfigError(`node 0 cannot listen at the rendezvous ${at.host}:${at.port}: the port is in use (another run?); choose another port in --rendezvous`)
+      }
+      if (code !== 'EADDRNOTAVAIL' && code !== 'ENOTFOUND' && code !== 'EAI_AGAIN') {
+        throw new ConfigError(`node 0 cannot listen at the rendezvous ${at.host}:${at.port}: ${(e as Error).message}`)
+      }
+      // The name is this node's but resolves to no local interface (NAT, aliases): listen on every interface.
+      try {
+        await listen(at.port, undefined)
+      } catch (e2) {
+        const inUse = (e2 as NodeJS.ErrnoException).code === 'EADDRINUSE'
+        throw new ConfigError(`node 0 cannot listen at the rendezvous port ${at.port}: ${inUse ? 'the port is in use (another run?); choose another port in --rendezvous' : (e2 as Error).message}`)
+      }
+    }
+    return server
+  }
+  if (!opts.sharedDir) {
+    throw new ConfigError(
+      `a cluster run of ${opts.place.nodes} nodes needs node 0's address: give --rendezvous host:port, set MOLOTOF_RENDEZVOUS=host:port, or give --shared-dir DIR (a directory every node sees)`,
+    )
+  }
+  await listen(0, undefined)
+  const port = (server.address() as { port: number }).port
+  const file = join(opts.sharedDir, RENDEZVOUS_FILE)
+  const record = { launch: opts.place.launchId ?? null, hosts: [hostname(), ...ownAddresses()], port }
+  try {
+    writeFileSync(`${file}.tmp`, JSON.stringify(record))
+    renameSync(`${file}.tmp`, file)
+  } catch (e) {
+    server.close()
+    throw new ConfigError(`node 0 cannot write the rendezvous file ${file}: ${(e as Error).message}`)
+  }
+  ;(server as Server & { rendezvousFile?: string }).rendezvousFile = file
+  return server
+}
+
+/** This host's non-loopback IPv4 addresses, then IPv6 ones. */
+function ownAddresses(): string[] {
+  const v4: string[] = []
+  const v6: string[] = []
+  for (const list of Object.values(networkInterfaces())) {
+    for (const a of list ?? []) {
+      if (a.internal) continue
+      if (a.family === 'IPv4') v4.push(a.address)
+      else if (!a.address.startsWith('fe80')) v6.push(a.address)
+    }
+  }
+  return [...v4, ...v6]
+}
+
+function unmapped(address: string | undefined): string | undefined {
+  return address?.startsWith('::ffff:') ? address.slice(7) : address
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((r) => setTimeout(r, ms))
+}
+
+/**
+ * The supervisor of a node other than 0: joins node 0 at the rendezvous, then
+ * starts and stops this node's ranks as node 0 says, forwarding their
+ * messages, exits and heartbeats (tagged with the attempt's generation), and
+ * beating itself so node 0 can tell a lost node. Resolves with the exit code
+ * node 0 decided; rejects when node 0 is unreachable or lost.
+ *
+ * ```ts
+ * const code = await runClusterAgent(options, { programFile, tsconfig })
+ * ```
+ */
+export async function runClusterAgent(opts: ClusterOptions, own: { programFile: string; tsconfig: string | undefined; compiled?: CompiledProgram }): Promise<number> {
+  const { node } = opts.place
+  const socket = await reachRendezvous(opts)
+  const host = unmapped(socket.localAddress) ?? '127.0.0.1'
+  const ranks = ranksOfNode(node, opts.ranksPerNode)
+  let local: NodeRanks | undefined
+  let generation = -1
+  let beats: NodeJS.Timeout | undefined
+  let welcomed = false
+  const stopLocal = async () => {
+    const l = local
+    local = undefined
+    if (l) await l.terminate()
+  }
+  return new Promise<number>((resolve, reject) => {
+    const joinTimer = setTimeout(() => {
+      wire.socket.destroy()
+      reject(new CommunicationError(`node ${node}: node 0 did not answer the join within ${(opts.nodeTimeoutMs / 1000).toFixed(1)} s (--node-timeout)`))
+    }, opts.nodeTimeoutMs)
+    let finished = false
+    const end = (code: number | Error) => {
+      if (finished) return
+      finished = true
+      clearTimeout(joinTimer)
+      if (beats) clearInterval(beats)
+      void stopLocal().then(() => {
+        wire.close()
+        if (code instanceof Error) reject(code)
+        else resolve(code)
+      })
+    }
+    const wire: Wire<LeaderMessage, AgentMessage> = new Wire<LeaderMessage, AgentMessage>(
+      socket,
+      (m) => {
+        switch (m.t) {
+          case 'welcome':
+            welcomed = true
+            clearTimeout(joinTimer)
+            beats = setInterval(() => {
+              if (performance.now() - wire.lastHeard > opts.nodeTimeoutMs) {
+                wire.socket.destroy()
+                return end(new NodeLostError(0, `node ${node}: node 0 fell silent for more than ${(opts.nodeTimeoutMs / 1000).toFixed(1)} s (--node-timeout); run the launcher again with --resume`))
+              }
+              const now = performance.now()
+              const l = local
+              const list: RemoteBeat[] = l ? ranks.map((r) => [r, now - (l.lastHeartbeat(r) ?? now), l.where(r)]) : []
+              wire.send({ t: 'beats', gen: generation, beats: list })
+            }, opts.beatMs)
+            return
+          case 'refused':
+            return end(reviveError(m.error))
+          case 'start': {
+            void stopLocal()
+            generation = m.gen
+            const gen = m.gen
+            const spec: RankGroupSpec = { ...m.spec, programFile: own.programFile, tsconfig: own.tsconfig, compiled: own.compiled }
+            const nodeRanks: NodeRanks = startNodeRanks(
+              spec,
+              { ranks, node, host, generation: gen, onListening: (l) => wire.send({ t: 'rank', gen, m: l }) },
+              {
+                message: (rm) => wire.send({ t: 'rank', gen, m: rm }),
+                exit: (rank, how) => wire.send({ t: 'exit', gen, rank, how, where: nodeRanks.where(rank) }),
+              },
+            )
+            local = nodeRanks
+            return
+          }
+          case 'peers':
+            if (m.gen === generation && local) for (const r of ranks) local.send(r, { type: 'peers', generation: m.gen, endpoints: m.endpoints })
+            return
+          case 'to-rank':
+            if (m.gen === generation) local?.send(m.rank, m.m)
+            return
+          case 'kill':
+            if (m.gen === generation) local?.kill(m.rank, m.signal)
+            return
+          case 'stop': {
+            if (m.gen !== generation) return
+            void stopLocal().then(() => wire.send({ t: 'stopped', gen: m.gen }))
+            return
+          }
+          case 'ping':
+            return
+          case 'finish':
+            return end(m.code)
+        }
+      },
+      (why) => {
+        if (!welcomed) end(new CommunicationError(`node ${node}: node 0 closed the connection before admitting this node (${why})`))
+        else end(new NodeLostError(0, `node ${node}: lost node 0 (${why}); run the launcher again with --resume`))
+      },
+    )
+    const join: JoinRequest = { t: 'join', node, nodes: opts.place.nodes, identity: opts.identity, machine: machineId(), dir: opts.dir }
+    wire.send(join)
+    const forward = (sig: NodeJS.Signals) => wire.send({ t: 'preempt', why: sig })
+    process.on('SIGTERM', forward)
+    process.on('SIGINT', forward)
+  })
+}
+
+/** Connect to node 0, retrying until the node timeout: it may not be listening yet. */
+async function reachRendezvous(opts: ClusterOptions): Promise<Socket> {
+  const { node } = opts.place
+  const deadline = performance.now() + opts.nodeTimeoutMs
+  let lastProblem = 'nothing tried yet'
+  for (let delay = 20; ; delay = Math.min(500, delay * 2)) {
+    const targets = opts.rendezvous ? [opts.rendezvous] : readRendezvousFile(opts, (p) => (lastProblem = p))
+    for (const t of targets) {
+      const s = await tryConnect(t, Math.max(100, Math.min(2000, deadline - performance.now())))
+      if (typeof s !== 'string') return s
+      lastProblem = `${t.host}:${t.port}: ${s}`
+    }
+    if (performance.now() + delay > deadline) {
+      const where = opts.rendezvous ? `${opts.rendezvous.host}:${opts.rendezvous.port}` : `the address in ${join(opts.sharedDir ?? '', RENDEZVOUS_FILE)}`
+      throw new CommunicationError(
+        `node ${node}: cannot reach node 0's rendezvous at ${where} within ${(opts.nodeTimeoutMs / 1000).toFixed(1)} s (--node-timeout); last problem: ${lastProblem}`,
+      )
+    }
+    await sleep(delay)
+  }
+}
+
+function readRendezvousFile(opts: ClusterOptions, problem: (p: string) => void): HostPort[] {
+  if (!opts.sharedDir) {
+    throw new ConfigError(
+      `a cluster run of ${opts.place.nodes} nodes needs node 0's address: give --rendezvous host:port, set MOLOTOF_RENDEZVOUS=host:port, or give --shared-dir DIR (a directory every node sees)`,
+    )
+  }
+  const file = join(opts.sharedDir, RENDEZVOUS_FILE)
+  let record: { launch: string | null; hosts: string[]; port: number }
+  try {
+    record = JSON.parse(readFileSync(file, 'utf8')) as typeof record
+  } catch (e) {
+    problem(`${file}: ${(e as NodeJS.ErrnoException).code === 'ENOENT' ? 'not written yet' : (e as Error).message}`)
+    return []
+  }
+  if (record.launch !== (opts.place.launchId ?? null)) {
+    problem(`${file} belongs to another launch (${record.launch}); waiting for node 0 of this one`)
+    return []
+  }
+  return record.hosts.map((host) => ({ host, port: record.port }))
+}
+
+function tryConnect(at: HostPort, timeoutMs: number): Promise<Socket | string> {
+  return new Promise((resolve) => {
+    const s = createConnection({ host: at.host, port: at.port, noDelay: true })
+    const timer = setTimeout(() => {
+      s.destroy()
+      resolve('no answer')
+    }, timeoutMs)
+    s.once('connect', () => {
+      clearTimeout(timer)
+      s.removeAllListeners('error')
+      resolve(s)
+    })
+    s.once('error', (e) => {
+      clearTimeout(timer)
+      s.destroy()
+      resolve(e.message)
+    })
+  })
+}

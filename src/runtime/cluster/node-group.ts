@@ -1,0 +1,143 @@
+import { InternalError } from '../../errors.js'
+import type { RankGroup, RankGroupEvents, RankGroupSpec, RankWhere, StartRankGroup } from '../group.js'
+import { startRank, type RankProcess } from '../groups/process-group.js'
+import type { LauncherToRank, RankToLauncher } from '../protocol.js'
+
+/** A rank's TCP endpoint as it announced it. */
+export type Listening = Extract<RankToLauncher, { type: 'listening' }>
+
+/** The rank processes of one node for one attempt, addressed by global rank. */
+export interface NodeRanks {
+  readonly ranks: readonly number[]
+  where(rank: number): RankWhere
+  lastHeartbeat(rank: number): number | undefined
+  pid(rank: number): number | undefined
+  send(rank: number, m: LauncherToRank): void
+  kill(rank: number, signal?: NodeJS.Signals): void
+  terminate(): Promise<void>
+}
+
+export interface NodeRanksOptions {
+  /** Global ranks started here. */
+  ranks: readonly number[]
+  /** This node's index (fills `{node}` in the checkpoint directory). */
+  node: number
+  /** The address the ranks listen on for TCP. */
+  host: string
+  /** The attempt's generation: ranks refuse connections of any other. */
+  generation: number
+  /** A rank announced its endpoint (these messages do not reach `on.message`). */
+  onListening: (m: Listening) => void
+}
+
+/**
+ * Start a node's share of an attempt's ranks as processes on the TCP
+ * transport (process-boot.mjs with `tcp` set). Used by the one-host TCP group
+ * below and by every node of a cluster run.
+ *
+ * ```ts
+ * const local = startNodeRanks(spec, { ranks: [2, 3], node: 1, host: '10.0.0.2', generation: 4, onListening }, events)
+ * ```
+ */
+export function startNodeRanks(spec: RankGroupSpec, opts: NodeRanksOptions, on: RankGroupEvents): NodeRanks {
+  const events: RankGroupEvents = {
+    message: (m) => {
+      if (m.type === 'listening') opts.onListening(m)
+      else on.message(m)
+    },
+    exit: on.exit,
+  }
+  const procs = new Map<number, RankProcess>()
+  for (const rank of opts.ranks) {
+    procs.set(rank, startRank(spec, rank, [], events, { tcp: { host: opts.host, generation: opts.generation }, node: opts.node }))
+  }
+  const of = (rank: number): RankProcess => {
+    const p = procs.get(rank)
+    if (!p) throw new InternalError(`rank ${rank} was addressed on node ${opts.node}, which does not run it`)
+    return p
+  }
+  let terminating: Promise<void> | undefined
+  return {
+    ranks: opts.ranks,
+    where: (rank) => of(rank).heartbeat.where,
+    lastHeartbeat: (rank) => of(rank).heartbeat.lastAt,
+    pid: (rank) => (of(rank).alive ? of(rank).child.pid : undefined),
+    send: (rank, m) => {
+      const { child } = of(rank)
+      if (child.connected) child.send(m, () => {}) // a dying child reports its exit on its own
+    },
+    kill: (rank, signal = 'SIGKILL') => {
+      const r = of(rank)
+      if (r.alive) r.child.kill(signal)
+    },
+    terminate: () => {
+      terminating ??= (async () => {
+        for (const r of procs.values()) if (r.alive) r.child.kill('SIGKILL')
+        await Promise.all([...procs.values()].map((r) => r.exited))
+      })()
+      return terminating
+    },
+  }
+}
+
+/** Gathers every rank's endpoint of one generation and says when the table is complete. */
+export class EndpointTable {
+  private readonly endpoints: Array<{ host: string; port: number } | undefined>
+  private count = 0
+
+  constructor(
+    readonly size: number,
+    readonly generation: number,
+  ) {
+    this.endpoints = new Array(size).fill(undefined)
+  }
+
+  /** Record one rank's endpoint; returns the full table once every rank has announced, else undefined. Other generations are ignored. */
+  add(m: Listening): Array<{ host: string; port: number }> | undefined {
+    if (m.generation !== this.generation || m.rank < 0 || m.rank >= this.size || this.endpoints[m.rank]) return undefined
+    this.endpoints[m.rank] = { host: m.host, port: m.port }
+    return ++this.count === this.size ? (this.endpoints as Array<{ host: string; port: number }>) : undefined
+  }
+}
+
+/** Generation numbers of the one-host TCP groups this process starts (each attempt a new one). */
+let generations = 0
+
+/**
+ * `--transport tcp` on one host: one process per rank, TCP over loopback
+ * between them (to test the transport, or compare it with Unix sockets).
+ *
+ * ```ts
+ * const group = startTcpGroup(spec, { message, exit })
+ * ```
+ */
+export const startTcpGroup: StartRankGroup = (spec, on) => {
+  const generation = ++generations
+  const table = new EndpointTable(spec.size, generation)
+  const ranks = Array.from({ length: spec.size }, (_, r) => r)
+  const local = startNodeRanks(
+    spec,
+    {
+      ranks,
+      node: 0,
+      host: '127.0.0.1',
+      generation,
+      onListening: (m) => {
+        const all = table.add(m)
+        if (all) for (const r of ranks) local.send(r, { type: 'peers', generation, endpoints: all })
+      },
+    },
+    on,
+  )
+  const group: RankGroup = {
+    size: spec.size,
+    transport: 'tcp',
+    where: (rank) => local.where(rank),
+    lastHeartbeat: (rank) => local.lastHeartbeat(rank),
+    pid: (rank) => local.pid(rank),
+    send: (rank, m) => local.send(rank, m),
+    kill: (rank, signal) => local.kill(rank, signal),
+    terminate: () => local.terminate(),
+  }
+  return group
+}

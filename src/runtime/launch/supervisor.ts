@@ -1,0 +1,408 @@
+import { frozenConfig, type FaultToleranceConfig } from '../../checkpoint/config.js'
+import { openRunDirectory } from '../../checkpoint/identity/run-directory.js'
+import { ConfigError, RestartBudgetExhaustedError, RunStoppedError, type FailureRecord } from '../../errors.js'
+import { runAttempt, type AttemptOutcome } from './attempt.js'
+import { expandDir } from '../cluster-env.js'
+import { compileProgram } from '../compiled-program.js'
+import { partnerDirOf } from '../../checkpoint/store/partner.js'
+import type { RankGroup, StartRankGroup } from '../group.js'
+import { GROUP_STARTERS, groupSpec, hangTimeoutOf, type LaunchOptions, type ResumeListenerOption, type RunResult } from './launcher.js'
+import type { ResumedFigures } from '../../checkpoint/events.js'
+import type { Injection } from '../inject.js'
+import { checkSpareCount, SparePool, type RanksOrigin } from '../groups/spares.js'
+
+/** Every event of a supervised run, as written to `--events` (JSON lines). */
+export type SupervisorEvent =
+  | {
+      event: 'start'
+      attempt: number
+      ranks: number
+      transport: string
+      resume: boolean
+      /** The compiled module the ranks load (see compiled-program.ts); absent when they load the sources through tsx. */
+      compiled?: string
+      /** Why the ranks load the program's sources through tsx, when they do (a CommonJS program, MOLOTOF_PRECOMPILE=0, …). */
+      loadedFromSources?: string
+      /** True when the ranks start again only to checkpoint and stop: the stop signal ended one of them as it started. */
+      stopping?: boolean
+    }
+  | { event: 'checkpoint'; attempt: number; seq: number; skeleton: number; step: number; bytes: number; totalBytes: number; ms: number; level: 'memory' | 'disk' | 'partner' | 'shared'; stallMs: number; votes?: number; voteMs?: number }
+  | ({ event: 'failure'; attempt: number } & Omit<FailureRecord, 'attempt'>)
+  | { event: 'recovery-line'; attempt: number; seq: number; skeleton: number; step: number; negotiateMs: number; level: string }
+  | { event: 'replay-done'; attempt: number; replayMs: number }
+  | { event: 'restore-done'; attempt: number; loadMs: number; restoreMs: number }
+  | {
+      event: 'resume'
+      attempt: number
+      /** True when the run was started with `resume` and nothing failed: a resume asked for, not a recovery. */
+      requested: boolean
+      seq: number
+      skeleton: number
+      step: number
+      spawnMs: number
+      negotiateMs: number
+      loadMs: number
+      replayMs: number
+      restoreMs: number
+      totalMs: number
+      /** The level the recovery line was read from: memory, disk, or memory+disk when ranks read from different levels. */
+      level: string
+      /** How many ranks were kept survivors, warm spares, or started cold; absent without spares. */
+      ranksFrom?: { kept: number; spares: number; spawned: number }
+    }
+  /**
+   * The first superstep after a failure has ended (rank 0): the recovery
+   * from end to end. `stopMs` runs from the failure's detection to the start
+   * of the new attempt (stopping the survivors), `startMs` the rest of the
+   * time until the restore ends (spawn or spare, linking the ranks, opening
+   * the checkpoint store, the program's light code and `initialize`), the
+   * phases of the `resume` event, then `firstStepMs` (the first superstep
+   * computed again).
+   */
+  | {
+      event: 'recovered'
+      attempt: number
+      failureToFirstStepMs: number
+      stopMs: number
+      startMs: number
+      negotiateMs: number
+      loadMs: number
+      replayMs: number
+      restoreMs: number
+      firstStepMs: number
+      /** How many ranks were kept survivors, warm spares, or started cold. */
+      ranksFrom: { kept: number; spares: number; spawned: number }
+    }
+  | { event: 'progress'; attempt: number; skeleton: number; step: number; total: number | undefined; stepsPerSecond: number }
+  | { event: 'preempt-requested'; attempt: number; why: string }
+  | { event: 'preempted'; attempt: number; seq: number | undefined; skeleton: number; step: number }
+  | { event: 'finish'; attempt: number; wallMs: number; restarts: number }
+  | { event: 'gave-up'; attempt: number; failures: number }
+
+/** Options of `Supervisor`: those of `launch`, plus restarts, a time limit, events and warm spares. */
+export interface SuperviseOptions extends LaunchOptions {
+  /** Restarts allowed after failures (default 3). */
+  restarts?: number
+  /** Checkpoint and stop before this much wall time has passed (ms), keeping room for one checkpoint. */
+  timeLimitMs?: number
+  /** Receives every event (the CLI writes them as JSON lines and draws progress). */
+  onEvent?: (e: SupervisorEvent & { t: number }) => void
+  /**
+   * Warm spares (default 0): rank processes or threads started ahead with the
+   * program loaded; a failed rank is replaced by one, and survivors run the
+   * program again in their own process (see `SparePool`).
+   */
+  spares?: number
+  /** With spares: survivors of a failure are kept (default) or replaced by spares too. */
+  keepSurvivors?: boolean
+}
+
+/**
+ * Internal, not in the public options: starts each attempt's ranks instead of
+ * the transport's own starter (a cluster run's ranks on every node; the CLI
+ * spreads it into the options).
+ */
+export interface GroupStarterOption {
+  startGroup?: StartRankGroup
+}
+
+/** How a supervised run ended: `done` with the result, or `preempted` after a checkpoint (resume from it). */
+export type SuperviseResult<R = unknown> =
+  | ({ kind: 'done'; failures: FailureRecord[]; restarts: number } & RunResult<R>)
+  | { kind: 'preempted'; seq: number | undefined; skeleton: number; step: number; failures: FailureRecord[]; checkpointDir: string }
+
+/**
+ * Run a program under supervision: detect a rank that exits, is killed, throws
+ * or hangs; stop the survivors; start all ranks again in recovery mode from
+ * the recovery line, up to a restart budget. SIGTERM/SIGINT-like requests
+ * (`preempt()`) and a time limit make the ranks checkpoint and stop cleanly.
+ *
+ * ```ts
+ * const sup = new Supervisor('examples/jacobi/jacobi.ts', { ranks: 2, transport: 'processes', checkpoint, restarts: 3 })
+ * process.on('SIGTERM', () => sup.preempt('SIGTERM'))
+ * const r = await sup.run()
+ * ```
+ */
+export class Supervisor<R = unknown> {
+  private group: RankGroup | undefined
+  private preemptWhy: string | undefined
+  /** Who asked for the stop under way: only a second request of the supervisor's own stops at once. */
+  private preemptBy: 'supervisor' | 'rank' | undefined
+  private attempt = 0
+  private readonly t0 = performance.now()
+  private readonly ft: FaultToleranceConfig
+  private lastCheckpointMs = 0
+  /** Failure points already seen: injections there do not fire again. */
+  private readonly fired: Injection[] = []
+  /** Keys of the rank lines said once per run (a warning every restart would repeat). */
+  private readonly saidOnce = new Set<string>()
+  private pool: SparePool | undefined
+  /** performance.now() at which the last failure was seen, until the recovery's first superstep. */
+  private failedAt: number | undefined
+
+  constructor(
+    private readonly programFile: string,
+    private readonly opts: SuperviseOptions,
+  ) {
+    const restarts = opts.restarts ?? 3
+    if (!Number.isInteger(restarts) || restarts < 0) throw new ConfigError(`the restart budget must be a non-negative integer (got ${restarts})`)
+    if (opts.timeLimitMs !== undefined && !(opts.timeLimitMs > 0)) throw new ConfigError(`the time limit must be positive (got ${opts.timeLimitMs} ms)`)
+    if (!opts.checkpoint) throw new ConfigError('a supervised run needs a checkpoint configuration (directory and policy)')
+    this.ft = frozenConfig(opts.checkpoint)
+    const spec = groupSpec(programFile, opts) // validate everything before the first rank starts
+    checkSpareCount(opts.spares ?? 0, spec.size)
+  }
+
+  /** Ask the ranks to checkpoint at the next checkpoint point they agree on (their next vote) and stop. A second call stops at once. */
+  preempt(why: string): 'graceful' | 'immediate' {
+    if (this.preemptBy === 'rank') {
+      // A signal to the whole process group reaches the ranks too, which forward it, possibly before
+      // the supervisor's own copy is handled: that copy is the same request, not a second one.
+      this.preemptBy = 'supervisor'
+      return 'graceful'
+    }
+    if (this.preemptWhy !== undefined) {
+      void this.group?.terminate()
+      return 'immediate'
+    }
+    this.preemptBy = 'supervisor'
+    this.startPreemption(why)
+    return 'graceful'
+  }
+
+  /**
+   * A stop signal a rank process received and forwarded (sent to the process
+   * group, or to that rank alone): the first request of a run starts the
+   * graceful stop; forwarded copies never escalate it (every rank forwards
+   * the same group signal, a busy rank late).
+   */
+  private forwardedSignal(rank: number, signal: string): void {
+    if (this.preemptWhy !== undefined) return
+    this.preemptBy = 'rank'
+    this.startPreemption(`${signal} (received by rank ${rank})`)
+  }
+
+  private startPreemption(why: string): void {
+    this.preemptWhy = why
+    this.emit({ event: 'preempt-requested', attempt: this.attempt, why })
+    const g = this.group
+    if (g) for (let r = 0; r < g.size; r++) g.send(r, { type: 'preempt' })
+  }
+
+  /** Ask the ranks for a checkpoint at their next vote (they go on afterwards). */
+  requestCheckpoint(): void {
+    const g = this.group
+    if (g) for (let r = 0; r < g.size; r++) g.send(r, { type: 'checkpoint' })
+  }
+
+  /** Runs the program to its end, restarting after failures; rejects when the restart budget is spent or the run fails otherwise. */
+  async run(): Promise<SuperviseResult<R>> {
+    const budget = this.opts.restarts ?? 3
+    const failures: FailureRecord[] = []
+    let stoppedStarts = 0
+    // The directory's lock, the run's lineage and the refusals that need no rank (see run-directory.ts).
+    // With `{node}` or `{rank}` in its name the lock, the run record and the lineage live in node 0's (rank 0's)
+    // directory; the other directories follow the run id the ranks write into every file.
+    const home = expandDir(this.ft.dir, 0, 0)
+    // Partner copies are read on resume also by a run that keeps none (fewer nodes): their lineage counts too
+    // (a directory that is not there lists no checkpoint).
+    const sharedDir = this.ft.shared?.dir ?? (this.ft.resume ? this.ft.resumeSharedDir : undefined)
+    const copies = [partnerDirOf(home), ...(sharedDir !== undefined ? [sharedDir] : [])]
+    const dir = await openRunDirectory({ ...this.ft, dir: home, copies, memoryDir: this.ft.memory?.dir }, this.programFile)
+    // A resume reads the earlier run's memory level too (the default one, and the one on record), whatever this run keeps.
+    const resumeMemoryDirs = this.ft.resume ? [...new Set([...(this.ft.resumeMemoryDirs ?? []), ...(dir.memoryDir ? [dir.memoryDir] : [])])] : undefined
+    for (const note of dir.notes) this.opts.onLog?.(0, `note: ${note}`)
+    const timer = this.startTimeLimit()
+    // Once per run: every attempt and every spare loads the same compiled program (and so the same code).
+    const first = groupSpec(this.programFile, this.opts)
+    const { compiled, why: loadedFromSources, note } = await compileProgram(first.programFile, first.tsconfig)
+    if (note) this.opts.onLog?.(0, `note: each rank compiles the program itself (${loadedFromSources}), about 0.25 s more per rank start`)
+    const spares = this.opts.spares ?? 0
+    if (spares > 0) {
+      this.pool = new SparePool({
+        programFile: first.programFile,
+        tsconfig: first.tsconfig,
+        compiled,
+        size: first.size,
+        transport: first.transport ?? 'threads',
+        heartbeatMs: first.heartbeatMs,
+        spares,
+        // A survivor's background checkpoint writes (memory level, flush, copies) end before it reports idle
+        // (see runSession): it is kept with every level.
+        keepSurvivors: this.opts.keepSurvivors ?? true,
+      })
+    }
+    try {
+      for (;;) {
+        const resume = this.attempt > 0 || this.ft.resume
+        const spec = groupSpec(this.programFile, {
+          ...this.opts,
+          // Restarts resume from this run's own checkpoints only: its run id is in every one it writes.
+          // A resume whose lineage was not in node 0's directory (lost with its node): the ranks find it in theirs.
+          // Only the user's first resume refuses to start afresh (see FaultToleranceConfig.resumeRequest): a restart
+          // before the first checkpoint starts from the beginning.
+          checkpoint: {
+            ...this.ft,
+            resume,
+            runId: dir.runId,
+            resumeRequest: this.attempt === 0 ? this.ft.resumeRequest : undefined,
+            ...(resumeMemoryDirs ? { resumeMemoryDirs } : {}),
+            ...(dir.lineageUnknown ? { adoptLineage: true } : {}),
+          },
+          // Each injected failure fires once per run (this.fired: left out), so a restarted run completes.
+        }, this.fired)
+        spec.compiled = compiled
+        const stopping = stoppedStarts > 0 ? { stopping: true } : {}
+        this.emit({ event: 'start', attempt: this.attempt, ranks: spec.size, transport: spec.transport ?? 'threads', resume, ...(compiled ? { compiled: compiled.file } : { loadedFromSources }), ...stopping })
+        const outcome = await this.runOne(spec)
+        const attempt = this.attempt
+        switch (outcome.kind) {
+          case 'done': {
+            const wallMs = performance.now() - this.t0
+            await dir.finish().catch(() => undefined) // unrecorded, a later fresh run asks instead of discarding
+            this.emit({ event: 'finish', attempt, wallMs, restarts: attempt })
+            return { kind: 'done', value: outcome.values[0] as R, values: outcome.values as R[], text: outcome.text, ranks: spec.size, wallMs, failures, restarts: attempt }
+          }
+          case 'refused':
+            throw outcome.error
+          case 'stopped':
+            // A rank killed by the stop signal while it started had no checkpoint to write: the ranks start again
+            // with the stop pending, checkpoint at their first checkpoint point and stop (exit 75 with a checkpoint
+            // to resume from). New rank processes can only be ended so by a signal sent after the first: at once.
+            if (++stoppedStarts > 1) throw new RunStoppedError(this.preemptWhy ?? outcome.signal)
+            this.attempt++
+            continue
+          case 'preempted':
+            this.emit({ event: 'preempted', attempt, seq: outcome.seq, skeleton: outcome.skeleton, step: outcome.step })
+            return { kind: 'preempted', seq: outcome.seq, skeleton: outcome.skeleton, step: outcome.step, failures, checkpointDir: this.ft.dir }
+          case 'failed': {
+            const e = outcome.error
+            const record: FailureRecord = {
+              attempt,
+              rank: e.rank,
+              skeleton: e.skeleton,
+              step: e.step,
+              phase: e.phase,
+              reason: outcome.reason,
+              message: e.message,
+              detectionMs: outcome.detectedAt - outcome.failedAt,
+            }
+            failures.push(record)
+            this.failedAt = outcome.failedAt
+            if (record.phase === 'calculate' || record.phase === 'route' || record.phase === 'checkpoint') {
+              this.fired.push({ rank: record.rank, skeleton: record.skeleton, step: record.step, phase: record.phase })
+            }
+            const { attempt: _a, ...rest } = record
+            this.emit({ event: 'failure', attempt, ...rest })
+            if (this.preemptWhy !== undefined) {
+              // Stopped by a second signal, or a rank died while stopping: do not restart.
+              throw new RunStoppedError(this.preemptWhy)
+            }
+            if (failures.length > budget) {
+              this.emit({ event: 'gave-up', attempt, failures: failures.length })
+              throw new RestartBudgetExhaustedError(failures, budget)
+            }
+            this.attempt++
+          }
+        }
+      }
+    } finally {
+      if (timer) clearInterval(timer)
+      await this.pool?.close()
+      await dir.release()
+    }
+  }
+
+  private runOne(spec: ReturnType<typeof groupSpec>): Promise<AttemptOutcome> {
+    const attempt = this.attempt
+    const started = performance.now()
+    let last = { step: -1, at: started }
+    const failedAt = this.failedAt
+    this.failedAt = undefined
+    let resumed: { at: number; r: ResumedFigures; origin: RanksOrigin } | undefined
+    // A cluster run's group spans the nodes (see cluster.ts); otherwise the spare pool's, or one started per attempt.
+    const startGroup = (this.opts as SuperviseOptions & GroupStarterOption).startGroup
+    const start = startGroup ?? this.pool?.start ?? GROUP_STARTERS[spec.transport ?? 'threads']
+    return runAttempt(start, spec, {
+      hangTimeoutMs: hangTimeoutOf(this.opts),
+      onLog: (rank, text, once) => {
+        if (once !== undefined) {
+          if (this.saidOnce.has(once)) return
+          this.saidOnce.add(once)
+        }
+        this.opts.onLog?.(rank, text)
+      },
+      onSignal: (rank, signal) => this.forwardedSignal(rank, signal),
+      onStarted: (g) => {
+        this.group = g
+        this.opts.onGroup?.(g)
+        // A preemption asked for while no ranks were running applies to the new ones.
+        if (this.preemptWhy !== undefined) for (let r = 0; r < g.size; r++) g.send(r, { type: 'preempt' })
+      },
+      onCheckpoint: (c) => {
+        // The time limit leaves room for the checkpoint a preemption writes: a disk one.
+        if (c.level === 'disk') this.lastCheckpointMs = c.ms
+        const { seq, skeleton, step, bytes, totalBytes, ms, level, stallMs, votes, voteMs } = c
+        this.emit({ event: 'checkpoint', attempt, seq, skeleton, step, bytes, totalBytes, ms, level, stallMs, ...(votes === undefined ? {} : { votes, voteMs }) })
+        this.opts.onCheckpoint?.(c)
+      },
+      onResumed: (r: ResumedFigures) => {
+        const totalMs = performance.now() - started
+        const spawnMs = Math.max(0, totalMs - r.negotiateMs - r.loadMs - r.replayMs - r.restoreMs)
+        this.emit({ event: 'recovery-line', attempt, seq: r.seq, skeleton: r.skeleton, step: r.step, negotiateMs: r.negotiateMs, level: r.level })
+        this.emit({ event: 'replay-done', attempt, replayMs: r.replayMs })
+        this.emit({ event: 'restore-done', attempt, loadMs: r.loadMs, restoreMs: r.restoreMs })
+        const { seq, skeleton, step, negotiateMs, loadMs, replayMs, restoreMs, level } = r
+        const requested = attempt === 0
+        const ranksFrom = this.pool?.lastOrigin
+        this.emit({ event: 'resume', attempt, requested, seq, skeleton, step, spawnMs, negotiateMs, loadMs, replayMs, restoreMs, totalMs, level, ...(ranksFrom ? { ranksFrom } : {}) })
+        resumed = { at: performance.now(), r, origin: ranksFrom ?? { kept: 0, spares: 0, spawned: spec.size } }
+        ;(this.opts as SuperviseOptions & ResumeListenerOption).onResumed?.(r)
+      },
+      onProgress: (rank, skeleton, step, total) => {
+        if (rank !== 0) return
+        const now = performance.now()
+        if (failedAt !== undefined && resumed && last.step < 0) {
+          const { r, origin } = resumed
+          const startMs = Math.max(0, resumed.at - started - r.negotiateMs - r.loadMs - r.replayMs - r.restoreMs)
+          this.emit({
+            event: 'recovered',
+            attempt,
+            failureToFirstStepMs: now - failedAt,
+            stopMs: started - failedAt,
+            startMs,
+            negotiateMs: r.negotiateMs,
+            loadMs: r.loadMs,
+            replayMs: r.replayMs,
+            restoreMs: r.restoreMs,
+            firstStepMs: now - resumed.at,
+            ranksFrom: origin,
+          })
+        }
+        const stepsPerSecond = last.step >= 0 && step > last.step ? ((step - last.step) * 1000) / (now - last.at) : 0
+        last = { step, at: now }
+        this.emit({ event: 'progress', attempt, skeleton, step, total, stepsPerSecond })
+        this.opts.onProgress?.(skeleton, step, total)
+      },
+    })
+  }
+
+  /** Preempt before the time limit, leaving room for one checkpoint at its measured cost. */
+  private startTimeLimit(): NodeJS.Timeout | undefined {
+    const limit = this.opts.timeLimitMs
+    if (limit === undefined) return undefined
+    const t = setInterval(() => {
+      const reserve = Math.max(1000, 2 * this.lastCheckpointMs)
+      if (performance.now() - this.t0 + reserve >= limit) {
+        clearInterval(t)
+        this.preempt(`time limit of ${(limit / 1000).toFixed(0)} s`)
+      }
+    }, 100)
+    t.unref()
+    return t
+  }
+
+  private emit(e: SupervisorEvent): void {
+    this.opts.onEvent?.({ ...e, t: performance.now() - this.t0 })
+  }
+}

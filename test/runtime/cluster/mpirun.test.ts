@@ -1,0 +1,308 @@
+// molotof under a real cluster launcher: Debian's Open MPI `mpirun` (package
+// openmpi-bin; `npm test` installs it as root, see scripts/ensure-openmpi.mjs).
+// Every "node" runs on this host with its own checkpoint directory ({node});
+// as root, also in its own Linux network namespace, so that TCP between ranks
+// crosses real (virtual) interfaces. Grids are small: each run costs a few
+// seconds of node starts.
+import { execFileSync, spawn } from 'node:child_process'
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
+import { createServer } from 'node:net'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import type { JacobiResult } from '../../../examples/jacobi/jacobi.js'
+import { resolveParams } from '../../../examples/swing/model/params.js'
+import { valueSwing } from '../../../examples/swing/model/serial.js'
+import { main } from '../../../src/cli/main.js'
+import { launch } from '../../../src/runtime/launch/launcher.js'
+
+const MPIRUN = '/usr/bin/mpirun'
+const haveMpirun = existsSync(MPIRUN)
+if (!haveMpirun) console.log(`mpirun tests skipped: ${MPIRUN} is missing (apt-get install openmpi-bin; npm test installs it as root)`)
+const isRoot = typeof process.getuid === 'function' && process.getuid() === 0
+
+const root = mkdtempSync(join(tmpdir(), 'molotof-mpirun-'))
+afterAll(() => rmSync(root, { recursive: true, force: true }))
+
+/** mpirun as root needs these; --bind-to none: Open MPI would pin each node supervisor, and all its ranks, to one core. */
+const MPI_ENV = { OMPI_ALLOW_RUN_AS_ROOT: '1', OMPI_ALLOW_RUN_AS_ROOT_CONFIRM: '1', OMPI_MCA_rmaps_base_oversubscribe: '1' }
+
+async function freePort(): Promise<number> {
+  const s = createServer()
+  await new Promise<void>((r) => s.listen(0, '127.0.0.1', () => r()))
+  const port = (s.address() as { port: number }).port
+  await new Promise((r) => s.close(r))
+  return port
+}
+
+/** `mpirun -np <nodes> <command…>`; resolves with the exit code and everything printed. */
+function mpirun(nodes: number, command: string[]): Promise<{ code: number | null; out: string }> {
+  const child = spawn(MPIRUN, ['--bind-to', 'none', '-np', String(nodes), ...command], { env: { ...process.env, ...MPI_ENV }, stdio: ['ignore', 'pipe', 'pipe'] })
+  let out = ''
+  child.stdout.on('data', (b: Buffer) => (out += b.toString()))
+  child.stderr.on('data', (b: Buffer) => (out += b.toString()))
+  return new Promise((resolve) => child.on('close', (code) => resolve({ code, out })))
+}
+
+const molotof = ['node', 'bin/molotof.mjs', 'run']
+const jsonOf = <T>(out: string): T => JSON.parse(out.slice(out.indexOf('{\n'), out.lastIndexOf('\n}') + 2)) as T
+
+describe.skipIf(!haveMpirun)('under mpirun', () => {
+  let reference: JacobiResult
+  const jacobi = ['examples/jacobi/jacobi.ts', '--n', '48', '--iterations', '60']
+  beforeAll(async () => {
+    // One host, threads: the bits every cluster layout must give.
+    reference = (await launch<JacobiResult>(jacobi[0], { ranks: 4, argv: jacobi.slice(1), onLog: () => {} })).value
+  })
+
+  it('Jacobi on 2 nodes × 2 ranks gives the bits of one host; each node keeps its own {node} directory', async () => {
+    const dir = join(root, 'jac-{node}')
+    const port = await freePort()
+    const r = await mpirun(2, [...molotof, ...jacobi, '--ranks-per-node', '2', '--rendezvous', `127.0.0.1:${port}`, '--checkpoint', 'every:20', '--checkpoint-dir', dir, '--json', '--hang-timeout', '20000'])
+    expect(r.code, r.out).toBe(0)
+    const got = jsonOf<JacobiResult>(r.out)
+    expect(got.checksum).toBe(reference.checksum)
+    expect(got.residual).toBe(reference.residual)
+    for (const [node, ranks] of [[0, ['rank-0.mlf', 'rank-1.mlf']], [1, ['rank-2.mlf', 'rank-3.mlf']]] as const) {
+      const d = join(root, `jac-${node}`)
+      const newest = readdirSync(d).filter((n) => n.startsWith('ckpt-')).sort().pop()!
+      expect(readdirSync(join(d, newest)).sort()).toEqual(['COMMIT', ...ranks])
+    }
+    // Partner copies: each node keeps the other node's rank files of the newest checkpoint, the same bytes, committed.
+    for (const [node, other, ranks] of [[0, 1, ['rank-2.mlf', 'rank-3.mlf']], [1, 0, ['rank-0.mlf', 'rank-1.mlf']]] as const) {
+      const own = join(root, `jac-${other}`)
+      const newest = readdirSync(own).filter((n) => n.startsWith('ckpt-')).sort().pop()!
+      const copy = join(root, `jac-${node}`, 'partner', newest)
+      expect(readdirSync(copy).sort()).toEqual(['COMMIT', ...ranks])
+      for (const f of ranks) expect(readFileSync(join(copy, f)).equals(readFileSync(join(own, newest, f)))).toBe(true)
+    }
+    // inspect reads the {node} directories as one run; a rank file lost from them is named.
+    const said: string[] = []
+    expect(await main(['inspect', dir], (t) => said.push(t))).toBe(0)
+    const last = readdirSync(join(root, 'jac-1')).filter((n) => n.startsWith('ckpt-')).sort().pop()!
+    rmSync(join(root, 'jac-1', last, 'rank-3.mlf'))
+    expect(await main(['inspect', dir], (t) => said.push(t))).toBe(1)
+    expect(said.join('\n')).toMatch(/no directory holds the file of rank 3/)
+  })
+
+  it('swing on 3 nodes × 1 rank gives the bits of the serial valuation', async () => {
+    const port = await freePort()
+    const r = await mpirun(3, [...molotof, 'examples/swing/swing.ts', '--preset', 'small-g', '--rendezvous', `127.0.0.1:${port}`, '--checkpoint-dir', join(root, 'swing-{node}'), '--json', '--quiet', '--hang-timeout', '20000'])
+    expect(r.code, r.out).toBe(0)
+    const { value } = jsonOf<{ value: number }>(r.out)
+    expect(Object.is(value, valueSwing(resolveParams('small-g')).value)).toBe(true)
+  })
+
+  it('a rank killed on node 1 is recovered inside the run', async () => {
+    const port = await freePort()
+    const events = join(root, 'kill-events.jsonl')
+    const r = await mpirun(2, [
+      ...molotof,
+      ...jacobi,
+      '--ranks-per-node', '2',
+      '--rendezvous', `127.0.0.1:${port}`,
+      '--checkpoint', 'every:10',
+      '--checkpoint-dir', join(root, 'kill-{node}'),
+      '--inject', 'rank=3,step=35',
+      '--events', events,
+      '--json',
+      '--hang-timeout', '20000',
+    ])
+    expect(r.code, r.out).toBe(0)
+    const got = jsonOf<JacobiResult>(r.out)
+    expect(got.checksum).toBe(reference.checksum)
+    const seen = readFileSync(events, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as { event: string; rank?: number; step?: number; seq?: number })
+    expect(seen.filter((e) => e.event === 'failure')).toMatchObject([{ rank: 3, step: 35 }])
+    expect(seen.find((e) => e.event === 'resume')).toMatchObject({ step: 29 })
+  })
+})
+
+/** The processes of node `node` of the runs whose command line names `marker` (the node supervisor and its rank processes). */
+function processesOfNode(node: number, marker: string): number[] {
+  const pids: number[] = []
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue
+    try {
+      const environ = readFileSync(`/proc/${name}/environ`, 'utf8').split('\0')
+      const cmdline = readFileSync(`/proc/${name}/cmdline`, 'utf8')
+      if (environ.includes(`OMPI_COMM_WORLD_RANK=${node}`) && (cmdline.includes(marker) || environ.some((e) => e.includes(marker)))) pids.push(Number(name))
+    } catch {
+      // A process that ended while the list was read: not one to stop.
+    }
+  }
+  return pids
+}
+
+describe.skipIf(!haveMpirun)('under mpirun, a lost node', () => {
+  it.each([
+    [1, 0],
+    [0, 1],
+  ])("node %i killed outright: mpirun exits 137, node %i's --status-file says 76 (resumable), and README's batch loop reads 76 from it", async (lost, left) => {
+    const status = join(root, `killed-${lost}-status.json`)
+    const command = [
+      ...molotof,
+      'examples/jacobi/jacobi.ts', '--n', '40', '--iterations', '500000',
+      '--checkpoint', 'every:50', '--checkpoint-dir', join(root, `killed-${lost}-{node}`), '--hang-timeout', '20000',
+      '--rendezvous', `127.0.0.1:${await freePort()}`, '--status-file', status,
+    ]
+    const child = spawn(MPIRUN, ['--bind-to', 'none', '-np', '2', ...command], { env: { ...process.env, ...MPI_ENV }, stdio: ['ignore', 'pipe', 'pipe'] })
+    let out = ''
+    child.stdout.on('data', (b: Buffer) => (out += b.toString()))
+    child.stderr.on('data', (b: Buffer) => (out += b.toString()))
+    let ended = false
+    const code = new Promise<number | null>((resolve) => child.on('close', (c) => resolve(c))).finally(() => (ended = true))
+    for (const until = Date.now() + 45_000; !/checkpoint 2 committed to partner/.test(out) && !ended && Date.now() < until; ) await new Promise((r) => setTimeout(r, 20))
+    expect(JSON.parse(readFileSync(status, 'utf8')), out).toMatchObject({ state: 'running', exitCode: null })
+    // The whole node dies at once, as with the OOM killer or a reboot: its supervisor and its ranks.
+    const killed = processesOfNode(lost, join(root, `killed-${lost}-`))
+    expect(killed.length, out).toBeGreaterThan(0)
+    for (const pid of killed) process.kill(pid, 'SIGKILL')
+    expect(await code, out).toBe(137)
+    const written = JSON.parse(readFileSync(status, 'utf8')) as { resume: string }
+    expect(written, out).toMatchObject({ state: 'ended', exitCode: 76, outcome: 'node-lost', resumable: true, node: left })
+    expect(written.resume).toMatch(/^molotof run examples\/jacobi\/jacobi\.ts .*--status-file \S+ --resume$/)
+
+    // README's loop: the line that reads the status file turns mpirun's 137 into 76 (a missing file leaves the code).
+    const loop = /<!-- readme-test: batch-loop -->\n```sh\n([\s\S]*?)```/.exec(readFileSync('README.md', 'utf8'))?.[1] ?? ''
+    const line = loop.split('\n').find((l) => l.includes('.exitCode')) ?? ''
+    expect(line).toContain('"$status"')
+    const codeAfter = (file: string) => execFileSync('bash', ['-c', `status=${file}; code=137; ${line}\necho $code`], { encoding: 'utf8' }).trim()
+    expect(codeAfter(status)).toBe('76')
+    expect(codeAfter(join(root, 'no-such-status.json'))).toBe('137')
+  })
+
+  it('node 1 hung and its directory lost: mpirun ends with 76, and `mpirun -np 1 … --resume` goes on from the partner copies, on the node left, bit-identical', async () => {
+    const dir = join(root, 'gone-{node}')
+    const events = join(root, 'gone-events.jsonl')
+    const program = ['examples/jacobi/jacobi.ts', '--n', '40', '--iterations', '5000']
+    const common = [...molotof, ...program, '--checkpoint', 'every:50', '--checkpoint-dir', dir, '--hang-timeout', '20000', '--json']
+    const child = spawn(MPIRUN, ['--bind-to', 'none', '-np', '2', ...common, '--rendezvous', `127.0.0.1:${await freePort()}`, '--node-timeout', '3s'], {
+      env: { ...process.env, ...MPI_ENV },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    })
+    let out = ''
+    child.stdout.on('data', (b: Buffer) => (out += b.toString()))
+    child.stderr.on('data', (b: Buffer) => (out += b.toString()))
+    const code = new Promise<number | null>((resolve) => child.on('close', (c) => resolve(c)))
+    for (const until = Date.now() + 60_000; !/checkpoint 2 committed to partner/.test(out) && Date.now() < until; ) await new Promise((r) => setTimeout(r, 20))
+    expect(out).not.toMatch(/"checksum"/)
+    // A node that stops answering (as a crashed machine does): node 0 finds it silent past --node-timeout.
+    const stopped = processesOfNode(1, join(root, 'gone-'))
+    expect(stopped.length, out).toBeGreaterThan(0)
+    for (const pid of stopped) process.kill(pid, 'SIGSTOP')
+    rmSync(join(root, 'gone-1'), { recursive: true, force: true })
+    expect(await code, out).toBe(76)
+    expect(out).toMatch(/node 1 was lost/)
+    for (const pid of stopped) {
+      try {
+        process.kill(pid, 'SIGKILL')
+      } catch {
+        // Ended already (mpirun tears the job down).
+      }
+    }
+
+    // The node left runs on: node 0's directory holds its own file and the copy of node 1's.
+    const again = await mpirun(1, [...common, '--rendezvous', `127.0.0.1:${await freePort()}`, '--resume', '--events', events])
+    expect(again.code, again.out).toBe(0)
+    expect(again.out).toMatch(/resuming a checkpoint of 2 ranks on 1/)
+    const resume = readFileSync(events, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as { event: string; level?: string }).find((e) => e.event === 'resume')
+    expect(resume?.level).toBe('disk+partner')
+    const straight = (await launch<JacobiResult>(program[0], { ranks: 1, argv: program.slice(1), onLog: () => {} })).value
+    expect(jsonOf<JacobiResult>(again.out).checksum).toBe(straight.checksum)
+  })
+})
+
+describe.skipIf(!haveMpirun)('under mpirun, node 0 lost with its directory', () => {
+  it('`mpirun -np 1 … --resume` on the node left resumes from what it holds (its own directory, numbered 1, and its partner copies), not from step 0', async () => {
+    const dir = join(root, 'first-{node}')
+    const events = join(root, 'first-events.jsonl')
+    const program = ['examples/jacobi/jacobi.ts', '--n', '40', '--iterations', '5000']
+    const common = [...molotof, ...program, '--ranks-per-node', '2', '--checkpoint', 'every:50', '--checkpoint-dir', dir, '--hang-timeout', '20000', '--json']
+    const child = spawn(MPIRUN, ['--bind-to', 'none', '-np', '2', ...common, '--rendezvous', `127.0.0.1:${await freePort()}`, '--node-timeout', '3s'], {
+      env: { ...process.env, ...MPI_ENV },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    })
+    let out = ''
+    child.stdout.on('data', (b: Buffer) => (out += b.toString()))
+    child.stderr.on('data', (b: Buffer) => (out += b.toString()))
+    const code = new Promise<number | null>((resolve) => child.on('close', (c) => resolve(c)))
+    for (const until = Date.now() + 60_000; !/checkpoint 2 committed to partner/.test(out) && Date.now() < until; ) await new Promise((r) => setTimeout(r, 20))
+    expect(out).not.toMatch(/"checksum"/)
+    // Node 0 (the rendezvous, and the directory the run's record is in) stops answering, and its disk is lost.
+    const stopped = processesOfNode(0, join(root, 'first-'))
+    expect(stopped.length, out).toBeGreaterThan(0)
+    for (const pid of stopped) process.kill(pid, 'SIGSTOP')
+    rmSync(join(root, 'first-0'), { recursive: true, force: true })
+    expect(await code, out).not.toBe(0)
+    expect(out).toMatch(/node 0 fell silent/)
+    for (const pid of stopped) {
+      try {
+        process.kill(pid, 'SIGKILL')
+      } catch {
+        // Ended already (mpirun tears the job down).
+      }
+    }
+
+    // The relaunch on the node left: it is node 0 now, its directory first-0 is new; first-1 holds everything.
+    const again = await mpirun(1, [...common, '--rendezvous', `127.0.0.1:${await freePort()}`, '--resume', '--events', events])
+    expect(again.code, again.out).toBe(0)
+    expect(again.out).toMatch(/resuming a checkpoint of 4 ranks on 2/)
+    const resume = readFileSync(events, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as { event: string; seq?: number; step?: number }).find((e) => e.event === 'resume')
+    expect(resume?.seq, again.out).toBeGreaterThanOrEqual(2)
+    expect(resume?.step).toBeGreaterThanOrEqual(149)
+    const straight = (await launch<JacobiResult>(program[0], { ranks: 2, argv: program.slice(1), onLog: () => {} })).value
+    expect(jsonOf<JacobiResult>(again.out).checksum).toBe(straight.checksum)
+  })
+})
+
+/** Three network namespaces on one bridge: node i is 10.77.0.(i+1) on its own veth. */
+function makeNamespaces(prefix: string): void {
+  const ip = (...args: string[]) => execFileSync('ip', args, { stdio: 'pipe' })
+  ip('link', 'add', `${prefix}br`, 'type', 'bridge')
+  ip('link', 'set', `${prefix}br`, 'up')
+  for (let i = 0; i < 3; i++) {
+    ip('netns', 'add', `${prefix}n${i}`)
+    ip('link', 'add', `${prefix}v${i}`, 'type', 'veth', 'peer', 'name', 'eth0', 'netns', `${prefix}n${i}`)
+    ip('link', 'set', `${prefix}v${i}`, 'master', `${prefix}br`, 'up')
+    ip('-n', `${prefix}n${i}`, 'addr', 'add', `10.77.0.${i + 1}/24`, 'dev', 'eth0')
+    ip('-n', `${prefix}n${i}`, 'link', 'set', 'eth0', 'up')
+    ip('-n', `${prefix}n${i}`, 'link', 'set', 'lo', 'up')
+  }
+}
+
+function removeNamespaces(prefix: string): void {
+  for (let i = 0; i < 3; i++) {
+    // Absent already when setting up failed halfway: nothing to remove.
+    try {
+      execFileSync('ip', ['netns', 'del', `${prefix}n${i}`], { stdio: 'pipe' })
+    } catch {}
+  }
+  try {
+    execFileSync('ip', ['link', 'del', `${prefix}br`], { stdio: 'pipe' })
+  } catch {}
+}
+
+const canNetns = haveMpirun && isRoot && existsSync('/usr/sbin/ip')
+if (haveMpirun && !canNetns) console.log('mpirun network-namespace test skipped: it needs root and iproute2 (ip netns, veth, bridge)')
+
+describe.skipIf(!canNetns)('under mpirun, each node in its own network namespace', () => {
+  const prefix = `mlt${process.pid % 100000}`
+  beforeAll(() => makeNamespaces(prefix))
+  afterAll(() => removeNamespaces(prefix))
+
+  it('3 nodes talk over TCP across veth interfaces and give the bits of one host', async () => {
+    const argv = ['--n', '60', '--iterations', '40']
+    const reference = (await launch<JacobiResult>('examples/jacobi/jacobi.ts', { ranks: 3, argv, onLog: () => {} })).value
+    const txOf = (i: number) => Number(readFileSync(`/sys/class/net/${prefix}v${i}/statistics/rx_bytes`, 'utf8'))
+    const before = [0, 1, 2].map(txOf)
+    const cmd = `exec ip netns exec ${prefix}n$OMPI_COMM_WORLD_RANK ${molotof.join(' ')} examples/jacobi/jacobi.ts ${argv.join(' ')} --rendezvous 10.77.0.1:29500 --checkpoint every:10 --checkpoint-dir ${join(root, 'ns-{node}')} --json --quiet --hang-timeout 20000`
+    const r = await mpirun(3, ['sh', '-c', cmd])
+    expect(r.code, r.out).toBe(0)
+    const got = jsonOf<JacobiResult>(r.out)
+    expect(got.checksum).toBe(reference.checksum)
+    expect(got.residual).toBe(reference.residual)
+    // Each node sent its halos (40 steps × a row of 62 doubles to each neighbour) out through its own interface.
+    const sent = [0, 1, 2].map((i) => txOf(i) - before[i])
+    for (const s of sent) expect(s).toBeGreaterThan(40 * 60 * 8)
+  })
+})
