@@ -118,15 +118,24 @@ export class CheckpointCommitter {
      * all share one; every node's first rank with `{node}` directories).
      */
     private readonly writesMarker: { disk: boolean; memory: boolean } = { disk: comm.rank === 0, memory: comm.rank === 0 },
-    /** The partner and shared copies of committed disk checkpoints, when the run makes any. */
-    private readonly copies?: CheckpointCopies,
-    /** The partner copies of committed memory checkpoints (in the partner's memory level), when the run makes any. */
-    private readonly memoryCopies?: CheckpointCopies,
+    /**
+     * The copies of committed checkpoints, one per level copied (see
+     * levels.ts): the partner and shared copies of disk checkpoints, the
+     * partner copies of memory checkpoints (in the partner's memory level).
+     * Disk's first: commitIfAllDurable gives each its digit in this order.
+     */
+    private readonly allCopies: readonly CheckpointCopies[] = [],
   ) {
     this.store = stores.disk
     this.memory = stores.memory
     this.memoryKept = [...(stores.memorySeqs ?? [])]
+    this.copies = allCopies.find((c) => c.from === 'disk')
+    this.memoryCopies = allCopies.find((c) => c.from === 'memory')
   }
+
+  /** The copies of disk checkpoints, and of memory checkpoints, when the run makes any. */
+  private readonly copies: CheckpointCopies | undefined
+  private readonly memoryCopies: CheckpointCopies | undefined
 
   /** The number the next checkpoint will get. */
   get nextSeq(): number {
@@ -141,35 +150,39 @@ export class CheckpointCommitter {
    * for a peer end at once and only file I/O is waited for.
    */
   async settle(): Promise<void> {
-    const all = [this.background, this.copies?.background, this.memoryCopies?.background]
-    while (!all.every((b) => b === undefined || b.idle)) for (const b of all) await b?.settled()
+    const all = [this.background, ...this.allCopies.map((c) => c.background)]
+    while (!all.every((b) => b.idle)) for (const b of all) await b.settled()
     await this.io.close()
   }
 
   /** A checkpoint is being written or flushed in the background and not committed yet. */
   get inFlight(): boolean {
-    return this.pending !== undefined || this.pendingMemory !== undefined || this.copies?.inFlight === true || this.memoryCopies?.inFlight === true
+    return this.pending !== undefined || this.pendingMemory !== undefined || this.copying
+  }
+
+  /** Copies of some level are in flight (a plain loop: asked at checkpoint points). */
+  private get copying(): boolean {
+    for (const c of this.allCopies) if (c.inFlight) return true
+    return false
   }
 
   /**
    * Commit what was written in the background if every rank's write is done
    * (collective: one allreduce while anything is in flight). One sum answers
    * every level, one digit in base size+1 each: flushes not done count 1,
-   * memory writes size+1, copies of disk checkpoints (size+1)², of memory
-   * checkpoints (size+1)³.
+   * memory writes size+1, the copies of level i of `allCopies` (size+1)^(2+i);
+   * the highest digit is committed first.
    */
   async commitIfAllDurable(): Promise<void> {
     const memory = this.pendingMemory
     const flush = this.pending
-    const copies = this.copies?.inFlight === true ? this.copies : undefined
-    const memoryCopies = this.memoryCopies?.inFlight === true ? this.memoryCopies : undefined
-    if (!memory && !flush && !copies && !memoryCopies) return
+    if (!memory && !flush && !this.copying) return
+    const inFlight = this.allCopies.map((c) => c.inFlight)
     const base = this.comm.size + 1
-    const notDone =
-      (flush && !flush.done ? 1 : 0) + (memory && !memory.done ? base : 0) + (copies && !copies.done ? base ** 2 : 0) + (memoryCopies && !memoryCopies.done ? base ** 3 : 0)
+    let notDone = (flush && !flush.done ? 1 : 0) + (memory && !memory.done ? base : 0)
+    for (const [i, c] of this.allCopies.entries()) if (inFlight[i] && !c.done) notDone += base ** (2 + i)
     const sum = await this.comm.allreduce(notDone, 'sum')
-    if (memoryCopies && Math.floor(sum / base ** 3) === 0) await memoryCopies.finish()
-    if (copies && Math.floor(sum / (base * base)) % base === 0) await copies.finish()
+    for (let i = this.allCopies.length - 1; i >= 0; i--) if (inFlight[i] && Math.floor(sum / base ** (2 + i)) % base === 0) await this.allCopies[i].finish()
     if (memory && Math.floor(sum / base) % base === 0) await this.finishMemory()
     if (flush && sum % base === 0 && this.pending === flush) await this.finishPending()
   }
@@ -186,8 +199,7 @@ export class CheckpointCommitter {
     this.pending = undefined
     if (p) await this.commit(p)
     // The end of a skeleton, a preemption or an interruption also waits for the copies of the last checkpoints.
-    if (final) await this.copies?.finish(true)
-    if (final) await this.memoryCopies?.finish(true)
+    if (final) for (const c of this.allCopies) await c.finish(true)
     if (final && this.memory) {
       // Every rank leaves a final point only once rank 0's background marker is written: a run stopped
       // right after it (interruption, preemption, the end) has that checkpoint committed, and a failure

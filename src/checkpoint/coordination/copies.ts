@@ -2,7 +2,7 @@ import { performance } from 'node:perf_hooks'
 import { CheckpointError, InternalError } from '../../errors.js'
 import type { Communicator } from '../../routing/communicator.js'
 import type { SharedLevelConfig } from '../config.js'
-import type { CheckpointEvent } from '../events.js'
+import type { CheckpointEvent, CheckpointLevel } from '../events.js'
 import type { CheckpointStore } from '../store/checkpoint-store.js'
 import { BackgroundWork } from './background.js'
 import type { CommitMarker } from '../store/marker.js'
@@ -60,7 +60,7 @@ export class CheckpointCopies {
 
   constructor(
     private readonly comm: Communicator,
-    /** The disk level: this rank's files are copied from there. */
+    /** The level copied (disk, or memory): this rank's files are copied from there. */
     private readonly disk: CheckpointStore,
     private readonly targets: CopyTargets,
     private readonly keep: number,
@@ -68,6 +68,8 @@ export class CheckpointCopies {
     private readonly onCheckpoint?: (e: CheckpointEvent) => void,
     /** The newest checkpoint whose copies an earlier attempt committed on every rank, if any (see `pinned`). */
     committed?: number,
+    /** The level whose checkpoints these are copies of. */
+    readonly from: CheckpointLevel = 'disk',
   ) {
     this.committed = committed
   }
