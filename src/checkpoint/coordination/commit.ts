@@ -2,7 +2,7 @@ import { performance } from 'node:perf_hooks'
 import type { DomainDesc } from '../../domains/desc.js'
 import type { Domain } from '../../domains/domain.js'
 import { bytesOf, dtypeOf } from '../../domains/dtype.js'
-import { CheckpointError, ConfigError } from '../../errors.js'
+import { CheckpointError, ConfigError, InternalError } from '../../errors.js'
 import type { Communicator } from '../../routing/communicator.js'
 import type { FaultToleranceConfig, ProgramIdentity } from '../config.js'
 import type { CheckpointAt, CheckpointControl } from '../control.js'
@@ -20,6 +20,7 @@ import { availableMemoryBytes } from '../store/memory-level.js'
 import { domainPayload, StagingBuffers } from '../store/staging.js'
 import { BackgroundWork } from './background.js'
 import type { CheckpointCopies } from './copies.js'
+import { ownLevel, type Level } from './levels.js'
 import type { ClockState } from './vote.js'
 
 /** What one rank's write (or flush) of a checkpoint came to. */
@@ -48,14 +49,6 @@ interface PendingCheckpoint {
   flush?: boolean
 }
 
-/** Where checkpoints go: the disk level (the checkpoint directory) and, when on, the memory level in RAM. */
-export interface CheckpointStores {
-  disk: CheckpointStore
-  memory?: CheckpointStore
-  /** Checkpoint numbers present in the memory level when the run opened it (pruned after the first memory commit). */
-  memorySeqs?: number[]
-}
-
 /**
  * Writing this rank's file of a checkpoint and committing it with the other
  * ranks, on a level.
@@ -77,7 +70,7 @@ export interface CheckpointStores {
  * previous checkpoint of that level intact.
  *
  * ```ts
- * const commits = new CheckpointCommitter(comm, cfg, id, { disk, memory }, firstSeq, { onCheckpoint, control })
+ * const commits = new CheckpointCommitter(comm, cfg, id, await openLevels(comm, cfg, policies), firstSeq, { onCheckpoint, control })
  * await commits.write(state, clock, performance.now(), 'memory')
  * await commits.finishPending(true)   // every rank, at the same point
  * ```
@@ -106,18 +99,13 @@ export class CheckpointCommitter {
     private readonly comm: Communicator,
     private readonly cfg: FaultToleranceConfig,
     private readonly id: ProgramIdentity,
-    stores: CheckpointStores,
+    /** The run's levels (levels.ts): the committer writes to the memory and disk ones and commits them. */
+    levels: readonly Level[],
     /** The number of the next checkpoint (the same on every rank, over all levels). */
     private seq: number,
     private readonly hooks: { onCheckpoint?: (e: CheckpointEvent) => void; control?: CheckpointControl } = {},
     /** The run lineage and program code every file and marker carries (see identity/run.ts). */
     private readonly stamp: { runId?: string; code?: CodeIdentity } = {},
-    /**
-     * Whether this rank writes the `COMMIT` markers and prunes, on the disk
-     * and on the memory level: the lowest rank of each directory (rank 0 when
-     * all share one; every node's first rank with `{node}` directories).
-     */
-    private readonly writesMarker: { disk: boolean; memory: boolean } = { disk: comm.rank === 0, memory: comm.rank === 0 },
     /**
      * The copies of committed checkpoints, one per level copied (see
      * levels.ts): the partner and shared copies of disk checkpoints, the
@@ -126,13 +114,19 @@ export class CheckpointCommitter {
      */
     private readonly allCopies: readonly CheckpointCopies[] = [],
   ) {
-    this.store = stores.disk
-    this.memory = stores.memory
-    this.memoryKept = [...(stores.memorySeqs ?? [])]
+    const disk = ownLevel(levels, 'disk')
+    if (!disk) throw new InternalError('a run without a disk level')
+    const memory = ownLevel(levels, 'memory')
+    this.store = disk.store
+    this.memory = memory?.store
+    // Whether this rank writes the `COMMIT` markers and prunes, on each level: the lowest rank of its directory.
+    this.writesMarker = { disk: disk.writesMarker, memory: memory?.writesMarker === true }
+    this.memoryKept = memory ? memory.listed.map((s) => s.seq) : []
     this.copies = allCopies.find((c) => c.from === 'disk')
     this.memoryCopies = allCopies.find((c) => c.from === 'memory')
   }
 
+  private readonly writesMarker: { disk: boolean; memory: boolean }
   /** The copies of disk checkpoints, and of memory checkpoints, when the run makes any. */
   private readonly copies: CheckpointCopies | undefined
   private readonly memoryCopies: CheckpointCopies | undefined

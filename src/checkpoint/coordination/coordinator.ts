@@ -382,11 +382,7 @@ async function openCommitter(
   // Memory and disk events carry this rank's votes since the previous one: part of what checkpointing costs a run.
   const onCheckpoint = hooks.onCheckpoint
   const committerHooks = onCheckpoint ? { ...hooks, onCheckpoint: (e: CheckpointEvent) => onCheckpoint({ ...e, ...vote.takeTally() }) } : hooks
-  const disk = ownLevel(levels, 'disk')!
-  const memory = ownLevel(levels, 'memory')
-  const stores = { disk: disk.store, memory: memory?.store, memorySeqs: memory?.listed.map((s) => s.seq) ?? [] }
-  const writesMarker = { disk: disk.writesMarker, memory: memory?.writesMarker ?? comm.rank === 0 }
-  return new CheckpointCommitter(comm, cfg, id, stores, seq, committerHooks, stamp, writesMarker, copies)
+  return new CheckpointCommitter(comm, cfg, id, levels, seq, committerHooks, stamp, copies)
 }
 
 /**
