@@ -2,13 +2,13 @@ import { existsSync } from 'node:fs'
 import type { Communicator } from '../../routing/communicator.js'
 import { FRAMEWORK_TAGS } from '../../routing/tags.js'
 import type { FaultToleranceConfig, SharedLevelConfig } from '../config.js'
-import type { CheckpointLevel } from '../events.js'
+import type { CheckpointLevel, CopyLevel } from '../events.js'
 import type { CheckpointPolicy } from '../policy/policy.js'
 import type { LevelSource } from '../recovery/negotiate.js'
 import { CheckpointStore, type CheckpointSummary } from '../store/checkpoint-store.js'
 import { claimMemoryDirectory, memoryDirFor } from '../store/memory-level.js'
 import { PARTNER_COPY_TAG, PartnerRing, partnerDirOf } from '../store/partner.js'
-import type { CopyTargets } from './copies.js'
+import type { CopyTarget } from './copies.js'
 
 /**
  * How a level gets its checkpoints: `written` (this rank writes its file at
@@ -103,20 +103,22 @@ export function ownLevel(levels: readonly Level[], name: CheckpointLevel): Level
 
 /**
  * Where the copies of level `from`'s committed checkpoints go (see
- * CheckpointCopies), or undefined when no level is fed from it.
+ * CheckpointCopies), in the order of the levels, or undefined when no level
+ * is fed from it; `partner`: the partner level among them.
  */
-export function copyTargetsOf(levels: readonly Level[], from: CheckpointLevel): { targets: CopyTargets; keep: number; partner?: Level } | undefined {
-  const targets: CopyTargets = {}
+export function copyTargetsOf(levels: readonly Level[], from: CheckpointLevel): { targets: CopyTarget[]; keep: number; partner?: Level } | undefined {
+  const targets: CopyTarget[] = []
   let keep: number | undefined
   let partner: Level | undefined
   for (const l of levels) {
     const f = l.feed
     if ((f.kind !== 'partner' && f.kind !== 'shared') || f.from !== from) continue
     keep ??= f.keep
+    const name = l.name as CopyLevel
     if (f.kind === 'partner') {
-      targets.partner = { store: l.store, ring: f.ring, writesMarker: l.writesMarker, ...(f.tag !== PARTNER_COPY_TAG ? { tag: f.tag } : {}) }
+      targets.push({ name, store: l.store, writesMarker: l.writesMarker, feed: { kind: 'partner', ring: f.ring, tag: f.tag } })
       partner = l
-    } else targets.shared = { store: l.store, policy: f.config }
+    } else targets.push({ name, store: l.store, writesMarker: l.writesMarker, feed: { kind: 'shared', config: f.config } })
   }
   return keep === undefined ? undefined : { targets, keep, ...(partner ? { partner } : {}) }
 }

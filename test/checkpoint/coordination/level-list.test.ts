@@ -39,9 +39,18 @@ describe('the levels of a run', () => {
     }
     const levels = all[0]
     // The memory partner keeps only the newest copy; disk's copies keep `keep`.
-    expect(copyTargetsOf(levels, 'memory')).toMatchObject({ keep: 1, targets: { partner: { store: levels[1].store } } })
-    expect(copyTargetsOf(levels, 'memory')?.targets.shared).toBeUndefined()
-    expect(copyTargetsOf(levels, 'disk')).toMatchObject({ keep: 3, targets: { partner: { store: levels[3].store }, shared: { store: levels[4].store } } })
+    const memoryCopies = copyTargetsOf(levels, 'memory')
+    expect(memoryCopies?.keep).toBe(1)
+    expect(memoryCopies?.targets.map((t) => [t.name, t.store, t.feed.kind])).toEqual([['partner', levels[1].store, 'partner']])
+    const diskCopies = copyTargetsOf(levels, 'disk')
+    expect(diskCopies?.keep).toBe(3)
+    expect(diskCopies?.targets.map((t) => [t.name, t.store, t.feed.kind])).toEqual([
+      ['partner', levels[3].store, 'partner'],
+      ['shared', levels[4].store, 'shared'],
+    ])
+    // Memory and disk copies travel at the same time: each on a tag of its own.
+    const tags = [memoryCopies, diskCopies].map((c) => c?.targets[0].feed).map((f) => (f?.kind === 'partner' ? f.tag : undefined))
+    expect(new Set(tags).size).toBe(2)
   })
 
   it('partner copies an earlier run left on one rank only: every rank opens that level, fed by nothing', async () => {
