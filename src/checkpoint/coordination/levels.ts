@@ -56,8 +56,10 @@ export interface Level extends LevelSource {
  * checkpoints). Every rank opens such a level when any has it.
  *
  * ```ts
- * const levels = await openLevels(comm, cfg)
- * levels.map((l) => l.name)   // ['memory', 'disk', 'partner']
+ * // cfg: a memory level, partner copies, a shared level
+ * const levels = await openLevels(comm, cfg, { disk: cfg.policy, memory: cfg.memory.policy })
+ * levels.map((l) => l.name)        // ['memory', 'partner', 'disk', 'partner', 'shared']
+ * levels.map((l) => l.feed.kind)   // ['written', 'partner', 'flushed', 'partner', 'shared']
  * ```
  */
 export async function openLevels(comm: Communicator, cfg: FaultToleranceConfig, policies: { disk: CheckpointPolicy; memory?: CheckpointPolicy }): Promise<Level[]> {
