@@ -48,6 +48,27 @@ export interface CheckpointEvent {
   voteMs?: number
 }
 
+/** One file a recovery could not use: which rank's, where, and why. */
+export interface UnusableFile {
+  rank: number
+  /** The file, or empty when the rank did not see the checkpoint at all. */
+  file: string
+  reason: string
+}
+
+/**
+ * Something a recovery passed over or noticed, as data: `skipped` (a
+ * checkpoint newer than the line, unusable for some rank), `fallback` (a
+ * damaged copy on a fast level that level `level` replaced), `fresh-start`
+ * (no usable checkpoint in `places`: the run starts from the beginning),
+ * `code-changed` (the program's code differs from the line's, allowed).
+ */
+export type RecoveryWarning =
+  | { kind: 'skipped'; seq: number; problems: UnusableFile[] }
+  | { kind: 'fallback'; seq: number; rank: number; file: string; reason: string; level: CheckpointLevel | CopyLevel }
+  | { kind: 'fresh-start'; places: string[] }
+  | { kind: 'code-changed'; seq: number; reason: string }
+
 /** What recovery found, for logs and events. */
 export interface RecoveryInfo {
   seq: number | undefined
@@ -63,7 +84,8 @@ export interface RecoveryInfo {
   replayMs?: number
   /** Load, restore and re-route (ms), once done. */
   restoreMs?: number
-  warnings: string[]
+  /** What the recovery passed over or noticed, as data (rank 0 logs each as `warning: …`, see recovery/warnings.ts). */
+  warnings: RecoveryWarning[]
   /** The rank count of the checkpoint, when it differs from the run's (an elastic restore). */
   fromRanks?: number
   /** What an elastic restore read, summed over the ranks (once done). */

@@ -2,7 +2,7 @@ import { performance } from 'node:perf_hooks'
 import type { DomainDesc } from '../../domains/desc.js'
 import type { Domain } from '../../domains/domain.js'
 import { bytesOf, dtypeOf } from '../../domains/dtype.js'
-import { CheckpointError, ConfigError } from '../../errors.js'
+import { CheckpointError, ConfigError, InternalError } from '../../errors.js'
 import type { Communicator } from '../../routing/communicator.js'
 import type { FaultToleranceConfig, ProgramIdentity } from '../config.js'
 import type { CheckpointAt, CheckpointControl } from '../control.js'
@@ -20,6 +20,7 @@ import { availableMemoryBytes } from '../store/memory-level.js'
 import { domainPayload, StagingBuffers } from '../store/staging.js'
 import { BackgroundWork } from './background.js'
 import type { CheckpointCopies } from './copies.js'
+import { ownLevel, type Level } from './levels.js'
 import type { ClockState } from './vote.js'
 import { formatSize } from '../../util/bytes.js'
 
@@ -49,14 +50,6 @@ interface PendingCheckpoint {
   flush?: boolean
 }
 
-/** Where checkpoints go: the disk level (the checkpoint directory) and, when on, the memory level in RAM. */
-export interface CheckpointStores {
-  disk: CheckpointStore
-  memory?: CheckpointStore
-  /** Checkpoint numbers present in the memory level when the run opened it (pruned after the first memory commit). */
-  memorySeqs?: number[]
-}
-
 /**
  * Writing this rank's file of a checkpoint and committing it with the other
  * ranks, on a level.
@@ -78,7 +71,7 @@ export interface CheckpointStores {
  * previous checkpoint of that level intact.
  *
  * ```ts
- * const commits = new CheckpointCommitter(comm, cfg, id, { disk, memory }, firstSeq, { onCheckpoint, control })
+ * const commits = new CheckpointCommitter(comm, cfg, id, await openLevels(comm, cfg, policies), firstSeq, { onCheckpoint, control })
  * await commits.write(state, clock, performance.now(), 'memory')
  * await commits.finishPending(true)   // every rank, at the same point
  * ```
@@ -107,27 +100,37 @@ export class CheckpointCommitter {
     private readonly comm: Communicator,
     private readonly cfg: FaultToleranceConfig,
     private readonly id: ProgramIdentity,
-    stores: CheckpointStores,
+    /** The run's levels (levels.ts): the committer writes to the memory and disk ones and commits them. */
+    levels: readonly Level[],
     /** The number of the next checkpoint (the same on every rank, over all levels). */
     private seq: number,
     private readonly hooks: { onCheckpoint?: (e: CheckpointEvent) => void; control?: CheckpointControl } = {},
     /** The run lineage and program code every file and marker carries (see identity/run.ts). */
     private readonly stamp: { runId?: string; code?: CodeIdentity } = {},
     /**
-     * Whether this rank writes the `COMMIT` markers and prunes, on the disk
-     * and on the memory level: the lowest rank of each directory (rank 0 when
-     * all share one; every node's first rank with `{node}` directories).
+     * The copies of committed checkpoints, one per level copied (see
+     * levels.ts): the partner and shared copies of disk checkpoints, the
+     * partner copies of memory checkpoints (in the partner's memory level).
+     * Disk's first: commitIfAllDurable gives each its digit in this order.
      */
-    private readonly writesMarker: { disk: boolean; memory: boolean } = { disk: comm.rank === 0, memory: comm.rank === 0 },
-    /** The partner and shared copies of committed disk checkpoints, when the run makes any. */
-    private readonly copies?: CheckpointCopies,
-    /** The partner copies of committed memory checkpoints (in the partner's memory level), when the run makes any. */
-    private readonly memoryCopies?: CheckpointCopies,
+    private readonly allCopies: readonly CheckpointCopies[] = [],
   ) {
-    this.store = stores.disk
-    this.memory = stores.memory
-    this.memoryKept = [...(stores.memorySeqs ?? [])]
+    const disk = ownLevel(levels, 'disk')
+    if (!disk) throw new InternalError('a run without a disk level')
+    const memory = ownLevel(levels, 'memory')
+    this.store = disk.store
+    this.memory = memory?.store
+    // Whether this rank writes the `COMMIT` markers and prunes, on each level: the lowest rank of its directory.
+    this.writesMarker = { disk: disk.writesMarker, memory: memory?.writesMarker === true }
+    this.memoryKept = memory ? memory.listed.map((s) => s.seq) : []
+    this.copies = allCopies.find((c) => c.from === 'disk')
+    this.memoryCopies = allCopies.find((c) => c.from === 'memory')
   }
+
+  private readonly writesMarker: { disk: boolean; memory: boolean }
+  /** The copies of disk checkpoints, and of memory checkpoints, when the run makes any. */
+  private readonly copies: CheckpointCopies | undefined
+  private readonly memoryCopies: CheckpointCopies | undefined
 
   /** The number the next checkpoint will get. */
   get nextSeq(): number {
@@ -142,35 +145,39 @@ export class CheckpointCommitter {
    * for a peer end at once and only file I/O is waited for.
    */
   async settle(): Promise<void> {
-    const all = [this.background, this.copies?.background, this.memoryCopies?.background]
-    while (!all.every((b) => b === undefined || b.idle)) for (const b of all) await b?.settled()
+    const all = [this.background, ...this.allCopies.map((c) => c.background)]
+    while (!all.every((b) => b.idle)) for (const b of all) await b.settled()
     await this.io.close()
   }
 
   /** A checkpoint is being written or flushed in the background and not committed yet. */
   get inFlight(): boolean {
-    return this.pending !== undefined || this.pendingMemory !== undefined || this.copies?.inFlight === true || this.memoryCopies?.inFlight === true
+    return this.pending !== undefined || this.pendingMemory !== undefined || this.copying
+  }
+
+  /** Copies of some level are in flight (a plain loop: asked at checkpoint points). */
+  private get copying(): boolean {
+    for (const c of this.allCopies) if (c.inFlight) return true
+    return false
   }
 
   /**
    * Commit what was written in the background if every rank's write is done
    * (collective: one allreduce while anything is in flight). One sum answers
    * every level, one digit in base size+1 each: flushes not done count 1,
-   * memory writes size+1, copies of disk checkpoints (size+1)², of memory
-   * checkpoints (size+1)³.
+   * memory writes size+1, the copies of level i of `allCopies` (size+1)^(2+i);
+   * the highest digit is committed first.
    */
   async commitIfAllDurable(): Promise<void> {
     const memory = this.pendingMemory
     const flush = this.pending
-    const copies = this.copies?.inFlight === true ? this.copies : undefined
-    const memoryCopies = this.memoryCopies?.inFlight === true ? this.memoryCopies : undefined
-    if (!memory && !flush && !copies && !memoryCopies) return
+    if (!memory && !flush && !this.copying) return
+    const inFlight = this.allCopies.map((c) => c.inFlight)
     const base = this.comm.size + 1
-    const notDone =
-      (flush && !flush.done ? 1 : 0) + (memory && !memory.done ? base : 0) + (copies && !copies.done ? base ** 2 : 0) + (memoryCopies && !memoryCopies.done ? base ** 3 : 0)
+    let notDone = (flush && !flush.done ? 1 : 0) + (memory && !memory.done ? base : 0)
+    for (const [i, c] of this.allCopies.entries()) if (inFlight[i] && !c.done) notDone += base ** (2 + i)
     const sum = await this.comm.allreduce(notDone, 'sum')
-    if (memoryCopies && Math.floor(sum / base ** 3) === 0) await memoryCopies.finish()
-    if (copies && Math.floor(sum / (base * base)) % base === 0) await copies.finish()
+    for (let i = this.allCopies.length - 1; i >= 0; i--) if (inFlight[i] && Math.floor(sum / base ** (2 + i)) % base === 0) await this.allCopies[i].finish()
     if (memory && Math.floor(sum / base) % base === 0) await this.finishMemory()
     if (flush && sum % base === 0 && this.pending === flush) await this.finishPending()
   }
@@ -187,8 +194,7 @@ export class CheckpointCommitter {
     this.pending = undefined
     if (p) await this.commit(p)
     // The end of a skeleton, a preemption or an interruption also waits for the copies of the last checkpoints.
-    if (final) await this.copies?.finish(true)
-    if (final) await this.memoryCopies?.finish(true)
+    if (final) for (const c of this.allCopies) await c.finish(true)
     if (final && this.memory) {
       // Every rank leaves a final point only once rank 0's background marker is written: a run stopped
       // right after it (interruption, preemption, the end) has that checkpoint committed, and a failure

@@ -1,27 +1,26 @@
-import { existsSync } from 'node:fs'
 import { join } from 'node:path'
 import { performance } from 'node:perf_hooks'
 import { ConfigError, errorRecord, InternalError, PreemptedError, reviveError, RunInterruptedError, type ErrorRecord } from '../../errors.js'
 import type { Communicator } from '../../routing/communicator.js'
-import { FRAMEWORK_TAGS } from '../../routing/tags.js'
 import type { FaultToleranceConfig, ProgramIdentity } from '../config.js'
 import type { CheckpointAt, CheckpointControl } from '../control.js'
-import type { CheckpointEvent, RecoveryInfo, ResumedFigures } from '../events.js'
+import type { CheckpointEvent, RecoveryInfo, RecoveryWarning, ResumedFigures } from '../events.js'
 import type { DecodedRankFile } from '../format/rank-file.js'
 import { codeIdentityOf, type CodeIdentity } from '../identity/code.js'
 import { checkResumeCode, newestComplete, newRunId, otherRuns } from '../identity/run.js'
-import { parsePolicy } from '../policy/policy.js'
+import { parsePolicy, type CheckpointPolicy } from '../policy/policy.js'
 import type { ElasticLine } from '../recovery/elastic/line.js'
 import { restoreElastic } from '../recovery/elastic/restore.js'
-import { negotiateRecoveryLine, type LevelSource, type RejectedLine } from '../recovery/negotiate.js'
+import { MEDIUMS, negotiateRecoveryLine, type LevelSource, type RejectedLine } from '../recovery/negotiate.js'
+import { recoveryWarningText } from '../recovery/warnings.js'
 import { restoreFromFile } from '../recovery/restore.js'
 import type { RecoveryDecision, RestoreOutcome, ResumeFigures, SkeletonHooks, SkeletonState } from '../skeleton-hooks.js'
 import { CheckpointStore, isStoreEntry, type CheckpointSummary } from '../store/checkpoint-store.js'
-import { claimMemoryDirectory, memoryDirFor } from '../store/memory-level.js'
 import { cleanOwnedDirectory } from '../store/owned-dir.js'
-import { PartnerRing, partnerDirOf } from '../store/partner.js'
+import { partnerDirOf } from '../store/partner.js'
 import { CheckpointCommitter } from './commit.js'
-import { CheckpointCopies, type CopyTargets } from './copies.js'
+import { CheckpointCopies } from './copies.js'
+import { copyTargetsOf, openLevels, ownLevel, type Level } from './levels.js'
 import { CheckpointVote, type ClockState } from './vote.js'
 
 /** A memory checkpoint whose stall exceeds this share of the compute between two of them draws a warning. */
@@ -53,6 +52,7 @@ export class CheckpointCoordinator implements SkeletonHooks {
   private restoredFile: DecodedRankFile | undefined
   /** The recovery line when it was written by another rank count. */
   private elasticLine: ElasticLine | undefined
+  private recoveryInfo: RecoveryInfo | undefined
   private memoryWarned = false
   /** This rank is the lowest of those sharing its memory level's directory: it cleans it when the program is done. */
   private cleansMemory = false
@@ -64,17 +64,28 @@ export class CheckpointCoordinator implements SkeletonHooks {
     private readonly memory: CheckpointStore | undefined,
     private readonly vote: CheckpointVote,
     private readonly commits: CheckpointCommitter,
-    readonly recovery: RecoveryInfo | undefined,
     private readonly log: (text: string, once?: string) => void,
     private readonly hooks: CoordinatorHooks,
   ) {}
+
+  /** What the resume found (undefined on a fresh start). */
+  get recovery(): RecoveryInfo | undefined {
+    return this.recoveryInfo
+  }
 
   /** True when this run resumes from a checkpoint. */
   get recovering(): boolean {
     return this.recovery?.seq !== undefined
   }
 
-  /** Open the checkpoint directory on every rank (collective) and, on `resume`, agree on the recovery line. */
+  /**
+   * Open the run's levels on every rank (collective) and, on `resume`, agree
+   * on the recovery line. The steps: open the levels (levels.ts) and, on a
+   * resume, the directories its search found; refuse another program's
+   * checkpoints; a fresh start discards the copies an earlier run left; list
+   * every level; number the next checkpoint and settle the lineage; then the
+   * committer, and on a resume the negotiation and the code check.
+   */
   static async open(
     comm: Communicator,
     cfg: FaultToleranceConfig,
@@ -82,109 +93,60 @@ export class CheckpointCoordinator implements SkeletonHooks {
     log: (text: string, once?: string) => void,
     hooks: CoordinatorHooks = {},
   ): Promise<CheckpointCoordinator> {
-    if (!Number.isSafeInteger(cfg.keep) || cfg.keep < 1) throw new ConfigError(`keep must be a positive integer (got ${cfg.keep})`)
-    parsePolicy(cfg.policy)
-    const memoryPolicy = cfg.memory ? parsePolicy(cfg.memory.policy) : cfg.async ? ({ kind: 'off' } as const) : undefined
-    const store = new CheckpointStore(cfg.dir)
-    // The memory level writes only in a directory of molotof's own (a sub-directory of a given one holding the user's files).
-    const memory = memoryPolicy === undefined ? undefined : new CheckpointStore(claimMemoryDirectory(cfg.memory?.dir ?? memoryDirFor(cfg.dir)), { volatile: true })
-    // Copies of the disk checkpoints: the partner's (kept beside this rank's own, on this node) and the shared level's.
-    const ring = cfg.partner ? new PartnerRing(comm.size, cfg.partner.ranksPerNode) : undefined
-    // Partner copies in these directories are opened also when this run keeps none: a resume reads them (on fewer
-    // nodes than the run that wrote them, which is how a run that lost a node goes on), a fresh start discards them
-    // (left there, an earlier run's copies could share numbers with this run's checkpoints). Every rank opens the
-    // level when any has it.
-    const readsPartner = async (dir: string) => ring !== undefined || (await comm.allreduce(existsSync(dir) ? 1 : 0, 'max')) === 1
-    const partner = (await readsPartner(partnerDirOf(cfg.dir))) ? new CheckpointStore(partnerDirOf(cfg.dir)) : undefined
-    // The partner copies of memory checkpoints live in the holder's memory level (RAM), beside its own.
-    const memoryPartner = memory && (await readsPartner(partnerDirOf(memory.dir))) ? new CheckpointStore(partnerDirOf(memory.dir), { volatile: true }) : undefined
-    const sharedDir = cfg.shared?.dir ?? (cfg.resume ? cfg.resumeSharedDir : undefined)
-    const shared = sharedDir !== undefined ? new CheckpointStore(sharedDir) : undefined
+    const policies = checkedPolicies(cfg)
+    const levels = await openLevels(comm, cfg, policies)
     // A resume also reads what the run may have left elsewhere on this host: the earlier run's memory level, the
     // other `{node}`/`{rank}` directories (a lost node's ranks are renumbered in the relaunch). One that holds another
     // program's checkpoints, or cannot be read, is not this run's: passed over (on this rank alone, no collective).
     const search = cfg.resume ? await searchedLevels(comm, cfg) : []
     for (const l of search) if (!l.absent) await listIfOurs(l, id.fingerprint)
-    const levels = [...(memory ? [memory] : []), ...(memoryPartner ? [memoryPartner] : []), store, ...(partner ? [partner] : []), ...(shared ? [shared] : [])]
-    // Every rank checks; any refusal is reported by all of them alike.
-    const check = await settle(async () => {
-      for (const s of levels) await s.assertFingerprint(id.fingerprint)
-    })
-    const checks = await comm.allgather(check)
-    const refused = checks.find((c) => c !== undefined)
-    if (refused) throw reviveError(refused)
-
-    // Ranks may have directories of their own (`{node}`, `{rank}`): the lowest rank of each commits there (and in the
-    // partner directory inside it).
-    const dirs = await comm.allgather([store.dir, memory?.dir ?? ''])
-    const writesMarker = { disk: dirs.findIndex((d) => d[0] === store.dir) === comm.rank, memory: dirs.findIndex((d) => d[1] === (memory?.dir ?? '')) === comm.rank }
+    await refuseOtherPrograms(comm, levels, id.fingerprint)
     // A fresh start discards the copies as the supervisor discarded the directory's own checkpoints (they derive from them).
-    if (!cfg.resume) await discardCopies(comm, [writesMarker.disk ? partner : undefined, writesMarker.memory ? memoryPartner : undefined], shared)
-    const listed = await store.list()
-    const memoryListed = memory ? await memory.list() : []
-    const memoryPartnerListed = memoryPartner ? await memoryPartner.list() : []
-    const partnerListed = partner ? await partner.list() : []
-    const sharedListed = shared ? await shared.list() : []
+    if (!cfg.resume) await discardCopies(comm, levels)
+    for (const l of levels) l.listed = await l.store.list()
     // One numbering over every level: a checkpoint keeps its number when it is flushed from memory to disk, or copied.
-    const everyLevel = [...memoryListed, ...memoryPartnerListed, ...listed, ...partnerListed, ...sharedListed, ...search.flatMap((l) => l.listed)].sort((a, b) => a.seq - b.seq)
+    const everyLevel = [...levels, ...search].flatMap((l) => l.listed).sort((a, b) => a.seq - b.seq)
     const seq = await comm.allreduce(everyLevel.reduce((m, s) => Math.max(m, s.seq + 1), 0), 'max')
-    // Rank 0 decides the run lineage and hashes the program's code (once per run start); one allgather shares both.
-    const decided = (await comm.allgather(comm.rank === 0 ? lineageOf(cfg, id, everyLevel) : undefined))[0]!
-    const { code } = decided
-    const runId = cfg.adoptLineage ? ((await newestLineage(comm, everyLevel)) ?? decided.runId) : decided.runId
-    const vote = new CheckpointVote(comm, cfg.policy, hooks.control, memoryPolicy)
-    const stores = { disk: store, memory, memorySeqs: memoryListed.map((s) => s.seq) }
-    const targets: CopyTargets = {
-      ...(ring && partner ? { partner: { store: partner, ring, writesMarker: writesMarker.disk } } : {}),
-      ...(shared && cfg.shared ? { shared: { store: shared, policy: cfg.shared } } : {}),
-    }
-    // The copies an earlier attempt committed on every partner: the level keeps that checkpoint until newer ones are copied.
-    const copiedIn = async (l: readonly CheckpointSummary[]) => {
-      const s = ring ? await comm.allreduce(l.filter((c) => c.complete && c.marker?.runId === runId).pop()?.seq ?? -1, 'min') : -1
-      return s >= 0 ? s : undefined
-    }
-    const copies = ring || shared ? new CheckpointCopies(comm, store, targets, cfg.keep, runId, hooks.onCheckpoint, await copiedIn(partnerListed)) : undefined
-    // Memory checkpoints are copied to the partner's memory level; it keeps the newest copy only (RAM is dear).
-    // Not when memory is only the staging of background disk writes (`async` alone): their disk copies go anyway.
-    const memoryTargets: CopyTargets | undefined = ring && memory && memoryPartner && cfg.memory ? { partner: { store: memoryPartner, ring, writesMarker: writesMarker.memory, tag: FRAMEWORK_TAGS.partnerCopyMemory } } : undefined
-    const memoryCopies = memoryTargets ? new CheckpointCopies(comm, memory!, memoryTargets, 1, runId, hooks.onCheckpoint, await copiedIn(memoryPartnerListed)) : undefined
-    // Memory and disk events carry this rank's votes since the previous one: part of what checkpointing costs a run.
-    const onCheckpoint = hooks.onCheckpoint
-    const committerHooks = onCheckpoint ? { ...hooks, onCheckpoint: (e: CheckpointEvent) => onCheckpoint({ ...e, ...vote.takeTally() }) } : hooks
-    const commits = new CheckpointCommitter(comm, cfg, id, stores, seq, committerHooks, { runId, code }, writesMarker, copies, memoryCopies)
-    if (!cfg.resume) {
-      const fresh = new CheckpointCoordinator(comm, cfg, store, memory, vote, commits, undefined, log, hooks)
-      fresh.cleansMemory = writesMarker.memory
-      return fresh
-    }
+    const { runId, code } = await agreeOnLineage(comm, cfg, id, everyLevel)
+    const vote = new CheckpointVote(comm, cfg.policy, hooks.control, policies.memory)
+    const commits = await openCommitter(comm, cfg, id, levels, seq, vote, hooks, { runId, code })
+    const memory = ownLevel(levels, 'memory')
+    const coordinator = new CheckpointCoordinator(comm, cfg, ownLevel(levels, 'disk')!.store, memory?.store, vote, commits, log, hooks)
+    coordinator.cleansMemory = memory?.writesMarker === true
+    if (!cfg.resume) return coordinator
+    await coordinator.resumeLine(levels, search, id, code, otherRuns(everyLevel, runId))
+    return coordinator
+  }
 
-    // Fastest first: this rank's own copies, then the one its partner holds (sent over at restore), then the shared one.
-    // The directories found by the search come after the run's own of the same speed.
-    const sources: LevelSource[] = [
-      ...(memory ? [{ level: 'memory' as const, store: memory, listed: memoryListed }] : []),
-      ...(memoryPartner ? [{ level: 'partner' as const, store: memoryPartner, listed: memoryPartnerListed, ...(ring ? { holds: ring.sourceOf(comm.rank) } : {}) }] : []),
-      ...search.filter((l) => l.kind === 'memory'),
-      { level: 'disk', store, listed },
-      ...(partner ? [{ level: 'partner' as const, store: partner, listed: partnerListed, ...(ring ? { holds: ring.sourceOf(comm.rank) } : {}) }] : []),
-      ...search.filter((l) => l.kind === 'disk'),
-      ...(shared ? [{ level: 'shared' as const, store: shared, listed: sharedListed }] : []),
-    ]
-    // Only this run's lineage: another run's checkpoints are never a recovery line.
-    const { info, file, elastic, marker: lineMarker } = await negotiateRecoveryLine(comm, sources, id.settings, log, hooks.rejected, otherRuns(everyLevel, runId), cfg.resumeRequest)
+  /**
+   * A resume: agree on the recovery line over every level and the searched
+   * directories (fastest first; a searched directory after the run's own of
+   * the same medium), then check the program's code against the line's.
+   * Only this run's lineage counts (`foreign`: another run's checkpoints).
+   */
+  private async resumeLine(
+    levels: readonly Level[],
+    search: readonly SearchedLevel[],
+    id: ProgramIdentity,
+    code: CodeIdentity | undefined,
+    foreign: ReadonlySet<number>,
+  ): Promise<void> {
+    const { comm, cfg, log } = this
+    const sources = [...levels, ...search].sort((a, b) => MEDIUMS.indexOf(a.medium) - MEDIUMS.indexOf(b.medium))
+    const { info, file, elastic, marker: lineMarker } = await negotiateRecoveryLine(comm, sources, id.settings, log, this.hooks.rejected, foreign, cfg.resumeRequest)
     if (info.seq !== undefined) {
-      const marker = lineMarker ?? (await store.readMarker(info.seq))
+      const marker = lineMarker ?? (await this.store.readMarker(info.seq))
       // The same inputs on every rank (the code identity comes from rank 0): all refuse alike, or all go on.
-      const warning = checkResumeCode(marker.code, code, { seq: info.seq, allow: cfg.allowCodeChange === true, programFile: id.code?.programFile })
-      if (warning !== undefined) {
+      const reason = checkResumeCode(marker.code, code, { seq: info.seq, allow: cfg.allowCodeChange === true, programFile: id.code?.programFile })
+      if (reason !== undefined) {
+        const warning: RecoveryWarning = { kind: 'code-changed', seq: info.seq, reason }
         info.warnings.push(warning)
-        if (comm.rank === 0) log(`warning: ${warning}`)
+        if (comm.rank === 0) log(`warning: ${recoveryWarningText(warning)}`)
       }
     }
-    const coordinator = new CheckpointCoordinator(comm, cfg, store, memory, vote, commits, info, log, hooks)
-    coordinator.restoredFile = file
-    coordinator.elasticLine = elastic
-    coordinator.cleansMemory = writesMarker.memory
-    return coordinator
+    this.recoveryInfo = info
+    this.restoredFile = file
+    this.elasticLine = elastic
   }
 
   recoveryFor(index: number): RecoveryDecision {
@@ -346,19 +308,81 @@ function lineageOf(cfg: FaultToleranceConfig, id: ProgramIdentity, listed: Param
   return { runId, code: id.code ? (id.code.identity ?? codeIdentityOf(id.code.programFile, id.code.modules)) : undefined }
 }
 
+/** The level policies, checked (`keep` too): the disk level's, and the memory level's when the run has one. */
+function checkedPolicies(cfg: FaultToleranceConfig): { disk: CheckpointPolicy; memory?: CheckpointPolicy } {
+  if (!Number.isSafeInteger(cfg.keep) || cfg.keep < 1) throw new ConfigError(`keep must be a positive integer (got ${cfg.keep})`)
+  const disk = parsePolicy(cfg.policy)
+  // `async` alone: a memory level that only stages the background disk writes (its own policy never fires).
+  const memory = cfg.memory ? parsePolicy(cfg.memory.policy) : cfg.async ? ({ kind: 'off' } as const) : undefined
+  return { disk, ...(memory ? { memory } : {}) }
+}
+
+/** Every rank checks every level holds this program's checkpoints only; any refusal is reported by all of them alike (collective). */
+async function refuseOtherPrograms(comm: Communicator, levels: readonly Level[], fingerprint: string): Promise<void> {
+  const check = await settle(async () => {
+    for (const l of levels) await l.store.assertFingerprint(fingerprint)
+  })
+  const refused = (await comm.allgather(check)).find((c) => c !== undefined)
+  if (refused) throw reviveError(refused)
+}
+
 /**
- * A fresh start: the partner directories this rank commits in (`mine`: the
- * lowest rank of each), and rank 0 in the shared one, remove the copies left
- * by an earlier run (collective: every rank calls it, any failure is every
- * rank's).
+ * A fresh start: the lowest rank of each directory of a copy level (partner,
+ * shared) removes the copies an earlier run left there (collective: every
+ * rank calls it, any failure is every rank's).
  */
-async function discardCopies(comm: Communicator, mine: readonly (CheckpointStore | undefined)[], shared: CheckpointStore | undefined): Promise<void> {
+async function discardCopies(comm: Communicator, levels: readonly Level[]): Promise<void> {
   const failure = await settle(async () => {
-    for (const partner of mine) if (partner) for (const c of await partner.list()) await partner.remove(c.seq)
-    if (shared && comm.rank === 0) for (const c of await shared.list()) await shared.remove(c.seq)
+    for (const l of levels) if (l.copy && l.writesMarker) for (const c of await l.store.list()) await l.store.remove(c.seq)
   })
   const refused = (await comm.allgather(failure)).find((f) => f !== undefined)
   if (refused) throw reviveError(refused)
+}
+
+/**
+ * Rank 0 decides the run lineage and hashes the program's code (once per run
+ * start); one allgather shares both. A supervised resume whose node-0
+ * directory was lost adopts the newest lineage any rank holds.
+ */
+async function agreeOnLineage(
+  comm: Communicator,
+  cfg: FaultToleranceConfig,
+  id: ProgramIdentity,
+  everyLevel: Parameters<typeof newestComplete>[0],
+): Promise<{ runId: string; code: CodeIdentity | undefined }> {
+  const decided = (await comm.allgather(comm.rank === 0 ? lineageOf(cfg, id, everyLevel) : undefined))[0]!
+  const runId = cfg.adoptLineage ? ((await newestLineage(comm, everyLevel)) ?? decided.runId) : decided.runId
+  return { runId, code: decided.code }
+}
+
+/**
+ * The committer, with the copies of each level that feeds a copy level
+ * (disk's first, then memory's: see CheckpointCommitter.copies). An earlier
+ * attempt's copies committed on every partner are kept until newer ones
+ * are copied (collective).
+ */
+async function openCommitter(
+  comm: Communicator,
+  cfg: FaultToleranceConfig,
+  id: ProgramIdentity,
+  levels: readonly Level[],
+  seq: number,
+  vote: CheckpointVote,
+  hooks: CoordinatorHooks,
+  stamp: { runId: string; code: CodeIdentity | undefined },
+): Promise<CheckpointCommitter> {
+  const copies: CheckpointCopies[] = []
+  for (const from of ['disk', 'memory'] as const) {
+    const source = ownLevel(levels, from)
+    const t = source && copyTargetsOf(levels, from)
+    if (!source || !t) continue
+    const copiedIn = t.partner ? await comm.allreduce(t.partner.listed.filter((c) => c.complete && c.marker?.runId === stamp.runId).pop()?.seq ?? -1, 'min') : -1
+    copies.push(new CheckpointCopies(comm, source.store, t.targets, t.keep, stamp.runId, hooks.onCheckpoint, copiedIn >= 0 ? copiedIn : undefined, from))
+  }
+  // Memory and disk events carry this rank's votes since the previous one: part of what checkpointing costs a run.
+  const onCheckpoint = hooks.onCheckpoint
+  const committerHooks = onCheckpoint ? { ...hooks, onCheckpoint: (e: CheckpointEvent) => onCheckpoint({ ...e, ...vote.takeTally() }) } : hooks
+  return new CheckpointCommitter(comm, cfg, id, levels, seq, committerHooks, stamp, copies)
 }
 
 /**
@@ -373,7 +397,7 @@ async function newestLineage(comm: Communicator, everyLevel: Parameters<typeof n
 }
 
 /** A level a resume's search found (or an absent one standing in for a level another rank found). */
-type SearchedLevel = LevelSource & { kind: 'memory' | 'disk'; listed: CheckpointSummary[] }
+type SearchedLevel = LevelSource & { listed: CheckpointSummary[] }
 
 /**
  * The levels of `cfg.resumeSearch` (collective): each directory found and the
@@ -387,13 +411,15 @@ async function searchedLevels(comm: Communicator, cfg: FaultToleranceConfig): Pr
   const out: SearchedLevel[] = []
   for (const [k, kind] of (['memory', 'disk'] as const).entries()) {
     const most = Math.max(...counts.map((c) => c[k]))
+    const medium = kind === 'memory' ? 'ram' : 'node'
+    const volatile = kind === 'memory'
     for (let i = 0; i < most; i++) {
       const dir = found[kind][i]
       // Never created: a directory name that lists as empty.
       const absent = dir === undefined
       const at = absent ? join(cfg.dir, `.absent-${kind}-${i}`) : dir
-      out.push({ kind, level: kind, store: new CheckpointStore(at, { volatile: kind === 'memory' }), listed: [], searched: true, ...(absent ? { absent } : {}) })
-      out.push({ kind, level: 'partner', store: new CheckpointStore(partnerDirOf(at), { volatile: kind === 'memory' }), listed: [], searched: true, ...(absent ? { absent } : {}) })
+      out.push({ name: kind, medium, store: new CheckpointStore(at, { volatile }), listed: [], searched: true, ...(absent ? { absent } : {}) })
+      out.push({ name: 'partner', medium, store: new CheckpointStore(partnerDirOf(at), { volatile }), listed: [], searched: true, ...(absent ? { absent } : {}) })
     }
   }
   return out

@@ -2,21 +2,24 @@ import { performance } from 'node:perf_hooks'
 import { CheckpointError, InternalError } from '../../errors.js'
 import type { Communicator } from '../../routing/communicator.js'
 import type { SharedLevelConfig } from '../config.js'
-import type { CheckpointEvent } from '../events.js'
+import type { CheckpointEvent, CheckpointLevel, CopyLevel } from '../events.js'
 import type { CheckpointStore } from '../store/checkpoint-store.js'
 import { BackgroundWork } from './background.js'
 import type { CommitMarker } from '../store/marker.js'
-import { PARTNER_COPY_TAG, receiveRankFile, sendRankFile, type PartnerRing } from '../store/partner.js'
+import { receiveRankFile, sendRankFile, type PartnerRing } from '../store/partner.js'
 
-/** Where the copies of committed disk checkpoints go. */
-export interface CopyTargets {
-  /**
-   * Partner copies: this rank keeps its source's files in `store` (on its own node) and sends its own to its
-   * holder, on `tag` (default PARTNER_COPY_TAG; another level's copies, in flight at the same time, need their own).
-   */
-  partner?: { store: CheckpointStore; ring: PartnerRing; writesMarker: boolean; tag?: number }
-  /** The shared level: every rank copies its own file there; rank 0 commits. */
-  shared?: { store: CheckpointStore; policy: SharedLevelConfig }
+/**
+ * A level the copies go to (a copy level of levels.ts): `partner` (this rank
+ * keeps its source's files in `store`, on its own node, and sends its own to
+ * its holder, on `tag`: each copied level's transfers, in flight at the same
+ * time, need their own) or `shared` (every rank copies its own file there, as
+ * `config` says). `writesMarker`: this rank commits and prunes it.
+ */
+export interface CopyTarget {
+  name: CopyLevel
+  store: CheckpointStore
+  writesMarker: boolean
+  feed: { kind: 'partner'; ring: PartnerRing; tag: number } | { kind: 'shared'; config: SharedLevelConfig }
 }
 
 interface PendingCopies {
@@ -41,7 +44,7 @@ interface PendingCopies {
  * the shared one; older copies are pruned only then (double buffering).
  *
  * ```ts
- * const copies = new CheckpointCopies(comm, disk, { partner: { store, ring, writesMarker } }, keep, runId, onCheckpoint)
+ * const copies = new CheckpointCopies(comm, disk, [{ name: 'partner', store, writesMarker, feed: { kind: 'partner', ring, tag } }], keep, runId, onCheckpoint)
  * copies.start(marker, started, copies.sharedDue())   // every rank, after the disk commit
  * await copies.finish()                                // every rank, at the same point
  * ```
@@ -60,16 +63,25 @@ export class CheckpointCopies {
 
   constructor(
     private readonly comm: Communicator,
-    /** The disk level: this rank's files are copied from there. */
+    /** The level copied (disk, or memory): this rank's files are copied from there. */
     private readonly disk: CheckpointStore,
-    private readonly targets: CopyTargets,
+    /** Where the copies go, in the order of the run's levels. */
+    private readonly targets: readonly CopyTarget[],
     private readonly keep: number,
     private readonly runId: string | undefined,
     private readonly onCheckpoint?: (e: CheckpointEvent) => void,
     /** The newest checkpoint whose copies an earlier attempt committed on every rank, if any (see `pinned`). */
     committed?: number,
+    /** The level whose checkpoints these are copies of. */
+    readonly from: CheckpointLevel = 'disk',
   ) {
     this.committed = committed
+  }
+
+  /** The shared level's policy, when the copies go to one. */
+  private get sharedConfig(): SharedLevelConfig | undefined {
+    for (const t of this.targets) if (t.feed.kind === 'shared') return t.feed.config
+    return undefined
   }
 
   /** Copies are being made and wait for their commit. */
@@ -104,7 +116,7 @@ export class CheckpointCopies {
    * decides alike everywhere).
    */
   sharedDue(): boolean {
-    const s = this.targets.shared?.policy
+    const s = this.sharedConfig
     if (!s) return false
     if (s.every !== undefined) return this.offered % s.every === 0
     return performance.now() - this.lastSharedAt >= (s.seconds ?? 0) * 1000
@@ -118,26 +130,27 @@ export class CheckpointCopies {
   start(marker: CommitMarker, started: number, shared: boolean): void {
     if (this.pending) throw new InternalError('partner or shared copies started before the previous ones were committed')
     this.offered++
-    const { partner } = this.targets
-    const sharedTo = shared ? this.targets.shared : undefined
-    if (!partner && !sharedTo) return
+    const sharedTo = shared && this.sharedConfig !== undefined
+    if (!this.targets.some((t) => due(t, sharedTo))) return
     if (sharedTo) this.lastSharedAt = performance.now()
     const { rank } = this.comm
     const { seq } = marker
     const jobs: Promise<unknown>[] = []
-    if (partner) {
-      const source = partner.ring.sourceOf(rank)
-      const tag = partner.tag ?? PARTNER_COPY_TAG
-      jobs.push(sendRankFile(this.comm, partner.ring.holderOf(rank), tag, this.disk.fileOf(seq, rank)))
-      jobs.push(
-        (async () => {
-          const parts = await receiveRankFile(this.comm, source, tag, marker.ranks[source], `the partner copy of rank ${source}'s file of checkpoint ${seq}`)
-          await partner.store.writeRankFile(seq, source, parts)
-        })(),
-      )
+    for (const t of this.targets) {
+      if (!due(t, sharedTo)) continue
+      const { feed, store } = t
+      if (feed.kind === 'partner') {
+        const source = feed.ring.sourceOf(rank)
+        jobs.push(sendRankFile(this.comm, feed.ring.holderOf(rank), feed.tag, this.disk.fileOf(seq, rank)))
+        jobs.push(
+          (async () => {
+            const parts = await receiveRankFile(this.comm, source, feed.tag, marker.ranks[source], `the partner copy of rank ${source}'s file of checkpoint ${seq}`)
+            await store.writeRankFile(seq, source, parts)
+          })(),
+        )
+      } else jobs.push(store.flushRankFile(seq, rank, this.disk, marker.ranks[rank].headerChecksum))
     }
-    if (sharedTo) jobs.push(sharedTo.store.flushRankFile(seq, rank, this.disk, marker.ranks[rank].headerChecksum))
-    const pending: PendingCopies = { marker, started, shared: sharedTo !== undefined, done: false, work: this.background.track(settleAll(jobs)) }
+    const pending: PendingCopies = { marker, started, shared: sharedTo, done: false, work: this.background.track(settleAll(jobs)) }
     void pending.work.then(() => (pending.done = true))
     this.pending = pending
   }
@@ -174,10 +187,8 @@ export class CheckpointCopies {
   /** This rank's markers of copies every rank has written (the lowest rank of each partner directory, rank 0 in the shared one); then the events. */
   private async commitAll(p: PendingCopies): Promise<string | undefined> {
     const { marker } = p
-    const { partner, shared } = this.targets
     try {
-      if (partner?.writesMarker) await this.commitIn(partner.store, marker)
-      if (p.shared && shared && this.comm.rank === 0) await this.commitIn(shared.store, marker)
+      for (const t of this.targets) if (due(t, p.shared) && t.writesMarker) await this.commitIn(t.store, marker)
     } catch (e) {
       return `the copies of checkpoint ${marker.seq} could not be committed (the previous copies are intact): ${(e as Error).message}`
     }
@@ -185,8 +196,7 @@ export class CheckpointCopies {
     const bytes = marker.ranks[this.comm.rank].bytes
     const totalBytes = marker.ranks.reduce((n, r) => n + r.bytes, 0)
     const event = { seq: marker.seq, skeleton: marker.skeleton, step: marker.step, bytes, totalBytes, ms, stallMs: 0 }
-    if (partner) this.onCheckpoint?.({ ...event, level: 'partner' })
-    if (p.shared) this.onCheckpoint?.({ ...event, level: 'shared' })
+    for (const t of this.targets) if (due(t, p.shared)) this.onCheckpoint?.({ ...event, level: t.name })
     return undefined
   }
 
@@ -194,6 +204,11 @@ export class CheckpointCopies {
     await store.commit(marker.seq, marker)
     await store.prune(this.keep, { runId: this.runId })
   }
+}
+
+/** Whether `target` gets this checkpoint's copy: a partner level every one, the shared level when its policy said so (`shared`). */
+function due(target: CopyTarget, shared: boolean): boolean {
+  return target.feed.kind === 'partner' || shared
 }
 
 /** Wait for every job; the first failure's message, or undefined. Never rejects (no job's rejection goes unhandled). */

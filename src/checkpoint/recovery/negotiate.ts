@@ -4,12 +4,13 @@ import { CheckpointCorruptError, CheckpointError, NothingToResumeError } from '.
 import type { Communicator } from '../../routing/communicator.js'
 import type { JsonObject } from '../format/json.js'
 import type { DecodedRankFile } from '../format/rank-file.js'
-import type { CheckpointLevel, CopyLevel, RecoveryInfo } from '../events.js'
+import type { CheckpointLevel, CopyLevel, RecoveryInfo, RecoveryWarning } from '../events.js'
 import { decodeRankFile } from '../format/rank-file.js'
 import { CheckpointStore, type CheckpointSummary } from '../store/checkpoint-store.js'
 import type { CommitMarker } from '../store/marker.js'
 import { PARTNER_RESTORE_TAG, receiveRankFile, sendRankFile } from '../store/partner.js'
-import { assertSameSettings, chooseRecoveryLine, localView, mergeLevelViews, type RankView, type SkipReason } from './line.js'
+import { assertSameSettings, chooseRecoveryLine, localView, mergeLevelViews, type RankView, type RecoveryLine, type SkipReason } from './line.js'
+import { recoveryWarningText } from './warnings.js'
 import { elasticCoverage, shareOf, type Coverage } from './elastic/coverage.js'
 import { assertResliceable, openElasticLine, type ElasticLine } from './elastic/line.js'
 import { ServedSource } from './elastic/served.js'
@@ -32,9 +33,21 @@ export interface RejectedLine {
   problems: SkipReason[]
 }
 
+/**
+ * Where a level's files are, fastest first: `ram` (a RAM directory of the
+ * node), `node` (the node's checkpoint directory), `shared` (a directory
+ * every node sees). A negotiation reads the levels in this order.
+ */
+export type LevelMedium = 'ram' | 'node' | 'shared'
+export const MEDIUMS: readonly LevelMedium[] = ['ram', 'node', 'shared']
+
+/** How a recovery names the levels its ranks read the line from when they differ (`memory+disk`). */
+const LEVEL_NAME_ORDER: readonly (CheckpointLevel | CopyLevel)[] = ['memory', 'disk', 'partner', 'shared']
+
 /** One level's store and what it held when the run opened it. */
 export interface LevelSource {
-  level: CheckpointLevel | CopyLevel
+  name: CheckpointLevel | CopyLevel
+  medium: LevelMedium
   store: CheckpointStore
   listed: readonly CheckpointSummary[]
   /**
@@ -57,22 +70,27 @@ export interface LevelSource {
 /**
  * Agree with the other ranks on the checkpoint to resume from (collective:
  * every rank calls it), over every level at once (`levels` fastest first).
- * Checkpoints of other settings are refused outright; one of another rank
- * count is resumed elastically (its files are read at restore time, see
- * elastic/restore.ts) unless it holds an array that cannot be re-sliced,
- * which is refused naming it. Each rank finds what it can use on each level
- * from headers and sizes (cheap); the ranks exchange that once and choose
- * the newest checkpoint some level holds for every rank. Each rank then
- * reads and verifies its own file of it from the fastest level that has it,
- * falling back to the next level when that copy is damaged; a rank that
- * finds no good copy moves the line back and the ranks agree again. Skipped
- * checkpoints are logged (rank 0) and listed in `info.warnings`;
+ * The steps:
+ * 1. refuse checkpoints of other settings outright (another rank count is
+ *    resumed elastically, see elastic/restore.ts, unless it holds an array
+ *    that cannot be re-sliced, which is refused naming it);
+ * 2. find what each rank can use on each level from headers and sizes
+ *    (cheap), exchange that once, and refuse when some ranks find nothing
+ *    at all (a lost node's directory);
+ * 3. choose the newest checkpoint some level holds for every rank; each
+ *    rank reads and verifies its own file of it from the fastest level that
+ *    has it, falling back to the next level when that copy is damaged; a
+ *    rank that finds no good copy moves the line back and the ranks agree
+ *    again;
+ * 4. with no line: refuse (when asked to resume) or start afresh; with one,
+ *    agree on its commit marker.
+ * Skipped checkpoints are logged (rank 0) and listed in `info.warnings`;
  * `info.level` says where the line was read. Checkpoints in `foreign`
  * (another run's, see identity/run.ts) are neither candidates nor worth a
  * warning.
  *
  * ```ts
- * const { info, file } = await negotiateRecoveryLine(comm, [{ level: 'memory', store: mem, listed: await mem.list() }, { level: 'disk', store, listed }], settings, log)
+ * const { info, file } = await negotiateRecoveryLine(comm, [{ name: 'memory', medium: 'ram', store: mem, listed: await mem.list() }, { name: 'disk', medium: 'node', store, listed }], settings, log)
  * ```
  */
 export async function negotiateRecoveryLine(
@@ -86,22 +104,80 @@ export async function negotiateRecoveryLine(
 ): Promise<NegotiatedLine> {
   const { rank, size } = comm
   const t0 = performance.now()
-  // Settings and rank count first: checkpoints of another configuration are
-  // refused outright, not passed over as "invalid" for a silent fresh start.
+  refuseOtherSettings(levels, foreign, settings, size)
+  const found = await gatherViews(comm, levels, foreign)
+  // A rank that finds nothing on any level (a lost node's directory, and no copy elsewhere) is refused by name.
+  const diskAt = levels.findIndex((l) => l.name === 'disk')
+  const disk = diskAt >= 0 ? diskAt : levels.length - 1
+  refuseLostDirectories(
+    found.dirs.map((d) => d[disk]),
+    found.views,
+    levels.some((l) => l.holds !== undefined || l.medium === 'shared'),
+  )
+  // What this run and the later checkpoints found wrong, in the order found.
+  const late: RecoveryWarning[] = []
+  for (const r of rejected) {
+    dropSeq(found, r.seq)
+    late.push(skippedWarning(r.seq, r.problems))
+  }
+  const negotiateMs = performance.now() - t0
+  const tLoad = performance.now()
+  const read = await readLine(comm, levels, found, late)
+  const loadMs = performance.now() - tLoad
+  const { line, from, elastic } = read
+  const warnings = [...line.skipped.filter((s) => !late.some((w) => w.kind === 'skipped' && w.seq === s.seq)).map((s) => skippedWarning(s.seq, s.problems)), ...late]
+  if (line.seq === undefined || (from === undefined && elastic === undefined)) {
+    const info: RecoveryInfo = { seq: undefined, skeleton: -1, step: -1, negotiateMs, loadMs, warnings }
+    startWithoutLine(comm, found, info, log, request)
+    return { info, file: undefined }
+  }
+  const marker = await agreeOnMarker(comm, line.seq, read)
+  assertSameSettings({ settings: marker.settings, size }, { settings, size })
+  if (elastic) assertResliceable(elastic, size)
+  logWarnings(rank, warnings, log)
+  if (elastic && rank === 0) log(`resuming a checkpoint of ${marker.size} ranks on ${size} (checkpoint ${line.seq}): each rank reads the parts of the old rank files its boxes need`)
+  const { usedLevels } = read
+  const level = usedLevels.length === 1 ? usedLevels[0] : LEVEL_NAME_ORDER.filter((l) => usedLevels.includes(l)).join('+')
+  return {
+    info: { seq: line.seq, skeleton: marker.skeleton, step: marker.step, negotiateMs, loadMs, level, warnings, ...(elastic ? { fromRanks: marker.size } : {}) },
+    file: read.file,
+    marker,
+    ...(elastic ? { elastic } : {}),
+  }
+}
+
+/**
+ * Settings and rank count first: checkpoints of another configuration are
+ * refused outright, not passed over as "invalid" for a silent fresh start.
+ * The rank count is no refusal by itself: another one means an elastic restore.
+ */
+function refuseOtherSettings(levels: readonly LevelSource[], foreign: ReadonlySet<number>, settings: JsonObject, size: number): void {
   const newest = levels
     .flatMap((l) => l.listed.filter((c) => c.complete && c.marker && !foreign.has(c.seq)))
     .sort((a, b) => a.seq - b.seq)
     .pop()
-  // The rank count is no refusal by itself: another one means an elastic restore.
   if (newest?.marker) assertSameSettings({ settings: newest.marker.settings, size }, { settings, size })
-  // Agree on headers and sizes (cheap), then each rank reads and verifies its
-  // own file of the chosen line once — the same read restore uses. A file
-  // that fails there moves the line back and the ranks agree again.
-  // Checkpoints of other runs (`foreign`) are neither candidates nor worth a warning.
-  const late: string[] = []
+}
+
+/** What the ranks found on the levels, exchanged once (the same on every rank but `mine`). */
+interface FoundViews {
+  /** Each rank's directory of each level ('' for a level not worth naming). */
+  dirs: string[][]
+  /** This rank's view of each level. */
+  mine: RankView[]
+  /** Every rank's views of every level (a partner's view of its store counts for the rank whose files it holds). */
+  everyView: RankView[][]
+  /** Each rank's views merged over the levels, with the checkpoints of another rank count settled. */
+  views: RankView[]
+  coverage: Coverage[]
+}
+
+/** Each rank's view of each level from headers and sizes (cheap), exchanged (collective). */
+async function gatherViews(comm: Communicator, levels: readonly LevelSource[], foreign: ReadonlySet<number>): Promise<FoundViews> {
+  const { rank, size } = comm
   // Each level's directory on every rank: ranks sharing one split the old files of another rank count between them.
   // A searched directory's partner folder that holds nothing is not worth naming among the places looked at.
-  const dirs = await comm.allgather(levels.map((l) => (l.absent || (l.searched && l.level === 'partner' && l.listed.length === 0) ? '' : l.store.dir)))
+  const dirs = await comm.allgather(levels.map((l) => (l.absent || (l.searched && l.name === 'partner' && l.listed.length === 0) ? '' : l.store.dir)))
   const mine: RankView[] = []
   for (const [i, l] of levels.entries()) {
     const peers = dirs.flatMap((d, q) => (d[i] === l.store.dir ? [q] : []))
@@ -109,137 +185,166 @@ export async function negotiateRecoveryLine(
     const listed = l.searched ? l.listed.filter((c) => c.files.some((f) => f.rank === rank) || (c.marker !== undefined && c.marker.size !== size)) : l.listed
     mine.push(withoutForeign([await localView(l.store, l.holds ?? rank, size, { checksums: false, elasticShare: shareOf(peers, rank), listed })], foreign)[0])
   }
-  // Every rank's view of every level: a partner's view of its store counts for the rank whose files it holds.
   const everyView = await comm.allgather(mine)
-  let views = Array.from({ length: size }, (_, r) => mergeLevelViews(everyView.flatMap((vs) => vs.filter((v) => v.rank === r))))
+  const merged = Array.from({ length: size }, (_, r) => mergeLevelViews(everyView.flatMap((vs) => vs.filter((v) => v.rank === r))))
   // A checkpoint of another rank count is valid for every rank when the ranks together hold every old file.
   const coverage = elasticCoverage(everyView)
-  views = withCoverage(views, coverage, dirs)
-  // A rank that finds nothing on any level (a lost node's directory, and no copy elsewhere) is refused by name.
-  const diskAt = levels.findIndex((l) => l.level === 'disk')
-  const disk = diskAt >= 0 ? diskAt : levels.length - 1
-  refuseLostDirectories(
-    dirs.map((d) => d[disk]),
-    views,
-    levels.some((l) => l.holds !== undefined || l.level === 'shared'),
-  )
-  for (const r of rejected) {
-    views = withoutSeq(views, r.seq)
-    for (const v of mine) v.valid = v.valid.filter((q) => q !== r.seq)
-    late.push(`checkpoint ${r.seq} skipped: ${r.problems.map((p) => `${p.file}: ${p.reason}`).join('; ')}`)
-  }
-  let line = chooseRecoveryLine(views)
-  const negotiateMs = performance.now() - t0
-  const tLoad = performance.now()
-  let file: DecodedRankFile | undefined
-  let elastic: ElasticLine | undefined
-  let from: LevelSource | undefined
-  let usedLevels: string[] = []
-  let reader = -1
-  let elasticLevels: string[] | undefined
+  return { dirs, mine, everyView, views: withCoverage(merged, coverage, dirs), coverage }
+}
+
+/** Checkpoint `seq` is no longer a candidate on any rank. */
+function dropSeq(found: FoundViews, seq: number): void {
+  found.views = withoutSeq(found.views, seq)
+  for (const v of found.mine) v.valid = v.valid.filter((q) => q !== seq)
+}
+
+/** The line the ranks read, or none (`line.seq` undefined), and where they read it. */
+interface ReadLine {
+  line: RecoveryLine
+  file?: DecodedRankFile
+  elastic?: ElasticLine
+  /** The level this rank read its file from (for an elastic line: the level of the old file it serves, if any). */
+  from?: LevelSource
+  usedLevels: (CheckpointLevel | CopyLevel)[]
+  /** A rank that reads the line's marker from a store of its own. */
+  reader: number
+}
+
+/** One rank's attempt at reading checkpoint `seq`. */
+interface Attempt {
+  file?: DecodedRankFile
+  elastic?: ElasticLine
+  from?: LevelSource
+  elasticLevels?: (CheckpointLevel | CopyLevel)[]
+  /** The copies found damaged on the way. */
+  tried: SkipReason[]
+}
+
+/**
+ * Choose the newest line every rank has and read it (collective); a rank
+ * that finds no good copy moves the line back and the ranks choose again.
+ * Damaged copies passed over and skipped checkpoints go to `late`.
+ */
+async function readLine(comm: Communicator, levels: readonly LevelSource[], found: FoundViews, late: RecoveryWarning[]): Promise<ReadLine> {
+  const { rank, size } = comm
+  let line = chooseRecoveryLine(found.views)
   while (line.seq !== undefined) {
-    const seqNow: number = line.seq
+    const seq: number = line.seq
     // From the coverage, which every rank has alike: a rank may list nothing of this checkpoint (a new rank's empty
     // directory), and a branch taken on its own listing would leave it in other collectives than the rest.
-    const cover = coverage.find((c) => c.seq === seqNow)
-    const oldSize = cover?.oldSize ?? size
-    const tried: SkipReason[] = []
-    from = undefined
-    if (oldSize === size) {
-      for (let i = 0; i < levels.length; i++) {
-        const l = levels[i]
-        if (l.holds !== undefined) {
-          // Collective: every rank takes part, whether it sends, receives or neither.
-          const got = await fetchFromPartner(comm, l, i, seqNow, everyView, file === undefined)
-          if (got.file) {
-            file = got.file
-            from = l
-          } else if (got.problem) tried.push(got.problem)
-          continue
-        }
-        if (from !== undefined || !mine[i].valid.includes(seqNow)) continue
-        try {
-          file = await l.store.loadRankFile(seqNow, rank, comm.allocator)
-          from = l
-        } catch (e) {
-          const reason = e instanceof CheckpointCorruptError ? e.reason : (e as Error).message
-          tried.push({ seq: seqNow, rank, file: l.store.fileOf(seqNow, rank), reason })
-        }
-      }
-    } else {
-      // Another rank count: every old header now (each read by the rank serving its file, then exchanged), the
-      // payload ranges at restore, each old file from the fastest level some rank holds it on (collective).
-      const opened = await openElasticLine(servedSource(cover!, levels, dirs, comm), seqNow, oldSize, comm)
-      // The same on every rank: a line for all, or none (the rank that found the damage has the problem).
-      if (opened.line) {
-        elastic = opened.line
-        elasticLevels = [...new Set(cover!.servers.map((s) => s!.level))].sort((a, b) => a - b).map((i) => levels[i].level)
-        const served = cover!.servers.find((s) => s!.rank === rank)
-        if (served) from = levels[served.level]
-      } else if (opened.problem) tried.push(opened.problem)
-    }
+    const cover = found.coverage.find((c) => c.seq === seq)
+    const attempt = cover !== undefined && cover.oldSize !== size ? await readElastic(comm, levels, found.dirs, cover, seq) : await readOwnFile(comm, levels, found, seq)
+    const { from, elastic, tried } = attempt
     const ok = elastic !== undefined || from !== undefined
-    const problem = ok ? undefined : (tried[0] ?? { seq: seqNow, rank, file: '', reason: 'no level holds this rank file' })
+    const problem = ok ? undefined : (tried[0] ?? { seq, rank, file: '', reason: 'no level holds this rank file' })
     // A damaged copy on a fast level that a slower level replaced is worth a warning too.
-    const fallbacks = from === undefined ? [] : tried.map((t) => `checkpoint ${seqNow}: ${t.file}: ${t.reason}; read from the ${from!.level} level instead`)
+    const fallbacks: RecoveryWarning[] = from === undefined ? [] : tried.map((t) => ({ kind: 'fallback', seq, rank: t.rank, file: t.file, reason: t.reason, level: from.name }))
     // `own`: the rank reads the line's marker from a store of its own (an elastic line's: the store of a file it serves).
-    const outcomes = await comm.allgather({ problem, level: from?.level, own: from !== undefined && (elastic !== undefined || from.holds === undefined), fallbacks })
+    const outcomes = await comm.allgather({ problem, level: from?.name, own: from !== undefined && (elastic !== undefined || from.holds === undefined), fallbacks })
     for (const o of outcomes) late.push(...o.fallbacks)
     const problems = outcomes.map((o) => o.problem).filter((p): p is SkipReason => p !== undefined)
     if (problems.length === 0) {
-      usedLevels = elasticLevels ?? [...new Set(outcomes.map((o) => o.level!))]
-      reader = outcomes.findIndex((o) => o.own)
-      break
+      const usedLevels = attempt.elasticLevels ?? [...new Set(outcomes.map((o) => o.level!))]
+      return { line, file: attempt.file, elastic, from, usedLevels, reader: outcomes.findIndex((o) => o.own) }
     }
-    late.push(`checkpoint ${seqNow} skipped: ${problems.map((p) => `${p.file}: ${p.reason}`).join('; ')}`)
-    views = withoutSeq(views, seqNow)
-    for (const v of mine) v.valid = v.valid.filter((q) => q !== seqNow)
-    line = chooseRecoveryLine(views)
-    file = undefined
-    elastic = undefined
-    elasticLevels = undefined
+    late.push(skippedWarning(seq, problems))
+    dropSeq(found, seq)
+    line = chooseRecoveryLine(found.views)
   }
-  const loadMs = performance.now() - tLoad
-  const warnings = [
-    ...line.skipped
-      .filter((s) => !late.some((l) => l.startsWith(`checkpoint ${s.seq} `)))
-      .map((s) => `checkpoint ${s.seq} skipped: ${s.problems.map((p) => (p.file ? `${p.file}: ${p.reason}` : p.reason)).join('; ')}`),
-    ...late,
-  ]
-  if (line.seq === undefined || (from === undefined && elastic === undefined)) {
-    refuseUnreachable(coverage, size, dirs)
-    const places = [...new Set(dirs.flat().filter((d) => d !== ''))]
-    if (request !== undefined) {
-      // Asked to resume: never a silent start from the beginning (the same data on every rank: all refuse alike).
-      const found = warnings.length > 0 || everyView.some((vs) => vs.some((v) => v.valid.length > 0 || v.problems.length > 0 || (v.elastic?.length ?? 0) > 0))
-      if (found) throw new NothingToResumeError(unusableMessage(places, warnings))
-      if (request === 'required') throw new NothingToResumeError(nothingMessage(places))
-      if (rank === 0) log(`--resume-or-start: no checkpoint of this run in ${places.join(', ')}: starting afresh`)
-      return { info: { seq: undefined, skeleton: -1, step: -1, negotiateMs, loadMs, warnings }, file: undefined }
+  return { line, usedLevels: [], reader: -1 }
+}
+
+/**
+ * This rank's own file of checkpoint `seq`, from the fastest level whose copy
+ * is valid (collective: every rank takes part in each partner level's
+ * transfers, whether it sends, receives or neither).
+ */
+async function readOwnFile(comm: Communicator, levels: readonly LevelSource[], found: FoundViews, seq: number): Promise<Attempt> {
+  const { rank } = comm
+  const tried: SkipReason[] = []
+  let file: DecodedRankFile | undefined
+  let from: LevelSource | undefined
+  for (let i = 0; i < levels.length; i++) {
+    const l = levels[i]
+    if (l.holds !== undefined) {
+      const got = await fetchFromPartner(comm, l, i, seq, found.everyView, file === undefined)
+      if (got.file) {
+        file = got.file
+        from = l
+      } else if (got.problem) tried.push(got.problem)
+      continue
     }
-    warnings.push(`no valid checkpoint in ${places.join(' or ')}: starting from the beginning`)
-    warnings.forEach((w) => rank === 0 && log(`warning: ${w}`))
-    return { info: { seq: undefined, skeleton: -1, step: -1, negotiateMs, loadMs, warnings }, file: undefined }
+    if (from !== undefined || !found.mine[i].valid.includes(seq)) continue
+    try {
+      file = await l.store.loadRankFile(seq, rank, comm.allocator)
+      from = l
+    } catch (e) {
+      const reason = e instanceof CheckpointCorruptError ? e.reason : (e as Error).message
+      tried.push({ seq, rank, file: l.store.fileOf(seq, rank), reason })
+    }
   }
-  // The marker from a rank that read its file from a store of its own (one whose node was lost has none to read).
-  // Its level's listing has it already (read when the run opened the level).
-  const seqNow = line.seq
-  const mineMarker = rank === reader ? (from!.listed.find((c) => c.seq === seqNow)?.marker ?? (await from!.store.readMarker(seqNow).catch((e: Error) => e.message))) : undefined
-  // Every rank gets the marker, or the same refusal (no rank may wait alone in a later collective).
-  const marker = (await comm.allgather(mineMarker))[reader]
-  if (marker === undefined || typeof marker === 'string') throw new CheckpointError(`checkpoint ${line.seq}: its commit marker cannot be read${marker ? ` (${marker})` : ''}`)
-  assertSameSettings({ settings: marker.settings, size }, { settings, size })
-  if (elastic) assertResliceable(elastic, size)
-  warnings.forEach((w) => rank === 0 && log(`warning: ${w}`))
-  if (elastic && rank === 0) log(`resuming a checkpoint of ${marker.size} ranks on ${size} (checkpoint ${line.seq}): each rank reads the parts of the old rank files its boxes need`)
-  // Named in a fixed order (two partner stores, of memory and of disk checkpoints, are one level by name).
-  const level = usedLevels.length === 1 ? usedLevels[0] : ['memory', 'disk', 'partner', 'shared'].filter((l) => usedLevels.includes(l)).join('+')
-  return {
-    info: { seq: line.seq, skeleton: marker.skeleton, step: marker.step, negotiateMs, loadMs, level, warnings, ...(elastic ? { fromRanks: marker.size } : {}) },
-    file,
-    marker,
-    ...(elastic ? { elastic } : {}),
+  return { file, from, tried }
+}
+
+/**
+ * A checkpoint of another rank count (collective): every old header now
+ * (each read by the rank serving its file, then exchanged), the payload
+ * ranges at restore, each old file from the fastest level some rank holds it
+ * on. The same on every rank: a line for all, or none (the rank that found
+ * the damage has the problem).
+ */
+async function readElastic(comm: Communicator, levels: readonly LevelSource[], dirs: readonly string[][], cover: Coverage, seq: number): Promise<Attempt> {
+  const opened = await openElasticLine(servedSource(cover, levels, dirs, comm), seq, cover.oldSize, comm)
+  if (!opened.line) return { tried: opened.problem ? [opened.problem] : [] }
+  const elasticLevels = [...new Set(cover.servers.map((s) => s!.level))].sort((a, b) => a - b).map((i) => levels[i].name)
+  const served = cover.servers.find((s) => s!.rank === comm.rank)
+  return { elastic: opened.line, elasticLevels, tried: [], ...(served ? { from: levels[served.level] } : {}) }
+}
+
+/**
+ * No line: refuse when asked to resume and something of the run was found
+ * (or `--resume` found nothing at all); otherwise start from the beginning,
+ * saying so (the same data on every rank: all refuse alike).
+ */
+function startWithoutLine(comm: Communicator, found: FoundViews, info: RecoveryInfo, log: (text: string) => void, request: 'required' | 'or-start' | undefined): void {
+  const { coverage, dirs, everyView } = found
+  refuseUnreachable(coverage, comm.size, dirs)
+  const places = [...new Set(dirs.flat().filter((d) => d !== ''))]
+  const { warnings } = info
+  if (request !== undefined) {
+    // Asked to resume: never a silent start from the beginning.
+    const any = warnings.length > 0 || everyView.some((vs) => vs.some((v) => v.valid.length > 0 || v.problems.length > 0 || (v.elastic?.length ?? 0) > 0))
+    if (any) throw new NothingToResumeError(unusableMessage(places, warnings))
+    if (request === 'required') throw new NothingToResumeError(nothingMessage(places))
+    if (comm.rank === 0) log(`--resume-or-start: no checkpoint of this run in ${places.join(', ')}: starting afresh`)
+    return
   }
+  warnings.push({ kind: 'fresh-start', places })
+  logWarnings(comm.rank, warnings, log)
+}
+
+/**
+ * The line's commit marker, from a rank that read its file from a store of
+ * its own (one whose node was lost has none to read); its level's listing
+ * has it already (read when the run opened the level). Every rank gets the
+ * marker, or the same refusal (no rank may wait alone in a later collective).
+ */
+async function agreeOnMarker(comm: Communicator, seq: number, read: ReadLine): Promise<CommitMarker> {
+  const from = read.from
+  const mine = comm.rank === read.reader ? (from!.listed.find((c) => c.seq === seq)?.marker ?? (await from!.store.readMarker(seq).catch((e: Error) => e.message))) : undefined
+  const marker = (await comm.allgather(mine))[read.reader]
+  if (marker === undefined || typeof marker === 'string') throw new CheckpointError(`checkpoint ${seq}: its commit marker cannot be read${marker ? ` (${marker})` : ''}`)
+  return marker
+}
+
+/** A checkpoint passed over, with every rank's reasons. */
+function skippedWarning(seq: number, problems: readonly SkipReason[]): RecoveryWarning {
+  return { kind: 'skipped', seq, problems: problems.map((p) => ({ rank: p.rank, file: p.file, reason: p.reason })) }
+}
+
+/** Rank 0 logs each warning. */
+function logWarnings(rank: number, warnings: readonly RecoveryWarning[], log: (text: string) => void): void {
+  if (rank === 0) for (const w of warnings) log(`warning: ${recoveryWarningText(w)}`)
 }
 
 /**
@@ -341,10 +446,10 @@ function servedSource(cover: Coverage, levels: readonly LevelSource[], dirs: rea
 }
 
 /** `--resume` found checkpoints of the run, but none it can use: where it looked, and each checkpoint with why. */
-function unusableMessage(places: readonly string[], skipped: readonly string[]): string {
+function unusableMessage(places: readonly string[], skipped: readonly RecoveryWarning[]): string {
   return (
     `--resume found checkpoints of this run but none it can use; it looked in ${places.join(', ')}:\n` +
-    skipped.map((w) => `  ${w}`).join('\n') +
+    skipped.map((w) => `  ${recoveryWarningText(w)}`).join('\n') +
     '\nPut a good copy of the files named back, or start afresh: --fresh discards these checkpoints.'
   )
 }
