@@ -7,7 +7,7 @@ import { describe, expect, it } from 'vitest'
 import { frozenConfig, type FaultToleranceConfig } from '../../../src/checkpoint/config.js'
 import { copyTargetsOf, openLevels } from '../../../src/checkpoint/coordination/levels.js'
 import { recoveryWarningText } from '../../../src/checkpoint/recovery/warnings.js'
-import { localGroup } from '../../../src/runtime/local.js'
+import { localGroup } from '../../../src/runtime/launch/local.js'
 
 const freshDir = () => mkdtempSync(join(tmpdir(), 'molotof-level-list-'))
 
