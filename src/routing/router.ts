@@ -440,14 +440,7 @@ export class Router {
   /** Periodic axes: the halo cells this rank fills from its own possessed cells, one period away. */
   private copyWraps(run: PlanRun, src: Domain, dst: Domain): void {
     const runs = run.wrapCopy(src, dst, this.comm.rank)
-    const from = src.data
-    const to = dst.data
-    for (let r = 0; r < runs.length; r += 3) {
-      const s = runs[r]
-      const t = runs[r + 1]
-      const len = runs[r + 2]
-      for (let k = 0; k < len; k++) to[t + k] = from[s + k]
-    }
+    copyRuns(runs, src.data, dst.data)
   }
 
   /** Circulation: the cells this rank keeps go from its source to its target domain. */
@@ -456,13 +449,16 @@ export class Router {
     if (src.order !== dst.order) throw new ConfigError('circulation needs both domains in the same storage order')
     if (src.components !== dst.components) throw new ConfigError(`circulation needs both domains with the same components per cell (${src.components} and ${dst.components})`)
     const runs = run.localCopy(box, src, dst)
-    const from = src.data
-    const to = dst.data
-    for (let r = 0; r < runs.length; r += 3) {
-      const s = runs[r]
-      const t = runs[r + 1]
-      const len = runs[r + 2]
-      for (let k = 0; k < len; k++) to[t + k] = from[s + k]
-    }
+    copyRuns(runs, src.data, dst.data)
+  }
+}
+
+/** Copies runs given as (source offset, target offset, length) triples from one typed array into another. */
+function copyRuns(runs: ArrayLike<number>, from: Domain['data'], to: Domain['data']): void {
+  for (let r = 0; r < runs.length; r += 3) {
+    const s = runs[r]
+    const t = runs[r + 1]
+    const len = runs[r + 2]
+    for (let k = 0; k < len; k++) to[t + k] = from[s + k]
   }
 }
