@@ -18,7 +18,7 @@ import { restoreFromFile } from '../recovery/restore.js'
 import type { RecoveryDecision, RestoreOutcome, ResumeFigures, SkeletonHooks, SkeletonState } from '../skeleton-hooks.js'
 import { CheckpointStore, isStoreEntry, type CheckpointSummary } from '../store/checkpoint-store.js'
 import { claimMemoryDirectory, memoryDirFor } from '../store/memory-level.js'
-import { cleanOwnedDirectory } from '../store/owned-dir.js'
+import { cleanOwnedDirectory, removeIfUnused } from '../store/owned-dir.js'
 import { PartnerRing, partnerDirOf } from '../store/partner.js'
 import { CheckpointCommitter } from './commit.js'
 import { CheckpointCopies, type CopyTargets } from './copies.js'
@@ -170,7 +170,11 @@ export class CheckpointCoordinator implements SkeletonHooks {
       ...(shared ? [{ level: 'shared' as const, store: shared, listed: sharedListed }] : []),
     ]
     // Only this run's lineage: another run's checkpoints are never a recovery line.
-    const { info, file, elastic, marker: lineMarker } = await negotiateRecoveryLine(comm, sources, id.settings, log, hooks.rejected, otherRuns(everyLevel, runId), cfg.resumeRequest)
+    // A refused resume leaves no memory level it created only to look into.
+    const { info, file, elastic, marker: lineMarker } = await negotiateRecoveryLine(comm, sources, id.settings, log, hooks.rejected, otherRuns(everyLevel, runId), cfg.resumeRequest).catch((e: unknown) => {
+      if (memory) removeIfUnused(memory.dir)
+      throw e
+    })
     if (info.seq !== undefined) {
       const marker = lineMarker ?? (await store.readMarker(info.seq))
       // The same inputs on every rank (the code identity comes from rank 0): all refuse alike, or all go on.
