@@ -74,7 +74,9 @@ export interface FaultToleranceConfig {
    * Resuming: the memory-level directories (with `{node}`/`{rank}`) the
    * earlier run may have left checkpoints in (the default one, the one the
    * `RUN` file records), read as levels of this resume only, whether or not
-   * this run keeps a memory level (and wherever).
+   * this run keeps a memory level (and wherever). Given to a start without
+   * resume too: an unfinished run's checkpoints there refuse it (see
+   * identity/run-directory.ts).
    */
   resumeMemoryDirs?: readonly string[]
   /**

@@ -24,6 +24,8 @@ import { watchWrapper } from './wrapper-watch.js'
 
 /** What `molotof run` prints (--log): everything, the events a batch log keeps, or the result only. */
 const LOG_LEVELS = ['all', 'events', 'quiet'] as const
+/** The rank lines `--log events` keeps (by their first word): what a batch log must tell. */
+const EVENT_LINES = ['warning:', '--resume-or-start:']
 
 /** The options of `molotof run` (the program's own options follow the program file). */
 export const RUN_OPTIONS = {
@@ -170,8 +172,8 @@ async function runSupervised(f: RunValues, program: string, programArgv: string[
     hangTimeoutMs: f.hangTimeout,
     timeLimitMs: timeLimit === undefined ? undefined : timeLimit * 1000,
     onLog: (_rank, text) => {
-      // A batch log (--log events) keeps the warnings of the rank lines only.
-      if (everything || (level === 'events' && text.startsWith('warning:'))) {
+      // A batch log (--log events) keeps, of the rank lines, the warnings and a resume that started afresh.
+      if (everything || (level === 'events' && EVENT_LINES.some((p) => text.startsWith(p)))) {
         view.clear()
         out(text)
       }
@@ -282,8 +284,10 @@ function faultTolerance(program: string, f: RunValues): FaultToleranceConfig {
     allowCodeChange: f.allowCodeChange,
     ...(resume ? { resumeRequest: f.resume ? ('required' as const) : ('or-start' as const) } : {}),
   }
-  if (f.memoryDir !== undefined && f.memoryCheckpoint === undefined && !f.asyncCheckpoints) {
-    throw new ConfigError('--memory-dir names the memory level\'s directory: give --memory-checkpoint too (e.g. every:5)')
+  // --memory-dir alone: where a resume looks for the earlier run's memory level (this run keeps none).
+  const memoryDirToRead = f.memoryDir !== undefined && f.memoryCheckpoint === undefined && !f.asyncCheckpoints
+  if (memoryDirToRead && !resume) {
+    throw new ConfigError('--memory-dir names the memory level\'s directory: give --memory-checkpoint too (e.g. every:5), or --resume to read an earlier run\'s memory level there')
   }
   if (f.memoryCheckpoint !== undefined || f.asyncCheckpoints) {
     // --async-checkpoints is a memory level with no policy of its own: disk checkpoints go through RAM.
@@ -293,10 +297,16 @@ function faultTolerance(program: string, f: RunValues): FaultToleranceConfig {
     checkMemoryDirectory(memoryDir, dir, f.memoryDir === undefined ? "the memory level's directory" : '--memory-dir')
     ft.memory = { policy, dir: resolve(memoryDir) }
   }
-  if (resume && existsSync(RAM_ROOT)) {
+  if (existsSync(RAM_ROOT)) {
     // The earlier run may have kept a memory level in the default place: a resume reads it too (the supervisor adds
-    // the directory on record in the checkpoint directory, for one given with --memory-dir).
+    // the directory on record in the checkpoint directory, for one given with --memory-dir), a plain start is refused
+    // by an unfinished run's checkpoints there, whether or not this run keeps a memory level.
     ft.resumeMemoryDirs = [memoryDirFor(ft.dir) + placeholdersOf(dir)]
+  }
+  if (memoryDirToRead) {
+    checkDirTemplate(f.memoryDir!)
+    if (f.memoryDir!.trim() === '') throw new ConfigError('--memory-dir needs a directory path (got an empty value)')
+    ft.resumeMemoryDirs = [...(ft.resumeMemoryDirs ?? []), resolve(f.memoryDir!)]
   }
   return ft
 }

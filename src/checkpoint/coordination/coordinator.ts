@@ -16,7 +16,7 @@ import { recoveryWarningText } from '../recovery/warnings.js'
 import { restoreFromFile } from '../recovery/restore.js'
 import type { RecoveryDecision, RestoreOutcome, ResumeFigures, SkeletonHooks, SkeletonState } from '../skeleton-hooks.js'
 import { CheckpointStore, isStoreEntry, type CheckpointSummary } from '../store/checkpoint-store.js'
-import { cleanOwnedDirectory } from '../store/owned-dir.js'
+import { cleanOwnedDirectory, removeIfUnused } from '../store/owned-dir.js'
 import { partnerDirOf } from '../store/partner.js'
 import { CheckpointCommitter } from './commit.js'
 import { CheckpointCopies } from './copies.js'
@@ -133,7 +133,14 @@ export class CheckpointCoordinator implements SkeletonHooks {
   ): Promise<void> {
     const { comm, cfg, log } = this
     const sources = [...levels, ...search].sort((a, b) => MEDIUMS.indexOf(a.medium) - MEDIUMS.indexOf(b.medium))
-    const { info, file, elastic, marker: lineMarker } = await negotiateRecoveryLine(comm, sources, id.settings, log, this.hooks.rejected, foreign, cfg.resumeRequest)
+    // A refused resume leaves no memory level it created only to look into.
+    const memoryDir = levels.find((l) => l.name === 'memory')?.store.dir
+    const { info, file, elastic, marker: lineMarker } = await negotiateRecoveryLine(comm, sources, id.settings, log, this.hooks.rejected, foreign, cfg.resumeRequest).catch(
+      (e: unknown) => {
+        if (memoryDir !== undefined) removeIfUnused(memoryDir)
+        throw e
+      },
+    )
     if (info.seq !== undefined) {
       const marker = lineMarker ?? (await this.store.readMarker(info.seq))
       // The same inputs on every rank (the code identity comes from rank 0): all refuse alike, or all go on.

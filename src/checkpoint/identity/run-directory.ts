@@ -1,10 +1,14 @@
+import { existsSync } from 'node:fs'
 import { readFile } from 'node:fs/promises'
-import { join } from 'node:path'
+import { join, resolve } from 'node:path'
 import { CheckpointDirectoryError, ConfigError, EarlierRunError, MolotofError } from '../../errors.js'
-import { CheckpointStore, type CheckpointSummary } from '../store/checkpoint-store.js'
+import { CheckpointStore, isStoreEntry, type CheckpointSummary } from '../store/checkpoint-store.js'
 import { acquireDirectoryLock, alive, lockHolder, type DirectoryLock } from '../store/dir-lock.js'
 import { makeDirectory, writeDurably } from '../store/durable.js'
 import { errorCode, explainFsError } from '../store/fs-errors.js'
+import { memoryLevelDirectoryIn } from '../store/memory-level.js'
+import { cleanOwnedDirectory, ownerOf } from '../store/owned-dir.js'
+import { partnerDirOf } from '../store/partner.js'
 import { codeChangesOnDisk, describeCodeChanges, includesProgramFile } from './code.js'
 import { codeChangeVerdict, newestComplete, newRunId } from './run.js'
 import { formatSize } from '../../util/bytes.js'
@@ -26,6 +30,17 @@ export interface RunDirectoryOptions {
   copies?: readonly string[]
   /** The memory level's directory this run keeps (as configured, `{node}`/`{rank}` kept): recorded for a later resume. */
   memoryDir?: string
+  /**
+   * Memory level directories an earlier run of this directory may have left
+   * checkpoints in (the default one, the one given this time; `{node}`/`{rank}`
+   * kept). With the one the directory's RUN record names, they count as the
+   * directory's own: a start without `resume` is refused by an unfinished
+   * run's checkpoints there too, `fresh` discards them, and a finished resume
+   * frees them.
+   */
+  earlierMemoryDirs?: readonly string[]
+  /** The directories a `{node}`/`{rank}` template matches on this host (the runtime knows the naming). */
+  matchingDirectories?: (template: string) => readonly string[]
 }
 
 /** A checkpoint directory opened for one run: its lock is held until `release`. */
@@ -114,18 +129,30 @@ export async function openRunDirectory(o: RunDirectoryOptions, programFile: stri
     const listed = await store.list()
     const committed = listed.filter((c) => c.marker !== undefined)
     const record = await readRunRecord(dir)
+    // The memory levels an earlier run may have kept: its checkpoints there are as much the directory's as those on disk.
+    const memoryLevels = await earlierMemoryLevels(o, record)
     let runId: string
     let lineageUnknown = false
     if (o.fresh) {
       await discard(store, listed)
       if (listed.length > 0) notes.push(`--fresh: discarded ${listed.length} checkpoint(s) of an earlier run in ${dir}`)
+      for (const l of memoryLevels) {
+        discardMemoryLevel(l.dir)
+        if (l.listed.length > 0) notes.push(`--fresh: discarded ${l.listed.length} checkpoint(s) of an earlier run in the memory level ${l.dir}`)
+      }
       runId = newRunId()
     } else if (!o.resume) {
-      if (committed.length > 0) {
-        const finished = record !== undefined && record.finished && committed.every((c) => c.marker!.runId === record.runId)
-        if (!finished) throw new EarlierRunError(dir, earlierRunMessage(dir, committed, programFile))
+      const inMemory = memoryLevels.flatMap((l) => l.listed.filter((c) => c.marker !== undefined))
+      if (committed.length > 0 || inMemory.length > 0) {
+        const finished = record !== undefined && record.finished && [...committed, ...inMemory].every((c) => c.marker!.runId === record.runId)
+        if (!finished) {
+          const level = memoryLevels.find((l) => l.listed.some((c) => c.marker !== undefined))
+          const where = committed.length > 0 ? undefined : level?.dir
+          throw new EarlierRunError(dir, earlierRunMessage(dir, committed.length > 0 ? committed : inMemory.sort((a, b) => a.seq - b.seq), programFile, where))
+        }
         // That run delivered its result: its checkpoints can restore nothing this run needs.
         await discard(store, listed)
+        for (const l of memoryLevels) discardMemoryLevel(l.dir)
       }
       runId = newRunId()
     } else {
@@ -152,7 +179,11 @@ export async function openRunDirectory(o: RunDirectoryOptions, programFile: stri
       lineageUnknown,
       notes,
       memoryDir: recordedMemory,
-      finish: () => writeRunRecord(dir, { runId, finished: true, startedAt: lock.holder.startedAt, ...keep }),
+      finish: async () => {
+        await writeRunRecord(dir, { runId, finished: true, startedAt: lock.holder.startedAt, ...keep })
+        // A finished run frees the memory levels it resumed from, as it frees its own (only the files molotof wrote).
+        if (o.resume) for (const l of memoryLevels) discardMemoryLevel(l.dir)
+      },
       release: () => lock.release(),
     }
   } catch (e) {
@@ -186,6 +217,37 @@ async function freeLeftovers(store: CheckpointStore): Promise<string | undefined
   return `freed what interrupted writes of an earlier run left in ${store.dir}: ${what.join(' and ')}, ${formatSize(bytes, { unit: bytes < 2 ** 20 ? 'KiB' : 'MiB', digits: 1 })}`
 }
 
+/** A memory level an earlier run left, as found at the start: its directory and the checkpoints it holds (its partner copies too). */
+interface EarlierMemoryLevel {
+  dir: string
+  listed: CheckpointSummary[]
+}
+
+/**
+ * The memory levels of `o.earlierMemoryDirs` and of the RUN record that
+ * exist on this host, each where the level really is (a sub-directory of a
+ * directory holding the user's files, see memoryLevelDirectoryIn). Nothing is
+ * created. One that cannot be listed counts as holding nothing.
+ */
+async function earlierMemoryLevels(o: RunDirectoryOptions, record: RunRecord | undefined): Promise<EarlierMemoryLevel[]> {
+  const templates = [...(o.earlierMemoryDirs ?? []), ...(o.memoryDir !== undefined ? [o.memoryDir] : []), ...(record?.memoryDir !== undefined ? [record.memoryDir] : [])]
+  const expand = (t: string) => (t.includes('{') ? (o.matchingDirectories?.(t) ?? []) : [t])
+  const dirs = [...new Set(templates.flatMap(expand).map((d) => memoryLevelDirectoryIn(resolve(d))))]
+  const levels: EarlierMemoryLevel[] = []
+  for (const d of dirs) {
+    if (!existsSync(d)) continue
+    const listed: CheckpointSummary[] = []
+    for (const at of [d, partnerDirOf(d)]) listed.push(...(await new CheckpointStore(at, { volatile: true }).list().catch(() => [])))
+    levels.push({ dir: d, listed })
+  }
+  return levels
+}
+
+/** Frees a memory level of an earlier run: only the files molotof wrote there, and only in a directory of molotof's own. */
+function discardMemoryLevel(dir: string): void {
+  if (ownerOf(dir) !== undefined) cleanOwnedDirectory(dir, isStoreEntry)
+}
+
 /** Every checkpoint of the directory and its spare files. */
 async function discard(store: CheckpointStore, listed: readonly CheckpointSummary[]): Promise<void> {
   for (const c of listed) await store.remove(c.seq)
@@ -208,7 +270,8 @@ async function writeRunRecord(dir: string, r: RunRecord): Promise<void> {
   await writeDurably(join(dir, RUN_FILE), [new TextEncoder().encode(JSON.stringify(r) + '\n')])
 }
 
-function earlierRunMessage(dir: string, committed: readonly CheckpointSummary[], programFile: string): string {
+/** `memoryDir`: the checkpoints are on that memory level (none on disk). */
+function earlierRunMessage(dir: string, committed: readonly CheckpointSummary[], programFile: string, memoryDir?: string): string {
   const m = committed[committed.length - 1].marker!
   const program = m.fingerprint.replace(/^molotof-program:/, '')
   const ownFile = m.code !== undefined && includesProgramFile(m.code, programFile)
@@ -221,8 +284,9 @@ function earlierRunMessage(dir: string, committed: readonly CheckpointSummary[],
         ? `; its code differs from the current files: ${describeCodeChanges(changes, programFile)}`
         : '; written by the current code'
   const about = `program ${program}, run ${m.runId ?? 'unknown'}, last checkpoint ${m.seq} at skeleton ${m.skeleton} step ${m.step}, written ${m.createdAt}${code}`
+  const holder = memoryDir === undefined ? `the checkpoint directory ${dir}` : `the memory level ${memoryDir} (of the checkpoint directory ${dir})`
   return (
-    `the checkpoint directory ${dir} holds checkpoints of an earlier run that did not finish (${about}). ` +
+    `${holder} holds checkpoints of an earlier run that did not finish (${about}). ` +
     "A run without --resume never restarts from another run's checkpoints, and does not discard them unasked. " +
     `To continue that run, add --resume${changes.length > 0 ? ' (refused while its code differs, unless you also add --allow-code-change)' : ''}; ` +
     'to discard its checkpoints and start afresh, add --fresh; or use another --checkpoint-dir.'

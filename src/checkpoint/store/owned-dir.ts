@@ -172,6 +172,25 @@ export function cleanOwnedDirectory(dir: string, own: OwnEntry): string[] {
 }
 
 /**
+ * Removes a directory molotof created that nothing was written to (it holds
+ * its marker alone): a run refused before its first write leaves no trace.
+ * Anything else in it, or a directory of the user's, keeps it as it is.
+ */
+export function removeIfUnused(dir: string): void {
+  const owner = ownerOf(dir)
+  if (owner === undefined || !owner.created) return
+  try {
+    if (readdirSync(dir).some((n) => n !== OWNED_MARKER)) return
+    unlinkSync(join(dir, OWNED_MARKER))
+    rmdirSync(dir)
+  } catch (e) {
+    const code = errorCode(e)
+    // Removed by another rank at the same moment, or a file appeared meanwhile: the directory stays, with it.
+    if (code !== 'ENOENT' && code !== 'ENOTEMPTY' && code !== 'EEXIST') throw e
+  }
+}
+
+/**
  * Removes the entries of `dir` that `own` says molotof wrote, recursing into
  * its own sub-directories (each removed once empty); the directory itself
  * stays. Returns the paths left behind.

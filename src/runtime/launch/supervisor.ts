@@ -2,7 +2,7 @@ import { frozenConfig, type FaultToleranceConfig } from '../../checkpoint/config
 import { openRunDirectory } from '../../checkpoint/identity/run-directory.js'
 import { ConfigError, RestartBudgetExhaustedError, RunStoppedError, type FailureRecord } from '../../errors.js'
 import { runAttempt, type AttemptOutcome } from './attempt.js'
-import { expandDir } from '../cluster-env.js'
+import { expandDir, matchingDirectories } from '../cluster-env.js'
 import { compileProgram } from '../compiled-program.js'
 import { partnerDirOf } from '../../checkpoint/store/partner.js'
 import type { RankGroup, StartRankGroup } from '../group.js'
@@ -208,7 +208,8 @@ export class Supervisor<R = unknown> {
     // (a directory that is not there lists no checkpoint).
     const sharedDir = this.ft.shared?.dir ?? (this.ft.resume ? this.ft.resumeSharedDir : undefined)
     const copies = [partnerDirOf(home), ...(sharedDir !== undefined ? [sharedDir] : [])]
-    const dir = await openRunDirectory({ ...this.ft, dir: home, copies, memoryDir: this.ft.memory?.dir }, this.programFile)
+    const earlierMemoryDirs = this.ft.resumeMemoryDirs ?? []
+    const dir = await openRunDirectory({ ...this.ft, dir: home, copies, memoryDir: this.ft.memory?.dir, earlierMemoryDirs, matchingDirectories }, this.programFile)
     // A resume reads the earlier run's memory level too (the default one, and the one on record), whatever this run keeps.
     const resumeMemoryDirs = this.ft.resume ? [...new Set([...(this.ft.resumeMemoryDirs ?? []), ...(dir.memoryDir ? [dir.memoryDir] : [])])] : undefined
     for (const note of dir.notes) this.opts.onLog?.(0, `note: ${note}`)
