@@ -1,5 +1,5 @@
 import { readFile } from 'node:fs/promises'
-import { join } from 'node:path'
+import { basename, join } from 'node:path'
 import { CheckpointDirectoryError, ConfigError, EarlierRunError, MolotofError } from '../../errors.js'
 import { CheckpointStore, type CheckpointSummary } from '../store/checkpoint-store.js'
 import { acquireDirectoryLock, alive, lockHolder, type DirectoryLock } from '../store/dir-lock.js'
@@ -111,7 +111,11 @@ export async function openRunDirectory(o: RunDirectoryOptions, programFile: stri
     // With the lock held nothing else writes here: an earlier run's leftovers go before this run needs the room.
     const freed = await freeLeftovers(store)
     if (freed !== undefined) notes.push(freed)
-    const listed = await store.list()
+    const all = await store.list()
+    const foreign = all.filter((c) => c.foreign).map((c) => c.path)
+    if (foreign.length > 0) notes.push(foreignNote(dir, foreign))
+    // Folders of the user's named like checkpoints are never discarded (see isMolotofFolder).
+    const listed = all.filter((c) => !c.foreign)
     const committed = listed.filter((c) => c.marker !== undefined)
     const record = await readRunRecord(dir)
     let runId: string
@@ -171,7 +175,7 @@ export async function openRunDirectory(o: RunDirectoryOptions, programFile: stri
  */
 async function freeLeftovers(store: CheckpointStore): Promise<string | undefined> {
   const listed = await store.list()
-  const uncommitted = listed.filter((c) => c.uncommitted)
+  const uncommitted = listed.filter((c) => c.uncommitted && !c.foreign)
   let bytes = 0
   const temporary = await store.removeTemporaryFiles({ onRemoved: (n) => (bytes += n) })
   for (const c of uncommitted) {
@@ -184,6 +188,16 @@ async function freeLeftovers(store: CheckpointStore): Promise<string | undefined
     ...(temporary > 0 ? [`${temporary} temporary file${temporary > 1 ? 's' : ''}`] : []),
   ]
   return `freed what interrupted writes of an earlier run left in ${store.dir}: ${what.join(' and ')}, ${formatSize(bytes, { unit: bytes < 2 ** 20 ? 'KiB' : 'MiB', digits: 1 })}`
+}
+
+/** What a run says of the folders named like checkpoints that are not molotof's (see isMolotofFolder). */
+function foreignNote(dir: string, foreign: readonly string[]): string {
+  const names = foreign.map((f) => basename(f)).join(', ')
+  const one = foreign.length === 1
+  return (
+    `${names} in ${dir} ${one ? 'is' : 'are'} not molotof's (no rank file or commit marker of its format): ` +
+    `left as ${one ? 'it is' : 'they are'}, and not read as checkpoints`
+  )
 }
 
 /** Every checkpoint of the directory and its spare files. */
