@@ -347,7 +347,7 @@ async function inspectMany(dirs: string[], f: InspectFlags, out: (s: string) => 
  * count: it never was a recovery line, and the one before it is the newest.
  */
 function exitCodeOf(rows: readonly Row[]): number {
-  const newest = rows.filter((r) => !r.uncommitted).pop()
+  const newest = rows.filter((r) => !r.uncommitted && !r.foreign).pop()
   return newest && newest.complete && newest.valid ? 0 : 1
 }
 

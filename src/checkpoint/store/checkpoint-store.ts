@@ -43,8 +43,9 @@ export interface CheckpointSummary {
   uncommitted?: boolean
   /**
    * Named like a checkpoint, but not molotof's (see isMolotofFolder): the
-   * user's files, never read as a checkpoint nor deleted (also `uncommitted`:
-   * never a recovery line, and nothing of a run is lost with it).
+   * user's files, never read as a checkpoint nor deleted. Listed (incomplete,
+   * with `problem` saying so) so that its number is never written to, and a
+   * resume names it among what it skipped.
    */
   foreign?: boolean
   /** Rank files present, with their sizes, in rank order. */
@@ -401,7 +402,7 @@ export class CheckpointStore {
         continue
       }
       if (!isMolotofFolder(path, names)) {
-        out.push({ seq, path, complete: false, files: [], foreign: true, uncommitted: true, problem: NOT_MOLOTOFS, problemPath: path })
+        out.push({ seq, path, complete: false, files: [], foreign: true, problem: NOT_MOLOTOFS, problemPath: path })
         continue
       }
       const files = await rankFilesIn(path, names)
