@@ -238,6 +238,16 @@ export class CheckpointStore {
     return join(this.dir, SPARE_DIR, `rank-${rank}.mlf`)
   }
 
+  /**
+   * Rank `rank`'s spare file when it is one molotof wrote (it starts with the
+   * rank-file magic; a symlink never does): a `spare/rank-0.mlf` of the
+   * user's is never overwritten.
+   */
+  private spareToReuse(rank: number): string | undefined {
+    const spare = this.spareOf(rank)
+    return startsWithMagic(spare) ? spare : undefined
+  }
+
   /** The spare files present (see spareOf), in rank order; none when the directory has none. */
   async spares(): Promise<{ rank: number; bytes: number }[]> {
     const dir = join(this.dir, SPARE_DIR)
@@ -273,7 +283,8 @@ export class CheckpointStore {
       // The spare folder is used only when it is a real folder of this directory, never a symlink out of it.
       const spares = await lstat(join(this.dir, SPARE_DIR)).catch(() => undefined)
       const sync = !this.volatile
-      bytes = await writeDurably(path, parts, spares?.isDirectory() ? { reuse: this.spareOf(rank), sync } : { sync })
+      const reuse = spares?.isDirectory() ? this.spareToReuse(rank) : undefined
+      bytes = await writeDurably(path, parts, reuse !== undefined ? { reuse, sync } : { sync })
     } catch (e) {
       throw checkpointFsError('cannot write checkpoint file', path, e)
     }
@@ -312,7 +323,8 @@ export class CheckpointStore {
     try {
       mkdirSync(this.pathOf(seq), { recursive: true })
       if (existsSync(this.markerOf(seq))) throw new CheckpointError(`checkpoint ${seq} in ${this.dir} is already committed`)
-      started = io.stage({ ...job, body: { tmp, reuse: this.spareOf(rank), at: headerBytes, parts: body } })
+      const reuse = this.spareToReuse(rank)
+      started = io.stage({ ...job, body: { tmp, ...(reuse !== undefined ? { reuse } : {}), at: headerBytes, parts: body } })
     } catch (e) {
       return { copied: Promise.resolve(), written: Promise.reject(failed(e)) }
     }

@@ -192,6 +192,15 @@ describe('folders of the user named like checkpoints', () => {
     expect(readFileSync(join(dir, 'spare', 'rank-0.mlf'), 'utf8')).toBe('mine')
   })
 
+  it('a spare file of the user\'s is not overwritten by the next checkpoint write', async () => {
+    const dir = fresh()
+    mkdirSync(join(dir, 'spare'), { recursive: true })
+    writeFileSync(join(dir, 'spare', 'rank-0.mlf'), 'mine')
+    await new CheckpointStore(dir).writeRankFile(0, 0, [RANK_FILE_BYTES])
+    expect(readFileSync(join(dir, 'spare', 'rank-0.mlf'), 'utf8')).toBe('mine')
+    expect(readFileSync(join(dir, 'ckpt-00000000', 'rank-0.mlf'))).toEqual(Buffer.from(RANK_FILE_BYTES))
+  })
+
   it('cleaning a memory level directory leaves them, partner copies included', () => {
     const dir = fresh()
     claimMemoryDirectory(dir)
