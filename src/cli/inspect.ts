@@ -64,6 +64,8 @@ interface Row {
   complete: boolean
   /** Never committed: a write its run's end interrupted (see CheckpointSummary.uncommitted); listed, but no failure. */
   uncommitted?: boolean
+  /** Named like a checkpoint but not molotof's (see CheckpointSummary.foreign): listed as such, never read. */
+  foreign?: boolean
   valid: boolean
   skeleton: number | undefined
   step: number | undefined
@@ -116,6 +118,7 @@ async function rowsOf(store: CheckpointStore, verify: boolean, presentOnly = fal
       seq: c.seq,
       complete: c.complete,
       ...(c.uncommitted ? { uncommitted: true } : {}),
+      ...(c.foreign ? { foreign: true } : {}),
       valid: report?.ok ?? false,
       skeleton: c.marker?.skeleton ?? header?.header.skeleton,
       step: c.marker?.step ?? header?.header.step,
@@ -156,7 +159,7 @@ function noteCopies(levels: readonly Level[]): void {
 
 function printRows(rows: readonly Row[], out: (s: string) => void, copies = false): void {
   for (const r of rows) {
-    const state = r.uncommitted ? 'uncommitted' : !r.complete ? 'INCOMPLETE' : r.valid ? 'valid' : 'INVALID'
+    const state = r.foreign ? "not molotof's" : r.uncommitted ? 'uncommitted' : !r.complete ? 'INCOMPLETE' : r.valid ? 'valid' : 'INVALID'
     // "elastic": resumable on another rank count; otherwise what blocks it, on the next line.
     const elastic = r.elastic ? (r.elastic.ok ? '  elastic' : '  not elastic') : ''
     // A partner directory holds other ranks' files: which ones.
@@ -344,7 +347,7 @@ async function inspectMany(dirs: string[], f: InspectFlags, out: (s: string) => 
  * count: it never was a recovery line, and the one before it is the newest.
  */
 function exitCodeOf(rows: readonly Row[]): number {
-  const newest = rows.filter((r) => !r.uncommitted).pop()
+  const newest = rows.filter((r) => !r.uncommitted && !r.foreign).pop()
   return newest && newest.complete && newest.valid ? 0 : 1
 }
 

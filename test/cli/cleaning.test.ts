@@ -246,3 +246,60 @@ describe('a supervisor killed outright (SIGKILL), then the next run', () => {
     }
   }, 120_000)
 })
+
+describe('folders of the user named like checkpoints (ckpt-00000001/rank-0.mlf, ckpt-00000007/COMMIT of other content)', () => {
+  /** The new user's trial: a directory holding their own folders that only have molotof's names. */
+  function namesakes(dir: string): string[] {
+    const files = [join(dir, 'ckpt-00000001', 'rank-0.mlf'), join(dir, 'ckpt-00000007', 'rank-0.mlf'), join(dir, 'ckpt-00000007', 'COMMIT')]
+    for (const f of files) {
+      mkdirSync(join(f, '..'), { recursive: true })
+      writeFileSync(f, 'mine')
+    }
+    return files
+  }
+  const own = (dir: string) => readdirSync(dir).filter((n) => n.startsWith('ckpt-') && n !== 'ckpt-00000001' && n !== 'ckpt-00000007')
+
+  it('a plain run leaves them, says so in a note, and inspect reports them as not molotof\'s (the reported loss)', () => {
+    const dir = join(root, 'namesake-plain')
+    const planted = namesakes(dir)
+    const r = run(['--n', '64', '--iterations', '30', '--checkpoint', 'every:10', '--checkpoint-dir', dir])
+    expect(r.code, r.err).toBe(0)
+    for (const f of planted) expect(readFileSync(f, 'utf8'), f).toBe('mine')
+    expect(r.out + r.err).toMatch(/note: ckpt-00000001, ckpt-00000007 in .* are not molotof's/)
+    const inspected = spawnSync(process.execPath, [BIN, 'inspect', dir], { cwd: sandbox, env, encoding: 'utf8', timeout: 60_000 })
+    expect(inspected.status, inspected.stderr).toBe(0)
+    expect(inspected.stdout).toMatch(/#7 +not molotof's/)
+    sandboxIntact()
+  })
+
+  it('--fresh discards the earlier run\'s checkpoints and leaves them', () => {
+    const dir = join(root, 'namesake-fresh')
+    const planted = namesakes(dir)
+    const args = ['--n', '64', '--iterations', '30', '--checkpoint', 'every:10', '--checkpoint-dir', dir]
+    const failed = run([...args, '--inject', 'rank=0,step=25', '--restarts', '0'])
+    expect(failed.code, failed.err).toBe(1)
+    expect(own(dir).length).toBeGreaterThan(0)
+    const again = run([...args, '--fresh'])
+    expect(again.code, again.err).toBe(0)
+    expect(again.out + again.err).toMatch(/note: ckpt-00000001, ckpt-00000007 in .* are not molotof's/)
+    for (const f of planted) expect(readFileSync(f, 'utf8'), f).toBe('mine')
+  })
+
+  it('--resume with nothing else there refuses (exit 2) naming them as not molotof\'s, and leaves them', () => {
+    const dir = join(root, 'namesake-resume')
+    const planted = namesakes(dir)
+    const r = run(['--n', '64', '--iterations', '30', '--checkpoint', 'every:10', '--checkpoint-dir', dir, '--resume'])
+    expect(r.code, r.err).toBe(2)
+    expect(r.err).toMatch(/checkpoint 7 skipped: .*ckpt-00000007: not molotof's/)
+    for (const f of planted) expect(readFileSync(f, 'utf8'), f).toBe('mine')
+  })
+
+  it('--keep 1 prunes the run\'s own checkpoints down to one, and leaves them', () => {
+    const dir = join(root, 'namesake-prune')
+    const planted = namesakes(dir)
+    const r = run(['--n', '64', '--iterations', '40', '--checkpoint', 'every:10', '--keep', '1', '--checkpoint-dir', dir])
+    expect(r.code, r.err).toBe(0)
+    expect(own(dir)).toHaveLength(1)
+    for (const f of planted) expect(readFileSync(f, 'utf8'), f).toBe('mine')
+  })
+})

@@ -1,6 +1,6 @@
 import { existsSync } from 'node:fs'
 import { readFile } from 'node:fs/promises'
-import { join, resolve } from 'node:path'
+import { basename, join, resolve } from 'node:path'
 import { CheckpointDirectoryError, ConfigError, EarlierRunError, MolotofError } from '../../errors.js'
 import { CheckpointStore, isStoreEntry, type CheckpointSummary } from '../store/checkpoint-store.js'
 import { acquireDirectoryLock, alive, lockHolder, type DirectoryLock } from '../store/dir-lock.js'
@@ -126,7 +126,11 @@ export async function openRunDirectory(o: RunDirectoryOptions, programFile: stri
     // With the lock held nothing else writes here: an earlier run's leftovers go before this run needs the room.
     const freed = await freeLeftovers(store)
     if (freed !== undefined) notes.push(freed)
-    const listed = await store.list()
+    const all = await store.list()
+    const foreign = all.filter((c) => c.foreign).map((c) => c.path)
+    if (foreign.length > 0) notes.push(foreignNote(dir, foreign))
+    // Folders of the user's named like checkpoints are never discarded (see isMolotofFolder).
+    const listed = all.filter((c) => !c.foreign)
     const committed = listed.filter((c) => c.marker !== undefined)
     const record = await readRunRecord(dir)
     // The memory levels an earlier run may have kept: its checkpoints there are as much the directory's as those on disk.
@@ -202,7 +206,7 @@ export async function openRunDirectory(o: RunDirectoryOptions, programFile: stri
  */
 async function freeLeftovers(store: CheckpointStore): Promise<string | undefined> {
   const listed = await store.list()
-  const uncommitted = listed.filter((c) => c.uncommitted)
+  const uncommitted = listed.filter((c) => c.uncommitted && !c.foreign)
   let bytes = 0
   const temporary = await store.removeTemporaryFiles({ onRemoved: (n) => (bytes += n) })
   for (const c of uncommitted) {
@@ -246,6 +250,16 @@ async function earlierMemoryLevels(o: RunDirectoryOptions, record: RunRecord | u
 /** Frees a memory level of an earlier run: only the files molotof wrote there, and only in a directory of molotof's own. */
 function discardMemoryLevel(dir: string): void {
   if (ownerOf(dir) !== undefined) cleanOwnedDirectory(dir, isStoreEntry)
+}
+
+/** What a run says of the folders named like checkpoints that are not molotof's (see isMolotofFolder). */
+function foreignNote(dir: string, foreign: readonly string[]): string {
+  const names = foreign.map((f) => basename(f)).join(', ')
+  const one = foreign.length === 1
+  return (
+    `${names} in ${dir} ${one ? 'is' : 'are'} not molotof's (no rank file or commit marker of its format): ` +
+    `left as ${one ? 'it is' : 'they are'}, and not read as checkpoints`
+  )
 }
 
 /** Every checkpoint of the directory and its spare files. */

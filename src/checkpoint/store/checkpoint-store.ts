@@ -3,11 +3,11 @@ import { join, resolve } from 'node:path'
 import { performance } from 'node:perf_hooks'
 import { CheckpointCorruptError, CheckpointError, CheckpointMismatchError, ConfigError, InternalError } from '../../errors.js'
 import { plainAllocator, type BufferAllocator } from '../../domains/dtype.js'
-import { existsSync, mkdirSync, readdirSync, renameSync, rmSync } from 'node:fs'
+import { closeSync, constants, existsSync, mkdirSync, openSync, readdirSync, readFileSync, readSync, renameSync, rmSync } from 'node:fs'
 import { cleanEntries, removeEmptyDirectory } from './owned-dir.js'
 import type { CheckpointIoThread, StageJob, Staged } from './io-thread.js'
 import { copyDurably, isTemporaryName, makeDirectory, syncDirectory, temporaryNameFor, writeDurably } from './durable.js'
-import { decodeRankFile, headerChecksumOf, readHeaderOnly, type DecodedRankFile, type RankFileHeader } from '../format/rank-file.js'
+import { decodeRankFile, headerChecksumOf, MAGIC, readHeaderOnly, type DecodedRankFile, type RankFileHeader } from '../format/rank-file.js'
 import { checkpointFsError, errorCode, explainFsError } from './fs-errors.js'
 import { encodeMarker, parseMarker, type CommitMarker, type RankFileRecord } from './marker.js'
 
@@ -21,6 +21,8 @@ export interface RankFileWritten extends RankFileRecord {
 /** One checkpoint directory as found on disk (no file content is checked). */
 /** Why a checkpoint without a commit marker is incomplete. */
 const NO_MARKER = 'no commit marker: the checkpoint was not completed'
+/** Why a folder named like a checkpoint is not read as one. */
+const NOT_MOLOTOFS = "not molotof's (no rank file or commit marker of its format): left as it is, never read as a checkpoint"
 
 export interface CheckpointSummary {
   seq: number
@@ -39,6 +41,13 @@ export interface CheckpointSummary {
    * damaged checkpoint (a damaged or missing marker under a newer commit is).
    */
   uncommitted?: boolean
+  /**
+   * Named like a checkpoint, but not molotof's (see isMolotofFolder): the
+   * user's files, never read as a checkpoint nor deleted. Listed (incomplete,
+   * with `problem` saying so) so that its number is never written to, and a
+   * resume names it among what it skipped.
+   */
+  foreign?: boolean
   /** Rank files present, with their sizes, in rank order. */
   files: { rank: number; file: string; bytes: number }[]
 }
@@ -92,26 +101,84 @@ const SPARE_DIR = 'spare'
 /** The sub-directory of partner copies (see partner.ts): a store of the same layout. */
 const PARTNER_DIR = 'partner'
 
+/** A temporary file of a rank file's or a commit marker's write (see temporaryNameFor). */
+const STORE_TEMPORARY = /^(rank-\d+\.mlf|COMMIT)\.tmp-/
+
 /**
  * Whether an entry of a checkpoint directory is one the store writes:
  * checkpoint folders, their rank files, commit markers and temporary files,
  * the spare folder, the partner copies' folder. Cleaning removes these only;
- * anything else a user put there stays.
+ * anything else a user put there stays. With `path`, a checkpoint or spare
+ * folder counts only when it is provably molotof's (see isMolotofFolder).
  *
  * ```ts
  * isStoreEntry('ckpt-00000007', true)   // true
  * isStoreEntry('notes.txt', false)      // false
  * ```
  */
-export function isStoreEntry(name: string, dir: boolean): boolean {
-  if (dir) return CKPT_DIR.test(name) || name === SPARE_DIR || name === PARTNER_DIR
-  return RANK_FILE.test(name) || name === MARKER || isTemporaryName(name)
+export function isStoreEntry(name: string, dir: boolean, path?: string): boolean {
+  if (!dir) return RANK_FILE.test(name) || name === MARKER || isTemporaryName(name)
+  if (name === PARTNER_DIR) return true
+  if (!CKPT_DIR.test(name) && name !== SPARE_DIR) return false
+  return path === undefined || isMolotofFolder(path, namesOrNone(path))
+}
+
+/**
+ * The one rule of what molotof may delete in a checkpoint directory: a
+ * checkpoint (or spare) folder is molotof's when it holds a rank file that
+ * starts with molotof's magic bytes, a commit marker molotof's reader parses,
+ * or a temporary file of molotof's naming (an interrupted write) — or nothing
+ * at all. A folder of the user's that only has molotof's names
+ * (`ckpt-00000007/rank-0.mlf` of other content) is none of these: it is
+ * never deleted, nor read as a checkpoint.
+ *
+ * ```ts
+ * isMolotofFolder('/scratch/ckpt/ckpt-00000007', ['COMMIT', 'rank-0.mlf'])   // false when neither is molotof's format
+ * ```
+ */
+export function isMolotofFolder(dir: string, names: readonly string[]): boolean {
+  if (names.length === 0) return true
+  for (const name of names) if (STORE_TEMPORARY.test(name) && isTemporaryName(name)) return true
+  for (const name of names) if (RANK_FILE.test(name) && startsWithMagic(join(dir, name))) return true
+  if (!names.includes(MARKER)) return false
+  try {
+    parseMarker(readFileSync(join(dir, MARKER)), MARKER)
+    return true
+  } catch {
+    return false
+  }
+}
+
+/** The file begins with the rank-file magic (a symlink is not followed: never proof). */
+function startsWithMagic(path: string): boolean {
+  let fd: number | undefined
+  try {
+    fd = openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW)
+    const head = new Uint8Array(MAGIC.length)
+    if (readSync(fd, head, 0, head.length, 0) !== head.length) return false
+    return head.every((b, i) => b === MAGIC[i])
+  } catch {
+    return false
+  } finally {
+    if (fd !== undefined) closeSync(fd)
+  }
+}
+
+/** readdirSync, or none when the directory is gone; other failures are thrown. */
+function namesOrNone(dir: string): string[] {
+  try {
+    return readdirSync(dir)
+  } catch (e) {
+    if (errorCode(e) === 'ENOENT') return []
+    throw e
+  }
 }
 
 /**
  * Deletes the files the store wrote in checkpoint folder (or spare folder)
  * `dir`, then the folder if nothing else is in it: a file someone else put
- * there keeps the folder, and the file.
+ * there keeps the folder, and the file. Call only for a folder found to be
+ * molotof's (isMolotofFolder) before anything of it was deleted.
  */
 function removeStoreFolder(dir: string): void {
   if (cleanEntries(dir, isStoreEntry).length === 0) removeEmptyDirectory(dir)
@@ -171,6 +238,16 @@ export class CheckpointStore {
     return join(this.dir, SPARE_DIR, `rank-${rank}.mlf`)
   }
 
+  /**
+   * Rank `rank`'s spare file when it is one molotof wrote (it starts with the
+   * rank-file magic; a symlink never does): a `spare/rank-0.mlf` of the
+   * user's is never overwritten.
+   */
+  private spareToReuse(rank: number): string | undefined {
+    const spare = this.spareOf(rank)
+    return startsWithMagic(spare) ? spare : undefined
+  }
+
   /** The spare files present (see spareOf), in rank order; none when the directory has none. */
   async spares(): Promise<{ rank: number; bytes: number }[]> {
     const dir = join(this.dir, SPARE_DIR)
@@ -206,7 +283,8 @@ export class CheckpointStore {
       // The spare folder is used only when it is a real folder of this directory, never a symlink out of it.
       const spares = await lstat(join(this.dir, SPARE_DIR)).catch(() => undefined)
       const sync = !this.volatile
-      bytes = await writeDurably(path, parts, spares?.isDirectory() ? { reuse: this.spareOf(rank), sync } : { sync })
+      const reuse = spares?.isDirectory() ? this.spareToReuse(rank) : undefined
+      bytes = await writeDurably(path, parts, reuse !== undefined ? { reuse, sync } : { sync })
     } catch (e) {
       throw checkpointFsError('cannot write checkpoint file', path, e)
     }
@@ -245,7 +323,8 @@ export class CheckpointStore {
     try {
       mkdirSync(this.pathOf(seq), { recursive: true })
       if (existsSync(this.markerOf(seq))) throw new CheckpointError(`checkpoint ${seq} in ${this.dir} is already committed`)
-      started = io.stage({ ...job, body: { tmp, reuse: this.spareOf(rank), at: headerBytes, parts: body } })
+      const reuse = this.spareToReuse(rank)
+      started = io.stage({ ...job, body: { tmp, ...(reuse !== undefined ? { reuse } : {}), at: headerBytes, parts: body } })
     } catch (e) {
       return { copied: Promise.resolve(), written: Promise.reject(failed(e)) }
     }
@@ -313,7 +392,12 @@ export class CheckpointStore {
     return parseMarker(bytes, path)
   }
 
-  /** Every checkpoint directory, oldest first; an absent directory lists as empty. */
+  /**
+   * Every checkpoint directory, oldest first; an absent directory lists as
+   * empty. A folder named like a checkpoint that is not molotof's (see
+   * isMolotofFolder) is listed `foreign`, without files: its number is taken,
+   * nothing in it is read or deleted.
+   */
   async list(): Promise<CheckpointSummary[]> {
     const seqs = await this.sequenceNumbers(true)
     const out: CheckpointSummary[] = []
@@ -327,6 +411,10 @@ export class CheckpointStore {
         if (errorCode(e) === 'ENOENT') continue
         // An unreadable checkpoint (EACCES, EIO) is an unusable one, as a damaged one is: the previous ones remain.
         out.push({ seq, path, complete: false, files: [], problem: `the directory cannot be read: ${explainFsError(e)}`, problemPath: path })
+        continue
+      }
+      if (!isMolotofFolder(path, names)) {
+        out.push({ seq, path, complete: false, files: [], foreign: true, problem: NOT_MOLOTOFS, problemPath: path })
         continue
       }
       const files = await rankFilesIn(path, names)
@@ -412,7 +500,7 @@ export class CheckpointStore {
   async prune(keep: number, options: { runId?: string; pinned?: readonly number[] } = {}): Promise<PruneResult> {
     if (!Number.isSafeInteger(keep) || keep < 1) throw new ConfigError(`prune needs to keep at least 1 checkpoint (got ${keep})`)
     const all = await this.list()
-    const theirs = (s: CheckpointSummary) => options.runId !== undefined && s.complete && s.marker?.runId !== options.runId
+    const theirs = (s: CheckpointSummary) => s.foreign === true || (options.runId !== undefined && s.complete && s.marker?.runId !== options.runId)
     const complete = all.filter((s) => s.complete && !theirs(s)).map((s) => s.seq)
     if (complete.length === 0) return { removed: [], temporaryFiles: 0 }
     const newest = complete[complete.length - 1]
@@ -448,6 +536,7 @@ export class CheckpointStore {
       const dir = this.pathOf(seq)
       // A directory that cannot be listed (EACCES) is an unusable checkpoint (see list): nothing to clean in it.
       const names = await namesIn(dir).catch(() => [])
+      if (!isMolotofFolder(dir, names)) continue
       for (const name of names) {
         if (!isTemporaryName(name)) continue
         try {
@@ -467,13 +556,17 @@ export class CheckpointStore {
    * Deletes checkpoint `seq`, marker first, so an interrupted delete leaves an
    * incomplete checkpoint, never a "complete" one with missing files. With
    * `keepSpares`, its rank files become the spares the next writes overwrite.
+   * A folder that is not molotof's (see isMolotofFolder) is left as it is:
+   * false then.
    */
-  async remove(seq: number, options: { keepSpares?: boolean } = {}): Promise<void> {
+  async remove(seq: number, options: { keepSpares?: boolean } = {}): Promise<boolean> {
     const dir = this.pathOf(seq)
     try {
+      if (!isMolotofFolder(dir, namesOrNone(dir))) return false
       await rm(this.markerOf(seq), { force: true })
       if (options.keepSpares) await this.keepAsSpares(dir)
       removeStoreFolder(dir)
+      return true
     } catch (e) {
       throw checkpointFsError('cannot delete checkpoint', dir, e)
     }
@@ -484,16 +577,12 @@ export class CheckpointStore {
    * level: on tmpfs it takes microseconds, and the rank that prunes does not
    * hop through the thread pool at its checkpoint point.
    */
-  discardSync(seq: number): void {
+  discardSync(seq: number): boolean {
     const dir = this.pathOf(seq)
     try {
+      const names = namesOrNone(dir)
+      if (!isMolotofFolder(dir, names)) return false
       rmSync(this.markerOf(seq), { force: true })
-      let names: string[] = []
-      try {
-        names = readdirSync(dir)
-      } catch (e) {
-        if (errorCode(e) !== 'ENOENT') throw e
-      }
       const files = names.map((n) => RANK_FILE.exec(n)).filter((m): m is RegExpExecArray => m !== null)
       if (files.length > 0) mkdirSync(join(this.dir, SPARE_DIR), { recursive: true })
       for (const m of files) {
@@ -504,16 +593,17 @@ export class CheckpointStore {
         }
       }
       removeStoreFolder(dir)
+      return true
     } catch (e) {
       throw checkpointFsError('cannot delete checkpoint', dir, e)
     }
   }
 
-  /** Deletes the spare files (see spareOf), and their folder when nothing else is in it. */
+  /** Deletes the spare files (see spareOf), and their folder when nothing else is in it; a spare folder that is not molotof's stays. */
   discardSpares(): void {
     const dir = join(this.dir, SPARE_DIR)
     try {
-      removeStoreFolder(dir)
+      if (isMolotofFolder(dir, namesOrNone(dir))) removeStoreFolder(dir)
     } catch (e) {
       throw checkpointFsError('cannot delete spare files', dir, e)
     }

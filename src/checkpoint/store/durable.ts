@@ -7,15 +7,19 @@ import { errorCode } from './fs-errors.js'
 /** Marker inside the names of temporary files, so leftovers of a crash can be recognised. */
 export const TMP_INFIX = '.tmp-'
 
+/** `<name>.tmp-<pid>-<random>`: only molotof names files this way, so a user's `notes.tmp-1` is never taken for one. */
+const TEMPORARY_NAME = /\.tmp-\d+-[0-9a-z]+$/
+
 /**
  * True for names writeDurably uses while a file is being written.
  *
  * ```ts
  * isTemporaryName('rank-0.mlf.tmp-4242-0a1b2c3d')  // true: a leftover if no write is running
+ * isTemporaryName('draft.tmp-old')                 // false
  * ```
  */
 export function isTemporaryName(name: string): boolean {
-  return name.includes(TMP_INFIX)
+  return TEMPORARY_NAME.test(name)
 }
 
 /**

@@ -26,8 +26,13 @@ export interface DirectoryOwner {
   created: boolean
 }
 
-/** Which entries of an owned directory molotof wrote: `dir` true for a sub-directory (cleaned the same way, then removed if empty). */
-export type OwnEntry = (name: string, dir: boolean) => boolean
+/**
+ * Which entries of an owned directory molotof wrote: `dir` true for a
+ * sub-directory (cleaned the same way, then removed if empty); `path` lets a
+ * predicate look inside (a checkpoint folder is molotof's by its content, not
+ * its name).
+ */
+export type OwnEntry = (name: string, dir: boolean, path: string) => boolean
 
 /** The owner record in `dir`'s marker, or undefined when there is none (or it is not molotof's). */
 export function ownerOf(dir: string): DirectoryOwner | undefined {
@@ -214,11 +219,11 @@ export function cleanEntries(dir: string, own: OwnEntry): string[] {
       if (errorCode(e) === 'ENOENT') continue
       throw e
     }
-    if (st.isDirectory() && own(name, true)) {
+    if (st.isDirectory() && own(name, true, path)) {
       const inner = cleanEntries(path, own)
       if (inner.length > 0) left.push(...inner)
       else if (!removeEmptyDirectory(path)) left.push(path)
-    } else if ((st.isFile() || st.isSocket()) && own(name, false)) {
+    } else if ((st.isFile() || st.isSocket()) && own(name, false, path)) {
       try {
         unlinkSync(path)
       } catch (e) {

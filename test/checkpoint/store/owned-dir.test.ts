@@ -15,16 +15,35 @@ afterAll(() => rmSync(root, { recursive: true, force: true }))
 let n = 0
 const fresh = (): string => join(root, `case-${n++}`)
 
+/** The first bytes of every rank file molotof writes (docs/REFERENCE.md: magic "MOLOTOF\0"), then anything. */
+const RANK_FILE_BYTES = new Uint8Array(Buffer.concat([Buffer.from('MOLOTOF\0', 'latin1'), Buffer.alloc(56)]))
+
 /** A checkpoint folder as the store writes it: a rank file, a commit marker, a temporary file. */
 function fillLikeTheStore(dir: string): void {
   mkdirSync(join(dir, 'ckpt-00000003'), { recursive: true })
-  writeFileSync(join(dir, 'ckpt-00000003', 'rank-0.mlf'), 'x')
+  writeFileSync(join(dir, 'ckpt-00000003', 'rank-0.mlf'), RANK_FILE_BYTES)
   writeFileSync(join(dir, 'ckpt-00000003', 'COMMIT'), 'x')
   writeFileSync(join(dir, 'ckpt-00000003', 'rank-1.mlf.tmp-99-abcdef01'), 'x')
   mkdirSync(join(dir, 'spare'))
-  writeFileSync(join(dir, 'spare', 'rank-0.mlf'), 'x')
+  writeFileSync(join(dir, 'spare', 'rank-0.mlf'), RANK_FILE_BYTES)
   mkdirSync(join(dir, 'partner', 'ckpt-00000002'), { recursive: true })
-  writeFileSync(join(dir, 'partner', 'ckpt-00000002', 'rank-1.mlf'), 'x')
+  writeFileSync(join(dir, 'partner', 'ckpt-00000002', 'rank-1.mlf'), RANK_FILE_BYTES)
+}
+
+/** A user's folders that only have molotof's names: a rank file and a commit marker of other content, and a lone rank file. */
+function plantNamesakes(dir: string): string[] {
+  const files = [join(dir, 'ckpt-00000001', 'rank-0.mlf'), join(dir, 'ckpt-00000007', 'rank-0.mlf'), join(dir, 'ckpt-00000007', 'COMMIT')]
+  for (const f of files) {
+    mkdirSync(join(f, '..'), { recursive: true })
+    writeFileSync(f, 'mine')
+  }
+  return files
+}
+
+/** Checkpoint `seq` committed by the store itself (one rank, a file of molotof's format as far as listing goes). */
+async function commitOwn(store: CheckpointStore, seq: number): Promise<void> {
+  const w = await store.writeRankFile(seq, 0, [RANK_FILE_BYTES])
+  await store.commit(seq, { seq, skeleton: 0, step: seq, size: 1, fingerprint: 'f', settings: {}, ranks: [w], createdAt: 'now', runId: 'r' })
 }
 
 describe('claiming the memory level directory', () => {
@@ -135,6 +154,60 @@ describe('checkpoint folders the store deletes', () => {
     writeFileSync(join(dir, 'ckpt-00000003', 'mine.txt'), 'mine')
     new CheckpointStore(dir, { volatile: true }).discardSync(3)
     expect(readdirSync(join(dir, 'ckpt-00000003'))).toEqual(['mine.txt'])
+  })
+})
+
+describe('folders of the user named like checkpoints', () => {
+  it('are listed as not molotof\'s, with no files, and no deletion path touches them', async () => {
+    const dir = fresh()
+    const planted = plantNamesakes(dir)
+    writeFileSync(join(dir, 'ckpt-00000007', 'rank-0.mlf.tmp-old'), 'mine')
+    planted.push(join(dir, 'ckpt-00000007', 'rank-0.mlf.tmp-old'))
+    const store = new CheckpointStore(dir)
+    const listed = await store.list()
+    expect(listed.map((c) => [c.seq, c.foreign, c.complete, c.files.length])).toEqual([[1, true, false, 0], [7, true, false, 0]])
+    expect(await store.remove(1)).toBe(false)
+    expect(await store.remove(7, { keepSpares: true })).toBe(false)
+    expect(new CheckpointStore(dir, { volatile: true }).discardSync(7)).toBe(false)
+    expect(await store.removeTemporaryFiles()).toBe(0)
+    for (const f of planted) expect(readFileSync(f, 'utf8'), f).toBe('mine')
+  })
+
+  it('prune with keep 1 deletes the store\'s own older checkpoints, not the user\'s folders among them', async () => {
+    const dir = fresh()
+    const planted = plantNamesakes(dir)
+    const store = new CheckpointStore(dir)
+    for (const seq of [0, 2, 8, 9]) await commitOwn(store, seq)
+    const pruned = await store.prune(1, { runId: 'r' })
+    expect(pruned.removed).toEqual([0, 2, 8])
+    expect(readdirSync(dir).filter((n) => n.startsWith('ckpt-')).sort()).toEqual(['ckpt-00000001', 'ckpt-00000007', 'ckpt-00000009'])
+    for (const f of planted) expect(readFileSync(f, 'utf8'), f).toBe('mine')
+  })
+
+  it('a spare folder of the user\'s (no rank file of molotof\'s format) is left by discardSpares', () => {
+    const dir = fresh()
+    mkdirSync(join(dir, 'spare'), { recursive: true })
+    writeFileSync(join(dir, 'spare', 'rank-0.mlf'), 'mine')
+    new CheckpointStore(dir).discardSpares()
+    expect(readFileSync(join(dir, 'spare', 'rank-0.mlf'), 'utf8')).toBe('mine')
+  })
+
+  it('a spare file of the user\'s is not overwritten by the next checkpoint write', async () => {
+    const dir = fresh()
+    mkdirSync(join(dir, 'spare'), { recursive: true })
+    writeFileSync(join(dir, 'spare', 'rank-0.mlf'), 'mine')
+    await new CheckpointStore(dir).writeRankFile(0, 0, [RANK_FILE_BYTES])
+    expect(readFileSync(join(dir, 'spare', 'rank-0.mlf'), 'utf8')).toBe('mine')
+    expect(readFileSync(join(dir, 'ckpt-00000000', 'rank-0.mlf'))).toEqual(Buffer.from(RANK_FILE_BYTES))
+  })
+
+  it('cleaning a memory level directory leaves them, partner copies included', () => {
+    const dir = fresh()
+    claimMemoryDirectory(dir)
+    const planted = [...plantNamesakes(dir), ...plantNamesakes(join(dir, 'partner'))]
+    const left = cleanOwnedDirectory(dir, isStoreEntry)
+    expect(left.length).toBeGreaterThan(0)
+    for (const f of planted) expect(readFileSync(f, 'utf8'), f).toBe('mine')
   })
 })
 
