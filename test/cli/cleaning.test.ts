@@ -285,12 +285,18 @@ describe('folders of the user named like checkpoints (ckpt-00000001/rank-0.mlf, 
     for (const f of planted) expect(readFileSync(f, 'utf8'), f).toBe('mine')
   })
 
-  it('--resume with nothing else there refuses (exit 2) naming them as not molotof\'s, and leaves them', () => {
+  it('--resume with nothing else there finds nothing to resume (exit 2, the note names them), --resume-or-start starts; both leave them', () => {
     const dir = join(root, 'namesake-resume')
     const planted = namesakes(dir)
-    const r = run(['--n', '64', '--iterations', '30', '--checkpoint', 'every:10', '--checkpoint-dir', dir, '--resume'])
+    const args = ['--n', '64', '--iterations', '30', '--checkpoint', 'every:10', '--checkpoint-dir', dir]
+    const r = run([...args, '--resume'])
     expect(r.code, r.err).toBe(2)
-    expect(r.err).toMatch(/checkpoint 7 skipped: .*ckpt-00000007: not molotof's/)
+    expect(r.out + r.err).toMatch(/note: ckpt-00000001, ckpt-00000007 in .* are not molotof's/)
+    expect(r.err).toMatch(/found no checkpoint of this run/)
+    expect(r.err).not.toMatch(/--fresh discards/)
+    const started = run([...args, '--resume-or-start'])
+    expect(started.code, started.err).toBe(0)
+    expect(started.out + started.err).toMatch(/starting afresh/)
     for (const f of planted) expect(readFileSync(f, 'utf8'), f).toBe('mine')
   })
 

@@ -151,6 +151,8 @@ export async function localView(store: CheckpointStore, rank: number, size: numb
   const view: RankView = { rank, valid: [], problems: [] }
   const all = options.listed ? [...options.listed] : await store.list()
   for (const s of all.reverse()) {
+    // A user's folder named like a checkpoint is no checkpoint of any run: not a problem of one (the start notes it).
+    if (s.foreign) continue
     if (!s.complete) {
       view.problems.push({ seq: s.seq, rank, file: s.problemPath ?? store.markerOf(s.seq), reason: s.problem ?? 'no usable commit marker', ...(s.uncommitted ? { uncommitted: true } : {}) })
       continue
