@@ -88,6 +88,22 @@ describe('signals to the process group', () => {
     expect(cli.stderr()).toMatch(/preempted: checkpoint \d+ \(skeleton 0, step \d+\)/)
   }, 120_000)
 
+  // With warm spares the ranks and the spare are started together, each possibly killed by the signal before its
+  // handler; the start again to checkpoint must not take a spare that is dying of the same signal.
+  it('SIGTERM to the group while ranks and a spare start (--spares 1), several moments: exit 75 with a checkpoint every time', async () => {
+    for (const offsetMs of [0, 60, 120, 180, 250, 320]) {
+      const name = `start-spares-${offsetMs}`
+      const events = join(root, `${name}.jsonl`)
+      const cli = molotof(['examples/jacobi/jacobi.ts', '--ranks', '3', '--transport', 'processes', '--spares', '1', '--n', '64', '--iterations', '5000000', '--checkpoint-dir', join(root, name), '--events', events])
+      await until(() => seen(events, 'start'), 60_000, 2)
+      await new Promise((r) => setTimeout(r, offsetMs))
+      process.kill(-cli.pid, 'SIGTERM')
+      expect(await cli.done, `${offsetMs} ms: ${cli.stderr()}`).toEqual({ code: 75, signal: null })
+      expect(cli.stderr()).toMatch(/preempted: checkpoint \d+ \(skeleton 0, step \d+\)/)
+      expect(readdirSync(join(root, name)).filter((f) => f.startsWith('ckpt-')).length).toBeGreaterThan(0)
+    }
+  }, 120_000)
+
   // Ranks on warm spare processes (--spares) get the signal too, and forward it as rank processes do.
   it.each([[[]], [['--spares', '1']]])('Ctrl-C to the whole group with --transport processes %j: checkpoint, exit 75, and the resumed run gives the same result', async (extra: string[]) => {
     const n = 64
