@@ -29,7 +29,12 @@ export function watchWrapper(gone: (why: string) => void, env: NodeJS.ProcessEnv
   const parentStat = procStat(parent)
   // npm runs the command through a shell; when the shell is a process of its own, npm is the shell's parent.
   const grandparent = parentStat && SHELLS.has(parentStat.comm) ? parentStat.ppid : undefined
-  const what = `the npm process that started molotof (${env.npm_lifecycle_event === 'npx' ? 'npx / npm exec' : `npm ${env.npm_command ?? 'run'}`})`
+  if (orphanedAtStart(parent, parentStat) || (grandparent !== undefined && orphanedAtStart(grandparent, procStat(grandparent)))) {
+    // npm (and its shell) died before they could be watched: this process or its shell was already re-parented.
+    const timer = setTimeout(() => gone(`${whatStarted(env)} is gone`), 0)
+    return () => clearTimeout(timer)
+  }
+  const what = whatStarted(env)
   const timer = setInterval(() => {
     const parentGone = process.ppid !== parent
     const npmGone = grandparent !== undefined && procStat(parent)?.ppid !== grandparent
@@ -43,15 +48,38 @@ export function watchWrapper(gone: (why: string) => void, env: NodeJS.ProcessEnv
 
 const SHELLS = new Set(['sh', 'dash', 'bash', 'zsh', 'ash', 'ksh'])
 
-/** A process's command name and parent from /proc (Linux), or undefined. */
-function procStat(pid: number): { comm: string; ppid: number } | undefined {
+function whatStarted(env: NodeJS.ProcessEnv): string {
+  return `the npm process that started molotof (${env.npm_lifecycle_event === 'npx' ? 'npx / npm exec' : `npm ${env.npm_command ?? 'run'}`})`
+}
+
+/**
+ * True when the parent at the start is not the wrapper but the process that
+ * adopted this one: init, or (a subreaper) a process that is neither a shell
+ * nor in this process's group. npm and the shell it runs the command in are
+ * both in the group of the processes they start.
+ */
+function orphanedAtStart(parent: number, parentStat: ProcStat | undefined): boolean {
+  if (parent === 1) return true
+  const own = procStat(process.pid)
+  if (!parentStat || !own) return false // no /proc: nothing to tell by
+  return !SHELLS.has(parentStat.comm) && parentStat.pgrp !== own.pgrp
+}
+
+interface ProcStat {
+  comm: string
+  ppid: number
+  pgrp: number
+}
+
+/** A process's command name, parent and process group from /proc (Linux), or undefined. */
+function procStat(pid: number): ProcStat | undefined {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
     // pid (comm) state ppid …: comm may hold spaces and parentheses, the last ')' ends it.
     const close = stat.lastIndexOf(')')
     const comm = stat.slice(stat.indexOf('(') + 1, close)
-    const ppid = Number(stat.slice(close + 2).split(' ')[1])
-    return { comm, ppid }
+    const [, ppid, pgrp] = stat.slice(close + 2).split(' ')
+    return { comm, ppid: Number(ppid), pgrp: Number(pgrp) }
   } catch {
     // Gone, or no /proc (not Linux): nothing to read.
     return undefined

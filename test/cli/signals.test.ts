@@ -234,3 +234,26 @@ describe('signals to a wrapper', () => {
     }
   }, 120_000)
 })
+
+describe('a wrapper gone before molotof starts', () => {
+  // npm killed at the moment it started molotof: it forwards the signal to its shell, which dies before molotof's
+  // first line, so molotof starts re-parented and cannot tell its wrapper's death by a change of parent. Here the
+  // shell leaves at once after starting molotof in the background, as npm's shell killed then would.
+  it('started by npm whose shell is already gone at its first line: the run checkpoints and stops, not orphaned to the end', async () => {
+    const dir = join(root, 'orphaned-at-start')
+    const events = join(root, 'orphaned-at-start.jsonl')
+    const command = `${process.execPath} bin/molotof.mjs run examples/jacobi/jacobi.ts --ranks 2 --transport processes --n 64 --iterations 5000000 --checkpoint-dir ${dir} --events ${events} >/dev/null 2>&1 &`
+    const shell = spawn('sh', ['-c', command], { detached: true, stdio: 'ignore', env: { ...process.env, npm_lifecycle_event: 'npx', npm_command: 'exec' } })
+    await new Promise((res) => shell.on('exit', res))
+    const runOf = () => readdirSync('/proc').filter((p) => /^\d+$/.test(p) && commandOf(Number(p)).includes(`--checkpoint-dir ${dir} `)).map(Number)
+    try {
+      await until(() => seen(events, 'preempted'), 60_000)
+      const stop = readFileSync(events, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as { event: string; seq?: number; why?: string })
+      expect(stop.find((e) => e.event === 'preempt-requested')?.why).toMatch(/npm process that started molotof .* is gone/)
+      expect(stop.find((e) => e.event === 'preempted')?.seq).toBeGreaterThanOrEqual(0)
+      await until(() => runOf().length === 0, 30_000)
+    } finally {
+      for (const p of runOf()) if (alive(p)) process.kill(p, 'SIGKILL')
+    }
+  }, 120_000)
+})
