@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs'
+import { detectLauncher } from '../runtime/cluster-env.js'
 
 /** How often the wrapper is looked at: a stop within this long of its death leaves the run's grace period almost whole. */
 const WATCH_MS = 250
@@ -54,34 +55,62 @@ function whatStarted(env: NodeJS.ProcessEnv): string {
 
 /**
  * True when the parent at the start is not the wrapper but the process that
- * adopted this one: init, or (a subreaper) a process that is neither a shell
- * nor in this process's group. npm and the shell it runs the command in are
- * both in the group of the processes they start.
+ * adopted this one: init, or a session's systemd (a subreaper). Only these: npm's
+ * environment reaches every process below it, some started legitimately by
+ * other parents in groups of their own (a test runner, mpirun).
  */
 function orphanedAtStart(parent: number, parentStat: ProcStat | undefined): boolean {
-  if (parent === 1) return true
-  const own = procStat(process.pid)
-  if (!parentStat || !own) return false // no /proc: nothing to tell by
-  return !SHELLS.has(parentStat.comm) && parentStat.pgrp !== own.pgrp
+  return parent === 1 || (parentStat !== undefined && ADOPTERS.has(parentStat.comm))
 }
+
+const ADOPTERS = new Set(['systemd', 'init'])
 
 interface ProcStat {
   comm: string
   ppid: number
-  pgrp: number
 }
 
-/** A process's command name, parent and process group from /proc (Linux), or undefined. */
+/** A process's command name and parent from /proc (Linux), or undefined. */
 function procStat(pid: number): ProcStat | undefined {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
     // pid (comm) state ppid …: comm may hold spaces and parentheses, the last ')' ends it.
     const close = stat.lastIndexOf(')')
     const comm = stat.slice(stat.indexOf('(') + 1, close)
-    const [, ppid, pgrp] = stat.slice(close + 2).split(' ')
-    return { comm, ppid: Number(ppid), pgrp: Number(pgrp) }
+    const ppid = Number(stat.slice(close + 2).split(' ')[1])
+    return { comm, ppid }
   } catch {
     // Gone, or no /proc (not Linux): nothing to read.
     return undefined
   }
+}
+
+/**
+ * When a cluster launcher started this process (`mpirun`, `srun`, `flux run`:
+ * see detectLauncher), watch its parent, the launcher's daemon on this node
+ * (Open MPI's prted/orted, Slurm's slurmstepd, or `mpirun` itself on its own
+ * node), and call `gone` once it has died: a launcher killed outright (SIGKILL,
+ * or a signal it does not pass on) leaves its node supervisors running
+ * orphaned otherwise, in process groups of their own. `parent` is the parent
+ * when the process started; init as parent at the start is a launcher already
+ * gone. Returns the function that stops watching, or undefined when no
+ * launcher started this process.
+ */
+export function watchLauncher(gone: (why: string) => void, env: NodeJS.ProcessEnv = process.env, parent = process.ppid): (() => void) | undefined {
+  let launcher: string
+  try {
+    const place = detectLauncher(env)
+    if (!place) return undefined
+    launcher = place.launcher
+  } catch {
+    return undefined // inconsistent launcher variables: the cluster setup refuses them with their names
+  }
+  const why = `the launcher process that started this node supervisor (${launcher}: mpirun, its daemon, or srun's slurmstepd) is gone`
+  const timer = setInterval(() => {
+    if (parent !== 1 && process.ppid === parent) return
+    clearInterval(timer)
+    gone(why)
+  }, WATCH_MS)
+  timer.unref()
+  return () => clearInterval(timer)
 }
