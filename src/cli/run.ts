@@ -151,10 +151,11 @@ async function runSupervised(f: RunValues, program: string, programArgv: string[
   // Under a cluster launcher (mpirun, srun, flux) this process is one node's supervisor.
   // A launcher killed outright leaves this process orphaned: stop as if it had sent SIGTERM (a node other than 0
   // passes it to node 0, which stops every node with a checkpoint).
-  const stopLauncherWatch = watchLauncher((why) => {
+  let onLauncherGone = (why: string) => {
     view.line(`${why}: checkpointing and stopping`)
     process.kill(process.pid, 'SIGTERM')
-  }, process.env, parentAtCliStart())
+  }
+  const stopLauncherWatch = watchLauncher((why) => onLauncherGone(why), process.env, parentAtCliStart())
   const cluster = await joinCluster(f, program, clusterSettings(f, programArgv), checkpoint.dir, (text) => view.line(text))
   if (cluster?.kind === 'agent') {
     stopLauncherWatch?.()
@@ -220,8 +221,10 @@ async function runSupervised(f: RunValues, program: string, programArgv: string[
   process.on('SIGINT', onSignal)
   process.on('SIGUSR1', onUsr1)
   for (const sig of takeHeldStopSignals()) onSignal(sig)
-  const stopWatch = watchWrapper((why) => onStopRequest(why, `${why}: checkpointing and stopping`), process.env, parentAtCliStart())
+  // Under a cluster launcher the parent is the launcher's process (watched above): npm's variables come from outside it.
+  const stopWatch = stopLauncherWatch ? undefined : watchWrapper((why) => onStopRequest(why, `${why}: checkpointing and stopping`), process.env, parentAtCliStart())
   if (leader) leader.onPreempt = (why) => onStopRequest(why)
+  onLauncherGone = (why) => onStopRequest(why, `${why}: checkpointing and stopping`)
   let code: number = EXIT.failed
   try {
     const r = await supervisor.run()

@@ -218,10 +218,11 @@ describe.skipIf(!haveMpirun)('under mpirun, mpirun itself killed', () => {
   it('SIGKILL to mpirun: both node supervisors checkpoint and stop within seconds, not orphaned to the end', async () => {
     const marker = join(root, 'launcher-gone-')
     const status = join(root, 'launcher-gone-status.json')
+    const events = join(root, 'launcher-gone.jsonl')
     const command = [
       ...molotof,
       'examples/jacobi/jacobi.ts', '--n', '40', '--iterations', '5000000', '--ranks-per-node', '1',
-      '--checkpoint-dir', `${marker}{node}`, '--hang-timeout', '20000', '--rendezvous', `127.0.0.1:${await freePort()}`, '--status-file', status,
+      '--checkpoint-dir', `${marker}{node}`, '--hang-timeout', '20000', '--rendezvous', `127.0.0.1:${await freePort()}`, '--status-file', status, '--events', events,
     ]
     const child = spawn(MPIRUN, ['--bind-to', 'none', '-np', '2', ...command], { env: { ...process.env, ...MPI_ENV }, stdio: ['ignore', 'pipe', 'pipe'] })
     let out = ''
@@ -237,6 +238,8 @@ describe.skipIf(!haveMpirun)('under mpirun, mpirun itself killed', () => {
       for (const until = Date.now() + 20_000; left().length > 0 && Date.now() < until; ) await new Promise((r) => setTimeout(r, 50))
       expect(left(), out).toEqual([])
       expect(JSON.parse(readFileSync(status, 'utf8')), out).toMatchObject({ state: 'ended', exitCode: 75, resumable: true })
+      const stop = readFileSync(events, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as { event: string; why?: string })
+      expect(stop.find((e) => e.event === 'preempt-requested')?.why).toMatch(/launcher process that started this node supervisor .* is gone/)
       for (const node of [0, 1]) {
         const d = `${marker}${node}`
         const committed = readdirSync(d).filter((n) => n.startsWith('ckpt-') && existsSync(join(d, n, 'COMMIT')))
