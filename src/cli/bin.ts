@@ -7,6 +7,11 @@ process.stdout.on('error', (e: NodeJS.ErrnoException) => {
   if (e.code === 'EPIPE') process.exit(process.exitCode ?? 0)
   throw e
 })
+// Progress and log lines to a reader that is gone (a launcher killed outright: see watchLauncher) are lost, and the
+// run goes on to stop with a checkpoint.
+process.stderr.on('error', (e: NodeJS.ErrnoException) => {
+  if (e.code !== 'EPIPE') throw e
+})
 
 // Once the outcome is decided (the result printed, or the run stopped), a
 // signal arriving while the process winds down ends it with that outcome, not

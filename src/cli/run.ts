@@ -20,7 +20,7 @@ import { ProgressView } from './progress.js'
 import { StatusFile } from './status-file.js'
 import { formatSize } from '../util/bytes.js'
 import { parentAtCliStart, SAME_STOP_MS, takeHeldStopSignals } from './stop-signals.js'
-import { watchWrapper } from './wrapper-watch.js'
+import { watchLauncher, watchWrapper } from './wrapper-watch.js'
 
 /** What `molotof run` prints (--log): everything, the events a batch log keeps, or the result only. */
 const LOG_LEVELS = ['all', 'events', 'quiet'] as const
@@ -151,8 +151,18 @@ async function runSupervised(f: RunValues, program: string, programArgv: string[
   }
   const view = new ProgressView((s) => process.stderr.write(s), process.stderr.isTTY === true)
   // Under a cluster launcher (mpirun, srun, flux) this process is one node's supervisor.
+  // A launcher killed outright leaves this process orphaned: stop as if it had sent SIGTERM (a node other than 0
+  // passes it to node 0, which stops every node with a checkpoint).
+  let onLauncherGone = (why: string) => {
+    view.line(`${why}: checkpointing and stopping`)
+    process.kill(process.pid, 'SIGTERM')
+  }
+  const stopLauncherWatch = watchLauncher((why) => onLauncherGone(why), process.env, parentAtCliStart())
   const cluster = await joinCluster(f, program, clusterSettings(f, programArgv), checkpoint.dir, (text) => view.line(text))
-  if (cluster?.kind === 'agent') return cluster.code
+  if (cluster?.kind === 'agent') {
+    stopLauncherWatch?.()
+    return cluster.code
+  }
   const leader = cluster?.leader
   const ranks = leader ? leader.size : f.ranks
   const transport = leader ? 'tcp' : f.transport
@@ -213,8 +223,10 @@ async function runSupervised(f: RunValues, program: string, programArgv: string[
   process.on('SIGINT', onSignal)
   process.on('SIGUSR1', onUsr1)
   for (const sig of takeHeldStopSignals()) onSignal(sig)
-  const stopWatch = watchWrapper((why) => onStopRequest(why, `${why}: checkpointing and stopping`), process.env, parentAtCliStart())
+  // Under a cluster launcher the parent is the launcher's process (watched above): npm's variables come from outside it.
+  const stopWatch = stopLauncherWatch ? undefined : watchWrapper((why) => onStopRequest(why, `${why}: checkpointing and stopping`), process.env, parentAtCliStart())
   if (leader) leader.onPreempt = (why) => onStopRequest(why)
+  onLauncherGone = (why) => onStopRequest(why, `${why}: checkpointing and stopping`)
   let code: number = EXIT.failed
   try {
     const r = await supervisor.run()
@@ -240,6 +252,7 @@ async function runSupervised(f: RunValues, program: string, programArgv: string[
     process.off('SIGINT', onSignal)
     process.off('SIGUSR1', onUsr1)
     stopWatch?.()
+    stopLauncherWatch?.()
     // Every other node exits with the same code.
     await leader?.finish(code)
   }

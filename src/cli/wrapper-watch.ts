@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs'
+import { detectLauncher } from '../runtime/cluster-env.js'
 
 /** How often the wrapper is looked at: a stop within this long of its death leaves the run's grace period almost whole. */
 const WATCH_MS = 250
@@ -29,7 +30,12 @@ export function watchWrapper(gone: (why: string) => void, env: NodeJS.ProcessEnv
   const parentStat = procStat(parent)
   // npm runs the command through a shell; when the shell is a process of its own, npm is the shell's parent.
   const grandparent = parentStat && SHELLS.has(parentStat.comm) ? parentStat.ppid : undefined
-  const what = `the npm process that started molotof (${env.npm_lifecycle_event === 'npx' ? 'npx / npm exec' : `npm ${env.npm_command ?? 'run'}`})`
+  if (orphanedAtStart(parent, parentStat) || (grandparent !== undefined && orphanedAtStart(grandparent, procStat(grandparent)))) {
+    // npm (and its shell) died before they could be watched: this process or its shell was already re-parented.
+    const timer = setTimeout(() => gone(`${whatStarted(env)} is gone`), 0)
+    return () => clearTimeout(timer)
+  }
+  const what = whatStarted(env)
   const timer = setInterval(() => {
     const parentGone = process.ppid !== parent
     const npmGone = grandparent !== undefined && procStat(parent)?.ppid !== grandparent
@@ -43,8 +49,29 @@ export function watchWrapper(gone: (why: string) => void, env: NodeJS.ProcessEnv
 
 const SHELLS = new Set(['sh', 'dash', 'bash', 'zsh', 'ash', 'ksh'])
 
+function whatStarted(env: NodeJS.ProcessEnv): string {
+  return `the npm process that started molotof (${env.npm_lifecycle_event === 'npx' ? 'npx / npm exec' : `npm ${env.npm_command ?? 'run'}`})`
+}
+
+/**
+ * True when the parent at the start is not the wrapper but the process that
+ * adopted this one: init, or a session's systemd (a subreaper). Only these: npm's
+ * environment reaches every process below it, some started legitimately by
+ * other parents in groups of their own (a test runner, mpirun).
+ */
+function orphanedAtStart(parent: number, parentStat: ProcStat | undefined): boolean {
+  return parent === 1 || (parentStat !== undefined && ADOPTERS.has(parentStat.comm))
+}
+
+const ADOPTERS = new Set(['systemd', 'init'])
+
+interface ProcStat {
+  comm: string
+  ppid: number
+}
+
 /** A process's command name and parent from /proc (Linux), or undefined. */
-function procStat(pid: number): { comm: string; ppid: number } | undefined {
+function procStat(pid: number): ProcStat | undefined {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
     // pid (comm) state ppid …: comm may hold spaces and parentheses, the last ')' ends it.
@@ -56,4 +83,34 @@ function procStat(pid: number): { comm: string; ppid: number } | undefined {
     // Gone, or no /proc (not Linux): nothing to read.
     return undefined
   }
+}
+
+/**
+ * When a cluster launcher started this process (`mpirun`, `srun`, `flux run`:
+ * see detectLauncher), watch its parent, the launcher's daemon on this node
+ * (Open MPI's prted/orted, Slurm's slurmstepd, or `mpirun` itself on its own
+ * node), and call `gone` once it has died: a launcher killed outright (SIGKILL,
+ * or a signal it does not pass on) leaves its node supervisors running
+ * orphaned otherwise, in process groups of their own. `parent` is the parent
+ * when the process started; init as parent at the start is a launcher already
+ * gone. Returns the function that stops watching, or undefined when no
+ * launcher started this process.
+ */
+export function watchLauncher(gone: (why: string) => void, env: NodeJS.ProcessEnv = process.env, parent = process.ppid): (() => void) | undefined {
+  let launcher: string
+  try {
+    const place = detectLauncher(env)
+    if (!place) return undefined
+    launcher = place.launcher
+  } catch {
+    return undefined // inconsistent launcher variables: the cluster setup refuses them with their names
+  }
+  const why = `the launcher process that started this node supervisor (${launcher}: mpirun, its daemon, or srun's slurmstepd) is gone`
+  const timer = setInterval(() => {
+    if (parent !== 1 && process.ppid === parent) return
+    clearInterval(timer)
+    gone(why)
+  }, WATCH_MS)
+  timer.unref()
+  return () => clearInterval(timer)
 }

@@ -88,6 +88,22 @@ describe('signals to the process group', () => {
     expect(cli.stderr()).toMatch(/preempted: checkpoint \d+ \(skeleton 0, step \d+\)/)
   }, 120_000)
 
+  // With warm spares the ranks and the spare are started together, each possibly killed by the signal before its
+  // handler; the start again to checkpoint must not take a spare that is dying of the same signal.
+  it('SIGTERM to the group while ranks and a spare start (--spares 1), several moments: exit 75 with a checkpoint every time', async () => {
+    for (const offsetMs of [0, 60, 120, 180, 250, 320]) {
+      const name = `start-spares-${offsetMs}`
+      const events = join(root, `${name}.jsonl`)
+      const cli = molotof(['examples/jacobi/jacobi.ts', '--ranks', '3', '--transport', 'processes', '--spares', '1', '--n', '64', '--iterations', '5000000', '--checkpoint-dir', join(root, name), '--events', events])
+      await until(() => seen(events, 'start'), 60_000, 2)
+      await new Promise((r) => setTimeout(r, offsetMs))
+      process.kill(-cli.pid, 'SIGTERM')
+      expect(await cli.done, `${offsetMs} ms: ${cli.stderr()}`).toEqual({ code: 75, signal: null })
+      expect(cli.stderr()).toMatch(/preempted: checkpoint \d+ \(skeleton 0, step \d+\)/)
+      expect(readdirSync(join(root, name)).filter((f) => f.startsWith('ckpt-')).length).toBeGreaterThan(0)
+    }
+  }, 120_000)
+
   // Ranks on warm spare processes (--spares) get the signal too, and forward it as rank processes do.
   it.each([[[]], [['--spares', '1']]])('Ctrl-C to the whole group with --transport processes %j: checkpoint, exit 75, and the resumed run gives the same result', async (extra: string[]) => {
     const n = 64
@@ -215,6 +231,29 @@ describe('signals to a wrapper', () => {
     } finally {
       const left = supervisor !== undefined && alive(supervisor) ? [supervisor, ...descendants(supervisor)] : []
       for (const p of [...below, ...left]) if (alive(p)) process.kill(p, 'SIGKILL')
+    }
+  }, 120_000)
+})
+
+describe('a wrapper gone before molotof starts', () => {
+  // npm killed at the moment it started molotof: it forwards the signal to its shell, which dies before molotof's
+  // first line, so molotof starts re-parented and cannot tell its wrapper's death by a change of parent. Here the
+  // shell leaves at once after starting molotof in the background, as npm's shell killed then would.
+  it('started by npm whose shell is already gone at its first line: the run checkpoints and stops, not orphaned to the end', async () => {
+    const dir = join(root, 'orphaned-at-start')
+    const events = join(root, 'orphaned-at-start.jsonl')
+    const command = `${process.execPath} bin/molotof.mjs run examples/jacobi/jacobi.ts --ranks 2 --transport processes --n 64 --iterations 5000000 --checkpoint-dir ${dir} --events ${events} >/dev/null 2>&1 &`
+    const shell = spawn('sh', ['-c', command], { detached: true, stdio: 'ignore', env: { ...process.env, npm_lifecycle_event: 'npx', npm_command: 'exec' } })
+    await new Promise((res) => shell.on('exit', res))
+    const runOf = () => readdirSync('/proc').filter((p) => /^\d+$/.test(p) && commandOf(Number(p)).includes(`--checkpoint-dir ${dir} `)).map(Number)
+    try {
+      await until(() => seen(events, 'preempted'), 60_000)
+      const stop = readFileSync(events, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as { event: string; seq?: number; why?: string })
+      expect(stop.find((e) => e.event === 'preempt-requested')?.why).toMatch(/npm process that started molotof .* is gone/)
+      expect(stop.find((e) => e.event === 'preempted')?.seq).toBeGreaterThanOrEqual(0)
+      await until(() => runOf().length === 0, 30_000)
+    } finally {
+      for (const p of runOf()) if (alive(p)) process.kill(p, 'SIGKILL')
     }
   }, 120_000)
 })

@@ -140,6 +140,17 @@ export class SparePool {
     await Promise.all(all.map((h) => h.exited))
   }
 
+  /**
+   * Kill every host and start afresh: a stop signal sent to the process group
+   * may be killing a host that was starting (before its handler), its death
+   * not seen yet; a host started after the signal can only die of a later one.
+   */
+  async renew(): Promise<void> {
+    const all = [...this.hosts]
+    for (const h of all) h.kill()
+    await Promise.all(all.map((h) => h.exited))
+  }
+
   private free(): Host[] {
     return [...this.hosts].filter((h) => h.alive && !h.assigned && !h.tainted).sort((a, b) => Number(b.ready) - Number(a.ready) || a.id - b.id)
   }

@@ -271,6 +271,8 @@ export class Supervisor<R = unknown> {
             // with the stop pending, checkpoint at their first checkpoint point and stop (exit 75 with a checkpoint
             // to resume from). New rank processes can only be ended so by a signal sent after the first: at once.
             if (++stoppedStarts > 1) throw new RunStoppedError(this.preemptWhy ?? outcome.signal)
+            // Spares started before the signal may be dying of it too: the ranks start in new processes.
+            await this.pool?.renew()
             this.attempt++
             continue
           case 'preempted':

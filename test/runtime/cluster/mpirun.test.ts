@@ -212,6 +212,45 @@ describe.skipIf(!haveMpirun)('under mpirun, a lost node', () => {
   })
 })
 
+describe.skipIf(!haveMpirun)('under mpirun, mpirun itself killed', () => {
+  // The node supervisors run in process groups of their own: nothing signals them when mpirun dies outright. Each
+  // notices that its parent (mpirun, or its daemon on other hosts) is gone, and the run checkpoints and stops.
+  it('SIGKILL to mpirun: both node supervisors checkpoint and stop within seconds, not orphaned to the end', async () => {
+    const marker = join(root, 'launcher-gone-')
+    const status = join(root, 'launcher-gone-status.json')
+    const events = join(root, 'launcher-gone.jsonl')
+    const command = [
+      ...molotof,
+      'examples/jacobi/jacobi.ts', '--n', '40', '--iterations', '5000000', '--ranks-per-node', '1',
+      '--checkpoint-dir', `${marker}{node}`, '--hang-timeout', '20000', '--rendezvous', `127.0.0.1:${await freePort()}`, '--status-file', status, '--events', events,
+    ]
+    const child = spawn(MPIRUN, ['--bind-to', 'none', '-np', '2', ...command], { env: { ...process.env, ...MPI_ENV }, stdio: ['ignore', 'pipe', 'pipe'] })
+    let out = ''
+    child.stdout.on('data', (b: Buffer) => (out += b.toString()))
+    child.stderr.on('data', (b: Buffer) => (out += b.toString()))
+    const closed = new Promise((resolve) => child.on('close', resolve))
+    const left = () => [...processesOfNode(0, marker), ...processesOfNode(1, marker)]
+    try {
+      for (const until = Date.now() + 45_000; !/step [1-9]\d* /.test(out) && Date.now() < until; ) await new Promise((r) => setTimeout(r, 20))
+      expect(left().length, out).toBeGreaterThan(0)
+      child.kill('SIGKILL')
+      await closed
+      for (const until = Date.now() + 20_000; left().length > 0 && Date.now() < until; ) await new Promise((r) => setTimeout(r, 50))
+      expect(left(), out).toEqual([])
+      expect(JSON.parse(readFileSync(status, 'utf8')), out).toMatchObject({ state: 'ended', exitCode: 75, resumable: true })
+      const stop = readFileSync(events, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as { event: string; why?: string })
+      expect(stop.find((e) => e.event === 'preempt-requested')?.why).toMatch(/launcher process that started this node supervisor .* is gone/)
+      for (const node of [0, 1]) {
+        const d = `${marker}${node}`
+        const committed = readdirSync(d).filter((n) => n.startsWith('ckpt-') && existsSync(join(d, n, 'COMMIT')))
+        expect(committed.length, `${d}: ${readdirSync(d).join(' ')}`).toBeGreaterThan(0)
+      }
+    } finally {
+      for (const pid of left()) process.kill(pid, 'SIGKILL')
+    }
+  }, 90_000)
+})
+
 describe.skipIf(!haveMpirun)('under mpirun, node 0 lost with its directory', () => {
   it('`mpirun -np 1 … --resume` on the node left resumes from what it holds (its own directory, numbered 1, and its partner copies), not from step 0', async () => {
     const dir = join(root, 'first-{node}')
