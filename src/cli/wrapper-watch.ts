@@ -103,7 +103,8 @@ export function watchLauncher(gone: (why: string) => void, env: NodeJS.ProcessEn
     if (!place) return undefined
     launcher = place.launcher
   } catch {
-    return undefined // inconsistent launcher variables: the cluster setup refuses them with their names
+    // Inconsistent launcher variables: the cluster setup refuses them with their names.
+    return undefined
   }
   const why = `the launcher process that started this node supervisor (${launcher}: mpirun, its daemon, or srun's slurmstepd) is gone`
   const timer = setInterval(() => {

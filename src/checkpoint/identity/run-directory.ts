@@ -241,6 +241,7 @@ async function earlierMemoryLevels(o: RunDirectoryOptions, record: RunRecord | u
   for (const d of dirs) {
     if (!existsSync(d)) continue
     const listed: CheckpointSummary[] = []
+    // A level that cannot be listed holds nothing to refuse a start for.
     for (const at of [d, partnerDirOf(d)]) listed.push(...(await new CheckpointStore(at, { volatile: true }).list().catch(() => [])))
     levels.push({ dir: d, listed })
   }

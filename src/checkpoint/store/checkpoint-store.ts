@@ -145,6 +145,7 @@ export function isMolotofFolder(dir: string, names: readonly string[]): boolean 
     parseMarker(readFileSync(join(dir, MARKER)), MARKER)
     return true
   } catch {
+    // Unreadable or not a marker of ours: no proof the folder is molotof's.
     return false
   }
 }
@@ -158,6 +159,7 @@ function startsWithMagic(path: string): boolean {
     if (readSync(fd, head, 0, head.length, 0) !== head.length) return false
     return head.every((b, i) => b === MAGIC[i])
   } catch {
+    // Unreadable, or a symlink (O_NOFOLLOW): no proof.
     return false
   } finally {
     if (fd !== undefined) closeSync(fd)
