@@ -9,3 +9,4 @@ export declare function startHeartbeat(o: {
   current?: Int32Array
   label: string
 }): void
+export declare function reportUncaught(e: unknown, o: { fd: number; status: Int32Array; seq: Int32Array; rank: number }): void

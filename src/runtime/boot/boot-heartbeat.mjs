@@ -9,7 +9,8 @@
 // and knows where a rank killed outright was.
 import { writeSync } from 'node:fs'
 import { Worker } from 'node:worker_threads'
-import { HEARTBEAT_MAGIC, HEARTBEAT_RECORD_BYTES, SLOT_CHANGES, SLOT_PHASE, SLOT_SKELETON, SLOT_STEP, STATUS_FIELDS } from './status-layout.mjs'
+import { sourceLocations } from './source-locations.mjs'
+import { HEARTBEAT_MAGIC, HEARTBEAT_RECORD_BYTES, SLOT_CHANGES, SLOT_PHASE, SLOT_SKELETON, SLOT_STEP, STATUS_FIELDS, slotWhere } from './status-layout.mjs'
 
 // How often the heartbeat thread looks at the status slot: a failure report is at most this far behind
 // the rank. Each look is a timed wake-up of the thread: every 2 ms cost a rank about 2 % of a core on
@@ -87,4 +88,25 @@ export function startHeartbeat({ fd, status, seq, periodMs, rank = -1, current, 
   early.unref()
   thread.once('online', () => clearInterval(early))
   thread.on('error', (e) => process.stderr.write(`${label}: heartbeat thread failed: ${e.stack ?? e}\n`))
+}
+
+/**
+ * The last word of a rank process dying of an uncaught error: a heartbeat
+ * with its place, then the error to the launcher, then exit 1. `rank` < 0: an
+ * idle spare, nowhere yet.
+ */
+export function reportUncaught(e, { fd, status, seq, rank }) {
+  beat(fd, status, seq, rank)
+  const err = e instanceof Error ? e : new Error(String(e)) // a thrown non-Error, as an Error to report its message
+  const message = {
+    type: 'error',
+    rank,
+    ...(rank < 0 ? { skeleton: -1, step: -1, phase: 'start' } : slotWhere(status, rank)),
+    name: err.name,
+    code: undefined,
+    message: `uncaught ${err.message}`,
+    stack: sourceLocations(err.stack),
+  }
+  if (process.connected) process.send(message, () => process.exit(1))
+  else process.exit(1)
 }

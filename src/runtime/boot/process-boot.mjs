@@ -16,9 +16,8 @@
 // whole process group) do not kill a rank: they are forwarded to the
 // launcher, whose supervisor makes every rank checkpoint and stop.
 import { deserialize } from 'node:v8'
-import { beat, startHeartbeat } from './boot-heartbeat.mjs'
-import { createStatusSlots, slotWhere } from './status-layout.mjs'
-import { sourceLocations } from './source-locations.mjs'
+import { beat, reportUncaught, startHeartbeat } from './boot-heartbeat.mjs'
+import { createStatusSlots } from './status-layout.mjs'
 import { runProgram } from './load-program.mjs'
 
 const HEARTBEAT_FD = 4
@@ -66,21 +65,7 @@ let running = true
 process.on('disconnect', () => {
   if (running) die() // the launcher went away
 })
-process.on('uncaughtException', (e) => {
-  beat(HEARTBEAT_FD, status, seq, rank)
-  const err = e instanceof Error ? e : new Error(String(e)) // a thrown non-Error, as an Error to report its message
-  const message = {
-    type: 'error',
-    rank,
-    ...slotWhere(status, rank),
-    name: err.name,
-    code: undefined,
-    message: `uncaught ${err.message}`,
-    stack: sourceLocations(err.stack),
-  }
-  if (process.connected) process.send(message, () => process.exit(1))
-  else process.exit(1)
-})
+process.on('uncaughtException', (e) => reportUncaught(e, { fd: HEARTBEAT_FD, status, seq, rank }))
 
 await runProgram({ programFile, tsconfig, compiled, rank, control }, () => ({
   ...common,

@@ -11,9 +11,8 @@
 // clock of a rank assigned to this process runs from the assignment. It
 // reports the status slot of the rank running now (none while idle).
 import { deserialize } from 'node:v8'
-import { beat, startHeartbeat } from './boot-heartbeat.mjs'
-import { clearStatusSlot, createStatusSlots, slotWhere } from './status-layout.mjs'
-import { sourceLocations } from './source-locations.mjs'
+import { beat, reportUncaught, startHeartbeat } from './boot-heartbeat.mjs'
+import { clearStatusSlot, createStatusSlots } from './status-layout.mjs'
 import { hostLoop } from './spare-host.mjs'
 
 const HEARTBEAT_FD = 4
@@ -47,22 +46,7 @@ function die() {
 
 // A spare lives as long as its launcher wants it: it is killed when not needed.
 process.on('disconnect', die)
-process.on('uncaughtException', (e) => {
-  beat(HEARTBEAT_FD, status, seq, Atomics.load(current, 0))
-  const rank = Atomics.load(current, 0)
-  const err = e instanceof Error ? e : new Error(String(e)) // a thrown non-Error, as an Error to report its message
-  const message = {
-    type: 'error',
-    rank,
-    ...(rank < 0 ? { skeleton: -1, step: -1, phase: 'start' } : slotWhere(status, rank)),
-    name: err.name,
-    code: undefined,
-    message: `uncaught ${err.message}`,
-    stack: sourceLocations(err.stack),
-  }
-  if (process.connected) process.send(message, () => process.exit(1))
-  else process.exit(1)
-})
+process.on('uncaughtException', (e) => reportUncaught(e, { fd: HEARTBEAT_FD, status, seq, rank: Atomics.load(current, 0) }))
 
 // IPC sends are asynchronous: count them so a rank's last messages leave before 'host-idle'.
 let unsent = 0
