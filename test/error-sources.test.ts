@@ -34,10 +34,8 @@ function linesMatching(re: RegExp): Array<{ at: string; line: string; above: str
 const PLAIN_ERRORS: Record<string, string> = {
   // An fs-shaped error (errno code EIO) that its caller wraps in a CheckpointError like any other write failure.
   'checkpoint/store/durable.ts': "new Error('write made no progress')",
-  // A thrown non-Error value made an Error, to report its message from a rank process.
-  'runtime/boot/process-boot.mjs': 'new Error(String(e))',
-  // The same, in a warm spare process.
-  'runtime/boot/spare-boot.mjs': 'new Error(String(e))',
+  // A thrown non-Error value made an Error, to report its message from a rank or warm spare process (reportUncaught).
+  'runtime/boot/boot-heartbeat.mjs': 'new Error(String(e))',
   // parsePolicy's validators' reason, caught and rethrown as a ConfigError with the input and the accepted forms.
   'checkpoint/policy/policy.ts': 'class Invalid extends Error',
   // The memory level's I/O thread reports a file-system error as data; it is rebuilt fs-shaped (its code kept) and wrapped in a CheckpointError by the store.
