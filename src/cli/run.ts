@@ -10,6 +10,7 @@ import { TRANSPORTS } from '../runtime/group.js'
 import { checkDirTemplate, detectLauncher } from '../runtime/cluster-env.js'
 import { parseInjection, type Injection, type RandomInjection } from '../runtime/inject.js'
 import { describe } from '../runtime/launch/launcher.js'
+import { MIN_HEARTBEAT_MS, RUN_DEFAULTS } from '../runtime/launch/run-options.js'
 import { Supervisor, type GroupStarterOption } from '../runtime/launch/supervisor.js'
 import { option, type OptionSpecs, type OptionValues } from '../skeletons/options.js'
 import { HELP_OPTION, parseProgramCommand } from './args.js'
@@ -30,7 +31,7 @@ const EVENT_LINES = ['warning:', '--resume-or-start:']
 /** The options of `molotof run` (the program's own options follow the program file). */
 export const RUN_OPTIONS = {
   ranks: option.int(2, 'number of ranks (SPMD copies of the program)', { min: 1 }),
-  transport: option.choice(TRANSPORTS, 'threads', 'worker threads of one process, one child process per rank (Unix sockets), or processes over TCP (always under a cluster launcher)'),
+  transport: option.choice(TRANSPORTS, RUN_DEFAULTS.transport, 'worker threads of one process, one child process per rank (Unix sockets), or processes over TCP (always under a cluster launcher)'),
   checkpoint: option.string('off', 'checkpoint policy: off, every:<steps>, <seconds>s, mtbf:<duration>, request'),
   checkpointDir: option.string(undefined, 'checkpoint directory (default: .molotof/<program file name>)'),
   keep: option.int(2, 'complete checkpoints kept', { min: 1 }),
@@ -41,11 +42,11 @@ export const RUN_OPTIONS = {
   resumeOrStart: option.boolean(false, 'resume when there is a checkpoint of the run to resume, else start afresh (saying which it did)'),
   fresh: option.boolean(false, 'discard the checkpoints of an earlier, unfinished run found in the checkpoint directory, then start afresh'),
   allowCodeChange: option.boolean(false, "with --resume: resume even though the program's code changed since the checkpoint (a warning instead of a refusal)"),
-  restarts: option.int(3, 'automatic restarts after failures (the restart budget)', { min: 0 }),
-  spares: option.int(0, "warm spares: rank processes (threads) started ahead with the program loaded; a failed rank is replaced by one (an idle spare process holds a rank's large buffers, touched ahead)", { min: 0 }),
-  keepSurvivors: option.boolean(true, 'with --spares: survivors of a failure run the program again in their own process (--no-keep-survivors: replaced by spares too)'),
-  heartbeat: option.int(200, 'heartbeat period of rank processes, ms', { min: 10 }),
-  hangTimeout: option.int(undefined, 'a rank process silent this long (ms) is hung (default: max(2000, 10 × heartbeat))', { min: 1 }),
+  restarts: option.int(RUN_DEFAULTS.restarts, 'automatic restarts after failures (the restart budget)', { min: 0 }),
+  spares: option.int(RUN_DEFAULTS.spares, "warm spares: rank processes (threads) started ahead with the program loaded; a failed rank is replaced by one (an idle spare process holds a rank's large buffers, touched ahead)", { min: 0 }),
+  keepSurvivors: option.boolean(RUN_DEFAULTS.keepSurvivors, 'with --spares: survivors of a failure run the program again in their own process (--no-keep-survivors: replaced by spares too)'),
+  heartbeat: option.int(RUN_DEFAULTS.heartbeatMs, 'heartbeat period of rank processes, ms', { min: MIN_HEARTBEAT_MS }),
+  hangTimeout: option.int(undefined, `a rank process silent this long (ms) is hung (default: max(${RUN_DEFAULTS.hangTimeoutFloorMs}, ${RUN_DEFAULTS.hangTimeoutBeats} × heartbeat))`, { min: 1 }),
   inject: option.string(undefined, 'inject failures: rank=R,step=S[,phase=calculate|route|checkpoint] or random[:seed][,count=K]; several separated by ;'),
   timeLimit: option.string(undefined, 'checkpoint and stop before this wall time (e.g. 2h, 30m), leaving room for one checkpoint'),
   events: option.string(undefined, 'write every event (start, checkpoint, failure, recovery, finish) as JSON lines to this file'),

@@ -8,14 +8,14 @@ import { ConfigError, PreemptedError, ProgramLoadError, RunStoppedError } from '
 import { findUp } from '../../util/find-up.js'
 import { runAttempt, type AttemptCallbacks } from './attempt.js'
 import { compileProgram } from '../compiled-program.js'
-import { TRANSPORTS, type RankGroupSpec, type RunningRanks, type StartRankGroup, type Transport } from '../group.js'
+import type { RankGroupSpec, RunningRanks, StartRankGroup, Transport } from '../group.js'
 import type { Injection, RandomInjection } from '../inject.js'
 import { startTcpGroup } from '../cluster/node-group.js'
 import { startProcessGroup } from '../groups/process-group.js'
 import type { RankToLauncher } from '../protocol.js'
-import { assertHangTimeout, assertRanksFit } from '../groups/limits.js'
 import { createStatusBuffer } from '../status.js'
 import { startThreadGroup } from '../groups/thread-group.js'
+import { resolveRunOptions, type RunSettings } from './run-options.js'
 
 /** Options of `launch` (one run, no restarts) and, extended, of `Supervisor`. */
 export interface LaunchOptions {
@@ -80,26 +80,16 @@ export interface ResumeListenerOption {
 /**
  * Validate launch options and build the spec every rank of an attempt starts
  * from; `injectFired` are the injection points that fired in an earlier
- * attempt (the supervisor's; left out).
+ * attempt (the supervisor's; left out). `settings`: the options resolved
+ * (see run-options.ts), when the caller already has them.
  */
-export function groupSpec(programFile: string, opts: LaunchOptions, injectFired?: Injection[]): RankGroupSpec {
-  const { ranks } = opts
-  if (!Number.isInteger(ranks) || ranks < 1) throw new ConfigError(`the rank count must be a positive integer (got ${ranks})`)
-  const transport = opts.transport ?? 'threads'
-  if (!TRANSPORTS.includes(transport)) throw new ConfigError(`unknown transport "${String(transport)}" (available: ${TRANSPORTS.join(', ')})`)
-  const heartbeatMs = opts.heartbeatMs ?? 200
-  if (!(heartbeatMs >= 10)) throw new ConfigError(`the heartbeat period must be at least 10 ms (got ${heartbeatMs})`)
-  assertHangTimeout(heartbeatMs, opts.hangTimeoutMs)
-  assertRanksFit(ranks, transport)
+export function groupSpec(programFile: string, opts: LaunchOptions, injectFired?: Injection[], settings: RunSettings = resolveRunOptions(opts)): RankGroupSpec {
+  const { ranks, transport, heartbeatMs } = settings
   const file = checkProgramFile(programFile)
   for (const i of opts.inject ?? []) {
     if (i.rank >= ranks) throw new ConfigError(`--inject rank=${i.rank}: there are only ${ranks} ranks (0..${ranks - 1})`)
   }
   return { programFile: file, tsconfig: findTsconfig(file), size: ranks, argv: [...(opts.argv ?? [])], ft: opts.checkpoint && frozenConfig(opts.checkpoint), inject: opts.inject ?? [], injectRandom: opts.injectRandom, injectFired, heartbeatMs, transport }
-}
-
-export function hangTimeoutOf(opts: LaunchOptions): number {
-  return opts.hangTimeoutMs ?? Math.max(2000, 10 * (opts.heartbeatMs ?? 200))
 }
 
 /**
@@ -113,7 +103,8 @@ export function hangTimeoutOf(opts: LaunchOptions): number {
  * ```
  */
 export async function launch<R = unknown>(programFile: string, opts: LaunchOptions): Promise<RunResult<R>> {
-  const spec = groupSpec(programFile, opts)
+  const settings = resolveRunOptions(opts)
+  const spec = groupSpec(programFile, opts, undefined, settings)
   const started = performance.now()
   spec.compiled = (await compileProgram(spec.programFile, spec.tsconfig)).compiled
   const callbacks: AttemptCallbacks = {
@@ -125,7 +116,7 @@ export async function launch<R = unknown>(programFile: string, opts: LaunchOptio
     },
     onStarted: opts.onGroup,
   }
-  const outcome = await runAttempt(GROUP_STARTERS[spec.transport ?? 'threads'], spec, { ...callbacks, hangTimeoutMs: hangTimeoutOf(opts) })
+  const outcome = await runAttempt(GROUP_STARTERS[settings.transport], spec, { ...callbacks, hangTimeoutMs: settings.hangTimeoutMs })
   switch (outcome.kind) {
     case 'done':
       return { value: outcome.values[0] as R, values: outcome.values as R[], text: outcome.text, ranks: spec.size, wallMs: performance.now() - started }

@@ -6,10 +6,11 @@ import { expandDir, matchingDirectories } from '../cluster-env.js'
 import { compileProgram } from '../compiled-program.js'
 import { partnerDirOf } from '../../checkpoint/store/partner.js'
 import type { RankGroup, StartRankGroup } from '../group.js'
-import { GROUP_STARTERS, groupSpec, hangTimeoutOf, type LaunchOptions, type ResumeListenerOption, type RunResult } from './launcher.js'
+import { GROUP_STARTERS, groupSpec, type LaunchOptions, type ResumeListenerOption, type RunResult } from './launcher.js'
 import type { ResumedFigures } from '../../checkpoint/events.js'
 import type { Injection } from '../inject.js'
-import { checkSpareCount, SparePool, type RanksOrigin } from '../groups/spares.js'
+import { SparePool, type RanksOrigin } from '../groups/spares.js'
+import { resolveRunOptions, type RunSettings } from './run-options.js'
 
 /** Every event of a supervised run, as written to `--events` (JSON lines). */
 export type SupervisorEvent =
@@ -131,6 +132,7 @@ export class Supervisor<R = unknown> {
   private attempt = 0
   private readonly t0 = performance.now()
   private readonly ft: FaultToleranceConfig
+  private readonly settings: RunSettings
   private lastCheckpointMs = 0
   /** Failure points already seen: injections there do not fire again. */
   private readonly fired: Injection[] = []
@@ -144,13 +146,11 @@ export class Supervisor<R = unknown> {
     private readonly programFile: string,
     private readonly opts: SuperviseOptions,
   ) {
-    const restarts = opts.restarts ?? 3
-    if (!Number.isInteger(restarts) || restarts < 0) throw new ConfigError(`the restart budget must be a non-negative integer (got ${restarts})`)
-    if (opts.timeLimitMs !== undefined && !(opts.timeLimitMs > 0)) throw new ConfigError(`the time limit must be positive (got ${opts.timeLimitMs} ms)`)
+    // Every default applied and every setting checked once, before the first rank starts.
+    this.settings = resolveRunOptions(opts)
     if (!opts.checkpoint) throw new ConfigError('a supervised run needs a checkpoint configuration (directory and policy)')
     this.ft = frozenConfig(opts.checkpoint)
-    const spec = groupSpec(programFile, opts) // validate everything before the first rank starts
-    checkSpareCount(opts.spares ?? 0, spec.size)
+    groupSpec(programFile, opts, undefined, this.settings) // the program file and the injections
   }
 
   /** Ask the ranks to checkpoint at the next checkpoint point they agree on (their next vote) and stop. A second call stops at once. */
@@ -197,7 +197,7 @@ export class Supervisor<R = unknown> {
 
   /** Runs the program to its end, restarting after failures; rejects when the restart budget is spent or the run fails otherwise. */
   async run(): Promise<SuperviseResult<R>> {
-    const budget = this.opts.restarts ?? 3
+    const budget = this.settings.restarts
     const failures: FailureRecord[] = []
     let stoppedStarts = 0
     // The directory's lock, the run's lineage and the refusals that need no rank (see run-directory.ts).
@@ -215,22 +215,22 @@ export class Supervisor<R = unknown> {
     for (const note of dir.notes) this.opts.onLog?.(0, `note: ${note}`)
     const timer = this.startTimeLimit()
     // Once per run: every attempt and every spare loads the same compiled program (and so the same code).
-    const first = groupSpec(this.programFile, this.opts)
+    const first = groupSpec(this.programFile, this.opts, undefined, this.settings)
     const { compiled, why: loadedFromSources, note } = await compileProgram(first.programFile, first.tsconfig)
     if (note) this.opts.onLog?.(0, `note: each rank compiles the program itself (${loadedFromSources}), about 0.25 s more per rank start`)
-    const spares = this.opts.spares ?? 0
+    const spares = this.settings.spares
     if (spares > 0) {
       this.pool = new SparePool({
         programFile: first.programFile,
         tsconfig: first.tsconfig,
         compiled,
         size: first.size,
-        transport: first.transport ?? 'threads',
+        transport: this.settings.transport,
         heartbeatMs: first.heartbeatMs,
         spares,
         // A survivor's background checkpoint writes (memory level, flush, copies) end before it reports idle
         // (see runSession): it is kept with every level.
-        keepSurvivors: this.opts.keepSurvivors ?? true,
+        keepSurvivors: this.settings.keepSurvivors,
       })
     }
     try {
@@ -251,10 +251,10 @@ export class Supervisor<R = unknown> {
             ...(dir.lineageUnknown ? { adoptLineage: true } : {}),
           },
           // Each injected failure fires once per run (this.fired: left out), so a restarted run completes.
-        }, this.fired)
+        }, this.fired, this.settings)
         spec.compiled = compiled
         const stopping = stoppedStarts > 0 ? { stopping: true } : {}
-        this.emit({ event: 'start', attempt: this.attempt, ranks: spec.size, transport: spec.transport ?? 'threads', resume, ...(compiled ? { compiled: compiled.file } : { loadedFromSources }), ...stopping })
+        this.emit({ event: 'start', attempt: this.attempt, ranks: spec.size, transport: this.settings.transport, resume, ...(compiled ? { compiled: compiled.file } : { loadedFromSources }), ...stopping })
         const outcome = await this.runOne(spec)
         const attempt = this.attempt
         switch (outcome.kind) {
@@ -325,9 +325,9 @@ export class Supervisor<R = unknown> {
     let resumed: { at: number; r: ResumedFigures; origin: RanksOrigin } | undefined
     // A cluster run's group spans the nodes (see cluster.ts); otherwise the spare pool's, or one started per attempt.
     const startGroup = (this.opts as SuperviseOptions & GroupStarterOption).startGroup
-    const start = startGroup ?? this.pool?.start ?? GROUP_STARTERS[spec.transport ?? 'threads']
+    const start = startGroup ?? this.pool?.start ?? GROUP_STARTERS[this.settings.transport]
     return runAttempt(start, spec, {
-      hangTimeoutMs: hangTimeoutOf(this.opts),
+      hangTimeoutMs: this.settings.hangTimeoutMs,
       onLog: (rank, text, once) => {
         if (once !== undefined) {
           if (this.saidOnce.has(once)) return
@@ -392,7 +392,7 @@ export class Supervisor<R = unknown> {
 
   /** Preempt before the time limit, leaving room for one checkpoint at its measured cost. */
   private startTimeLimit(): NodeJS.Timeout | undefined {
-    const limit = this.opts.timeLimitMs
+    const limit = this.settings.timeLimitMs
     if (limit === undefined) return undefined
     const t = setInterval(() => {
       const reserve = Math.max(1000, 2 * this.lastCheckpointMs)

@@ -3,7 +3,7 @@ import { createConnection, type Server, type Socket } from 'node:net'
 import { ConfigError } from '../../errors.js'
 import type { Communicator } from '../../routing/communicator.js'
 import { HELLO } from './frames.js'
-import { StreamCommunicator } from './stream-communicator.js'
+import { STREAM_DEFAULTS, StreamCommunicator } from './stream-communicator.js'
 
 // The wire format (16-byte frame header, HELLO/DATA/BYE) is in frames.ts, shared with the TCP transport;
 // mailbox, sends, receives, lost peers and the rendezvous are StreamCommunicator's (stream-communicator.ts).
@@ -40,8 +40,8 @@ export async function connectSocketCommunicator(
   if (!Number.isInteger(size) || size < 1) throw new ConfigError(`sockets: bad group size ${size}`)
   if (!Number.isInteger(rank) || rank < 0 || rank >= size) throw new ConfigError(`sockets: rank ${rank} is outside 0..${size - 1}`)
   if (endpoints.length !== size) throw new ConfigError(`sockets: ${endpoints.length} endpoints for ${size} ranks`)
-  const comm = new SocketCommunicator(rank, size, endpoints, options.lostPeerGraceMs ?? 1000)
-  await comm.rendezvous(options.timeoutMs ?? 30_000)
+  const comm = new SocketCommunicator(rank, size, endpoints, options.lostPeerGraceMs ?? STREAM_DEFAULTS.lostPeerGraceMs)
+  await comm.rendezvous(options.timeoutMs ?? STREAM_DEFAULTS.rendezvousTimeoutMs)
   return comm
 }
 

@@ -8,6 +8,20 @@ import { Mailbox } from './mailbox.js'
 import { MessagePool } from './message-pool.js'
 
 /**
+ * The timings of both stream transports (Unix sockets and TCP), in one
+ * place: how long the rendezvous waits for every peer, how long a dropped
+ * connection waits before failing what involves it (the launcher sees the
+ * dead rank first and blames it), and the backoff of a dial to a peer not
+ * listening yet (doubling from the first delay up to the longest).
+ */
+export const STREAM_DEFAULTS = Object.freeze({
+  rendezvousTimeoutMs: 30_000,
+  lostPeerGraceMs: 1000,
+  dialFirstDelayMs: 5,
+  dialLongestDelayMs: 100,
+})
+
+/**
  * A transport over byte streams, one per pair of ranks: the Unix-socket
  * transport (`SocketCommunicator`, sockets.ts) and the TCP transport
  * (`TcpCommunicator`, tcp.ts) are this class plus how they listen, dial and
@@ -197,7 +211,7 @@ export abstract class StreamCommunicator extends PointToPointCommunicator {
 
   /** Connect to a lower rank, retrying while it is not listening yet. */
   private async dial(peer: number): Promise<void> {
-    for (let delay = 5; !this.stopDialing; delay = Math.min(100, delay * 2)) {
+    for (let delay: number = STREAM_DEFAULTS.dialFirstDelayMs; !this.stopDialing; delay = Math.min(STREAM_DEFAULTS.dialLongestDelayMs, delay * 2)) {
       const socket = await new Promise<Socket | undefined>((resolve, reject) => {
         const s = this.connect(peer)
         s.once('connect', () => resolve(s))

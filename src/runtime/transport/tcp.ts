@@ -2,7 +2,7 @@ import { createConnection, type Server, type Socket } from 'node:net'
 import { CommunicationError, ConfigError } from '../../errors.js'
 import type { Communicator } from '../../routing/communicator.js'
 import { HELLO } from './frames.js'
-import { StreamCommunicator } from './stream-communicator.js'
+import { STREAM_DEFAULTS, StreamCommunicator } from './stream-communicator.js'
 
 /** Where a rank listens. */
 export interface TcpEndpoint {
@@ -48,8 +48,8 @@ export async function connectTcpCommunicator(rank: number, size: number, options
   if (!Number.isInteger(options.generation) || options.generation < 0 || options.generation > 0xffffffff) {
     throw new ConfigError(`tcp: bad generation ${options.generation}`)
   }
-  const comm = new TcpCommunicator(rank, size, options, options.lostPeerGraceMs ?? 1000)
-  await comm.rendezvous(options.timeoutMs ?? 30_000)
+  const comm = new TcpCommunicator(rank, size, options, options.lostPeerGraceMs ?? STREAM_DEFAULTS.lostPeerGraceMs)
+  await comm.rendezvous(options.timeoutMs ?? STREAM_DEFAULTS.rendezvousTimeoutMs)
   return comm
 }
 
