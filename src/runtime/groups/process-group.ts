@@ -1,5 +1,6 @@
 import { join } from 'node:path'
 import type { RankGroup, RankGroupEvents, RankGroupSpec, StartRankGroup } from '../group.js'
+import { atLauncherExit } from './launcher-exit.js'
 import { startRankHost, type RankHost } from './rank-host.js'
 import { createSocketDirectory, removeSocketDirectory } from './socket-dir.js'
 import type { RankToLauncher } from '../protocol.js'
@@ -19,7 +20,7 @@ import type { RankToLauncher } from '../protocol.js'
  */
 export const startProcessGroup: StartRankGroup = (spec, on) => {
   const dir = createSocketDirectory(spec.size)
-  track(dir)
+  const forgetDir = atLauncherExit(() => removeSocketDirectory(dir))
   const endpoints = Array.from({ length: spec.size }, (_, r) => join(dir, `${r}.sock`))
   const ranks = Array.from({ length: spec.size }, (_, rank) => startRank(spec, rank, endpoints, on))
   let terminating: Promise<void> | undefined
@@ -36,7 +37,7 @@ export const startProcessGroup: StartRankGroup = (spec, on) => {
         for (const r of ranks) r.kill()
         await Promise.all(ranks.map((r) => r.exited))
         removeSocketDirectory(dir)
-        liveDirs.delete(dir)
+        forgetDir()
       })()
       return terminating
     },
@@ -59,20 +60,5 @@ export function startRank(spec: RankGroupSpec, rank: number, endpoints: string[]
     message: (m) => on.message(m),
     startFailed: (e) => on.message({ type: 'load-error', rank, message: `cannot start the process of rank ${rank}: ${e.message}` }),
     exit: (how) => on.exit(rank, how),
-  })
-}
-
-// A group's socket directories must not outlive the launcher (its rank
-// processes are killed by rank-host.ts; those of a launcher killed outright
-// are removed by the next run's sweep).
-const liveDirs = new Set<string>()
-let hooked = false
-
-function track(dir: string): void {
-  liveDirs.add(dir)
-  if (hooked) return
-  hooked = true
-  process.on('exit', () => {
-    for (const d of liveDirs) removeSocketDirectory(d)
   })
 }

@@ -4,6 +4,7 @@ import { serialize } from 'node:v8'
 import { bootPath } from '../boot-files.js'
 import type { RankExit } from '../group.js'
 import { HeartbeatMonitor } from './heartbeat.js'
+import { atLauncherExit } from './launcher-exit.js'
 
 /** fd of the heartbeat pipe in a rank process (0–2 inherited, 3 IPC); process-host.mjs writes it. */
 const HEARTBEAT_FD = 4
@@ -46,7 +47,8 @@ export interface RankHost {
 /**
  * Start a rank process from boot file `boot` with `init` (v8-serialized on its
  * command line), read its heartbeat pipe, forward its IPC messages, and report
- * its exit once. The process is killed if the launcher exits first.
+ * its exit once. The process is killed if the launcher exits first
+ * (launcher-exit.ts).
  *
  * ```ts
  * const host = startRankHost('process-boot.mjs', init, { message, startFailed, exit })
@@ -72,7 +74,7 @@ export function startRankHost<M>(boot: RankHostBoot, init: Record<string, unknow
       if (host.alive) child.kill(signal)
     },
   }
-  trackChild(child)
+  const forget = atLauncherExit(() => child.kill('SIGKILL'))
 
   let reported = false
   const report = (how: RankExit) => {
@@ -87,13 +89,13 @@ export function startRankHost<M>(boot: RankHostBoot, init: Record<string, unknow
   child.on('error', (e) => {
     if (child.pid !== undefined) return // a failed send to a dying child; its exit is reported
     host.alive = false
-    liveChildren.delete(child)
+    forget()
     markExited()
     on.startFailed(e, report)
   })
   child.on('exit', (code, signal) => {
     host.alive = false
-    liveChildren.delete(child)
+    forget()
     markExited()
     on.exited?.()
     // 'close' comes once the last IPC message and heartbeat are read, so the
@@ -103,19 +105,4 @@ export function startRankHost<M>(boot: RankHostBoot, init: Record<string, unknow
   })
   child.on('close', (code: number | null, signal: NodeJS.Signals | null) => report({ code, signal }))
   return host
-}
-
-// Rank processes must never outlive the launcher: kill whatever is left when
-// it exits (a launcher killed outright is noticed by the processes themselves:
-// their IPC channel closes, see boot/process-host.mjs).
-const liveChildren = new Set<ChildProcess>()
-let hooked = false
-
-function trackChild(child: ChildProcess): void {
-  liveChildren.add(child)
-  if (hooked) return
-  hooked = true
-  process.on('exit', () => {
-    for (const c of liveChildren) c.kill('SIGKILL')
-  })
 }
