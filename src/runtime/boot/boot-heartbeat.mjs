@@ -1,5 +1,5 @@
-// The heartbeat of a rank process, shared by the boot files of one-shot rank
-// processes (process-boot.mjs) and of warm spare processes (spare-boot.mjs).
+// The heartbeat of a rank process, started by process-host.mjs for one-shot
+// rank processes (process-boot.mjs) and warm spare processes (spare-boot.mjs).
 // Plain JavaScript on purpose: it runs before tsx is loaded.
 //
 // A heartbeat record (layout in status-layout.mjs) carries a rank's status slot.

@@ -10,53 +10,22 @@
 // The heartbeat thread beats from the start, idle or not: the launcher's hang
 // clock of a rank assigned to this process runs from the assignment. It
 // reports the status slot of the rank running now (none while idle).
+//
+// The setup it shares with one-shot rank processes is process-host.mjs.
 import { deserialize } from 'node:v8'
-import { beat, reportUncaught, startHeartbeat } from './boot-heartbeat.mjs'
-import { clearStatusSlot, createStatusSlots } from './status-layout.mjs'
+import { startProcessHost } from './process-host.mjs'
+import { clearStatusSlot } from './status-layout.mjs'
 import { hostLoop } from './spare-host.mjs'
-
-const HEARTBEAT_FD = 4
 
 const { programFile, tsconfig, compiled, size, heartbeatMs, id } = deserialize(Buffer.from(process.argv[2] ?? '', 'base64'))
 
-// Status slots (status-layout.mjs) and the rank running now (-1: idle).
-const status = createStatusSlots(size)
-const seq = new Int32Array(new SharedArrayBuffer(4))
+// The rank running now (-1: idle): a stop signal is forwarded for it, an idle spare has nothing to stop.
 const current = new Int32Array(new SharedArrayBuffer(4))
 current[0] = -1
-
-// SIGINT and SIGTERM (a terminal's Ctrl-C, a scheduler: they reach the whole process group) do not kill a
-// spare: a running rank forwards them to the launcher, whose supervisor stops the run gracefully; an idle
-// spare has nothing to stop (its launcher got the same signal).
-for (const signal of ['SIGINT', 'SIGTERM']) {
-  process.on(signal, () => {
-    const rank = Atomics.load(current, 0)
-    if (rank >= 0 && process.connected) process.send({ type: 'signal', rank, signal }, () => {})
-  })
-}
-
-startHeartbeat({ fd: HEARTBEAT_FD, status, seq, periodMs: heartbeatMs, current, label: `spare ${id}` })
-
-/** Tell the launcher where we are, then die at once (failure injection, lost launcher). */
-function die() {
-  beat(HEARTBEAT_FD, status, seq, Atomics.load(current, 0))
-  process.kill(process.pid, 'SIGKILL')
-  process.exit(137) // not reached: SIGKILL is not deferred
-}
+const { status, die, post, flushed } = startProcessHost({ size, heartbeatMs, current, label: `spare ${id}` })
 
 // A spare lives as long as its launcher wants it: it is killed when not needed.
 process.on('disconnect', die)
-process.on('uncaughtException', (e) => reportUncaught(e, { fd: HEARTBEAT_FD, status, seq, rank: Atomics.load(current, 0) }))
-
-// IPC sends are asynchronous: count them so a rank's last messages leave before 'host-idle'.
-let unsent = 0
-let drained = () => {}
-const post = (m) => {
-  unsent++
-  process.send(m, () => {
-    if (--unsent === 0) drained()
-  })
-}
 
 await hostLoop({
   programFile,
@@ -70,7 +39,7 @@ await hostLoop({
     if (rank >= 0) clearStatusSlot(status, rank)
     Atomics.store(current, 0, rank)
   },
-  flushed: () => (unsent === 0 ? Promise.resolve() : new Promise((resolve) => (drained = resolve))),
+  flushed,
   initFor: (init, control) => ({
     ...init,
     mode: 'run',

@@ -62,17 +62,11 @@ export function startNodeRanks(spec: RankGroupSpec, opts: NodeRanksOptions, on: 
     where: (rank) => of(rank).heartbeat.where,
     lastHeartbeat: (rank) => of(rank).heartbeat.lastAt,
     pid: (rank) => (of(rank).alive ? of(rank).child.pid : undefined),
-    send: (rank, m) => {
-      const { child } = of(rank)
-      if (child.connected) child.send(m, () => {}) // a dying child reports its exit on its own
-    },
-    kill: (rank, signal = 'SIGKILL') => {
-      const r = of(rank)
-      if (r.alive) r.child.kill(signal)
-    },
+    send: (rank, m) => of(rank).send(m),
+    kill: (rank, signal) => of(rank).kill(signal),
     terminate: () => {
       terminating ??= (async () => {
-        for (const r of procs.values()) if (r.alive) r.child.kill('SIGKILL')
+        for (const r of procs.values()) r.kill()
         await Promise.all([...procs.values()].map((r) => r.exited))
       })()
       return terminating

@@ -1,13 +1,11 @@
-import { spawn, type ChildProcess } from 'node:child_process'
 import { join } from 'node:path'
-import type { Readable } from 'node:stream'
-import { serialize } from 'node:v8'
 import { Worker, type MessagePort } from 'node:worker_threads'
-import { bootPath, bootUrl } from '../boot-files.js'
+import { bootUrl } from '../boot-files.js'
 import { ConfigError, InternalError } from '../../errors.js'
 import type { CompiledProgram } from '../compiled-program.js'
 import type { RankExit, RankGroup, RankGroupEvents, RankGroupSpec, RankWhere, StartRankGroup, Transport } from '../group.js'
-import { HeartbeatMonitor } from './heartbeat.js'
+import type { HeartbeatMonitor } from './heartbeat.js'
+import { startRankHost } from './rank-host.js'
 import { createSocketDirectory, removeSocketDirectory } from './socket-dir.js'
 import type { LauncherToRank, RankToLauncher } from '../protocol.js'
 import { createStatusBuffer, readStatus } from '../status.js'
@@ -15,12 +13,7 @@ import { threadRankInit, wire } from './thread-group.js'
 import { channelHeaders } from '../transport/threads.js'
 import { warmSizes } from '../rank/warm-memory.js'
 
-const PROCESS_BOOT = bootPath('spare-boot.mjs')
 const THREAD_BOOT = bootUrl('spare-thread-boot.mjs')
-/** fd of the heartbeat pipe in a spare process (0–2 inherited, 3 IPC). */
-const HEARTBEAT_FD = 4
-/** After a process exits, wait at most this long for its pipes to drain before reporting the exit. */
-const DRAIN_MS = 200
 /** New spares start at an attempt's first progress, or this long after it started (a program without skeletons). */
 const REFILL_AFTER_MS = 5000
 
@@ -334,50 +327,32 @@ export class SparePool {
 
   private spawnProcess(id: number): Host {
     const { programFile, tsconfig, compiled, size, heartbeatMs } = this.o
-    const child: ChildProcess = spawn(process.execPath, [PROCESS_BOOT, serialize({ programFile, tsconfig, compiled, size, heartbeatMs, id }).toString('base64')], {
-      stdio: ['inherit', 'inherit', 'inherit', 'ipc', 'pipe'],
-      serialization: 'advanced',
+    const { h, markExited } = newHost(id, (h) => {
+      const proc = startRankHost<HostMessage>('spare-boot.mjs', { programFile, tsconfig, compiled, size, heartbeatMs, id }, {
+        message: (m) => this.onMessage(h, m),
+        startFailed: (e, reportExit) => {
+          const a = h.assigned
+          if (a && !a.group.stopping) a.group.on.message({ type: 'load-error', rank: a.rank, message: `cannot start a rank process: ${e.message}` })
+          reportExit({ code: null, signal: null })
+        },
+        exited: () => {
+          h.alive = false
+        },
+        exit: (how) => {
+          this.onExit(h, how)
+          markExited()
+        },
+      })
+      return {
+        heartbeat: proc.heartbeat,
+        pid: proc.child.pid,
+        assign: (init) => proc.send({ type: 'assign', init }),
+        send: (m) => proc.send(m),
+        kill: (signal = 'SIGKILL') => {
+          if (h.alive) proc.child.kill(signal)
+        },
+      }
     })
-    liveChildren.add(child)
-    hookExit()
-    const { h, markExited } = newHost(id, (h) => ({
-      heartbeat: new HeartbeatMonitor(performance.now()),
-      pid: child.pid,
-      assign: (init) => send({ type: 'assign', init }),
-      send: (m) => send(m),
-      kill: (signal = 'SIGKILL') => {
-        if (h.alive) child.kill(signal)
-      },
-    }))
-    function send(m: unknown) {
-      // A dying child may refuse: its exit is reported on its own.
-      if (child.connected) child.send(m as Parameters<ChildProcess['send']>[0], () => {})
-    }
-    const pipe = child.stdio[HEARTBEAT_FD] as Readable
-    pipe.on('data', (chunk: Buffer) => h.heartbeat!.push(chunk))
-    pipe.on('error', () => {})
-    child.on('message', (m: HostMessage) => this.onMessage(h, m))
-    let reported = false
-    const report = (how: RankExit) => {
-      if (reported) return
-      reported = true
-      this.onExit(h, how)
-      markExited()
-    }
-    child.on('error', (e) => {
-      if (child.pid !== undefined) return // a failed send to a dying child; its exit is reported
-      liveChildren.delete(child)
-      const a = h.assigned
-      if (a && !a.group.stopping) a.group.on.message({ type: 'load-error', rank: a.rank, message: `cannot start a rank process: ${e.message}` })
-      report({ code: null, signal: null })
-    })
-    child.on('exit', (code, signal) => {
-      h.alive = false
-      liveChildren.delete(child)
-      // 'close' comes once the last message and heartbeat are read (see process-group.ts).
-      setTimeout(() => report({ code, signal }), DRAIN_MS).unref()
-    })
-    child.on('close', (code: number | null, signal: NodeJS.Signals | null) => report({ code, signal }))
     return h
   }
 
@@ -430,16 +405,4 @@ export function checkSpareCount(spares: number, ranks: number): void {
   if (spares > ranks) {
     throw new ConfigError(`--spares ${spares} is more than the ${ranks} rank(s): a failure replaces at most every rank, so at most ${ranks} spare(s) can ever be used`)
   }
-}
-
-// Spare processes must never outlive the launcher (a launcher killed outright
-// is noticed by the spares themselves: their IPC channel closes).
-const liveChildren = new Set<ChildProcess>()
-let hooked = false
-function hookExit(): void {
-  if (hooked) return
-  hooked = true
-  process.on('exit', () => {
-    for (const c of liveChildren) c.kill('SIGKILL')
-  })
 }

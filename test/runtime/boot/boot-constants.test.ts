@@ -47,9 +47,9 @@ describe('boot files and the TypeScript side share one status layout', () => {
   })
 })
 
-// The boot files themselves use the shared heartbeat and status layout, not copies of them.
-describe.each(['process-boot.mjs', 'spare-boot.mjs'])('%s', (file) => {
-  const text = readFileSync(new URL(`../../../src/runtime/boot/${file}`, import.meta.url), 'utf8')
+// The setup shared by rank and spare processes uses the shared heartbeat and status layout, not copies of them.
+describe('process-host.mjs', () => {
+  const text = readFileSync(new URL('../../../src/runtime/boot/process-host.mjs', import.meta.url), 'utf8')
 
   it('starts the shared heartbeat thread', () => {
     expect(text).toContain("from './boot-heartbeat.mjs'")
@@ -62,6 +62,22 @@ describe.each(['process-boot.mjs', 'spare-boot.mjs'])('%s', (file) => {
     expect(text).not.toContain('new SharedArrayBuffer(size')
     expect(text).not.toMatch(/\* 4\b|\* 16\b/) // slot arithmetic of its own
     expect(text).not.toContain("'calculate'") // a phase list of its own
+  })
+})
+
+// Rank and spare processes start from that one setup: no heartbeat, signal or status setup of their own.
+describe.each(['process-boot.mjs', 'spare-boot.mjs'])('%s', (file) => {
+  const text = readFileSync(new URL(`../../../src/runtime/boot/${file}`, import.meta.url), 'utf8')
+
+  it('sets itself up through process-host.mjs', () => {
+    expect(text).toContain("from './process-host.mjs'")
+    expect(text).toContain('startProcessHost(')
+    expect(text).not.toContain('startHeartbeat(')
+    expect(text).not.toContain("process.on(signal")
+    expect(text).not.toContain("'uncaughtException'")
+    expect(text).not.toContain('createStatusSlots(')
+    expect(text).not.toMatch(/\* 4\b|\* 16\b/)
+    expect(text).not.toContain("'calculate'")
   })
 })
 
