@@ -10,11 +10,18 @@ const outDir = process.env.MOLOTOF_BUILD_DIR ?? 'dist'
 /**
  * Ranks start from the plain-JS files of src/runtime/boot/, which must sit in
  * boot/ beside the bundles: src/runtime/boot-files.ts, bundled into them, finds
- * them there, and they find the bundles one folder up.
+ * them there, and they find the bundles one folder up. The checkpoint I/O
+ * thread starts from src/checkpoint/store/io-worker/, found the same way by
+ * io-thread.ts: io-worker/ beside the bundles.
  */
 function copyBootFiles(): void {
-  mkdirSync(`${outDir}/boot`, { recursive: true })
-  for (const f of readdirSync('src/runtime/boot')) if (f.endsWith('.mjs')) copyFileSync(`src/runtime/boot/${f}`, `${outDir}/boot/${f}`)
+  for (const [from, to] of [
+    ['src/runtime/boot', 'boot'],
+    ['src/checkpoint/store/io-worker', 'io-worker'],
+  ]) {
+    mkdirSync(`${outDir}/${to}`, { recursive: true })
+    for (const f of readdirSync(from)) if (f.endsWith('.mjs')) copyFileSync(`${from}/${f}`, `${outDir}/${to}/${f}`)
+  }
 }
 
 /**

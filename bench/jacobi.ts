@@ -12,7 +12,6 @@ import { launch } from '../src/index.js'
 import type { JacobiResult } from '../examples/jacobi/jacobi.js'
 import { jacobiSerial } from '../examples/jacobi/serial.js'
 import { summary, table } from '../src/bench/stats.js'
-// @ts-expect-error plain-JS benchmark helper without types
 import { jacobiThreads } from './jacobi-two-threads.mjs'
 
 const USAGE = 'npm run bench:jacobi -- [--n 2048] [--iterations 200] [--repeats 5]'

@@ -19,9 +19,11 @@ describe('package build (tsup)', () => {
   it('builds ESM, CJS and type declarations that load, with the rank boot files in boot/ beside them', () => {
     execFileSync(process.execPath, ['node_modules/tsup/dist/cli-default.js'], { stdio: 'pipe', env: { ...process.env, MOLOTOF_BUILD_DIR: out } })
     for (const f of ['index.js', 'index.cjs', 'index.d.ts', 'index.d.cts', 'cli.js']) expect(existsSync(`${out}/${f}`), f).toBe(true)
-    for (const f of ['rank-boot.mjs', 'process-boot.mjs', 'load-program.mjs', 'resolve-molotof.mjs', 'spare-boot.mjs', 'spare-thread-boot.mjs', 'spare-host.mjs', 'boot-heartbeat.mjs', 'status-layout.mjs', 'source-locations.mjs']) {
+    for (const f of ['rank-boot.mjs', 'process-boot.mjs', 'load-program.mjs', 'resolve-molotof.mjs', 'spare-boot.mjs', 'spare-thread-boot.mjs', 'spare-host.mjs', 'boot-heartbeat.mjs', 'heartbeat-thread.mjs', 'status-layout.mjs', 'source-locations.mjs']) {
       expect(existsSync(`${out}/boot/${f}`), f).toBe(true)
     }
+    // The checkpoint I/O thread's module files, beside the bundles that start it.
+    for (const f of ['thread.mjs', 'runs.mjs']) expect(existsSync(`${out}/io-worker/${f}`), f).toBe(true)
     const cjs = execFileSync(process.execPath, ['-e', `const m = require('./${out}/index.cjs'); console.log(typeof m.defineProgram, typeof m.Supervisor)`]).toString()
     expect(cjs.trim()).toBe('function function')
     // Errors say their class's real name, not the bundler's (`_CommunicationError`), in both formats.
@@ -52,6 +54,15 @@ describe('package build (tsup)', () => {
     expect(cjs.trim()).toBe('function 4 true false')
     const esm = execFileSync(process.execPath, ['--input-type=module', '-e', `const t = await import('molotof/testing'); const m = await import('molotof'); ${check}`], { cwd: work }).toString()
     expect(esm.trim()).toBe('function 4 true false')
+  }, 60_000)
+
+  it('writes memory checkpoints through the I/O thread started from io-worker/ beside the bundles', () => {
+    const events = join(work, 'memory-events.jsonl')
+    const args = [`${out}/cli.js`, 'run', 'examples/jacobi/jacobi.ts', '--ranks', '2', '--transport', 'processes', '--n', '64', '--iterations', '20']
+    const text = execFileSync(process.execPath, [...args, '--memory-checkpoint', 'every:5', '--events', events, '--quiet'], { encoding: 'utf8' })
+    expect(text).toContain(`checksum ${interiorSum(jacobiSerial(64, 20), 64)}`)
+    const checkpoints = readFileSync(events, 'utf8').trim().split('\n').map((l) => JSON.parse(l) as { event: string; level?: string; step?: number }).filter((e) => e.event === 'checkpoint')
+    expect(checkpoints.map((e) => [e.level, e.step])).toEqual([['memory', 4], ['memory', 9], ['memory', 14], ['memory', 19]])
   }, 60_000)
 
   it('runs a program compiled once at run start, through a failure and its recovery, with the serial result', () => {

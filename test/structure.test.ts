@@ -168,6 +168,15 @@ describe('structure of src/', () => {
     expect(upwardImports(graph)).toEqual([])
   })
 
+  it('starts threads from module files, not from code in a string (the type checker and the layers see their code)', () => {
+    const evaluated = sourceFiles(SRC).filter((f) => /\beval:\s*true\b/.test(readFileSync(f, 'utf8')))
+    expect(evaluated.map((f) => relative(SRC, f))).toEqual([])
+    // The checkpoint I/O thread and the heartbeat thread, with the code they share.
+    expect(graph.get('checkpoint/store/io-worker/thread.mjs')).toContain('checkpoint/store/io-worker/runs.mjs')
+    expect(graph.get('checkpoint/store/staging.ts')).toContain('checkpoint/store/io-worker/runs.mjs')
+    expect(graph.get('runtime/boot/heartbeat-thread.mjs')).toContain('runtime/boot/boot-heartbeat.mjs')
+  })
+
   it('detects circles and upward imports in a small graph', () => {
     const g = new Map<string, string[]>([
       ['a.ts', ['b.ts']],

@@ -1,82 +1,16 @@
 import { Worker } from 'node:worker_threads'
 import { CheckpointError } from '../../errors.js'
-import { compactRuns, copyRuns, type DeferredCopy, type UncompactedPayload } from './staging.js'
+import type { IoReply, IoRequest } from './io-worker/thread.mjs'
+import type { DeferredCopy, UncompactedPayload } from './staging.js'
 
-// How long a staged job waits at most for `release` (a rank that never calls it only delays its checkpoint).
-const GATE_MS = 100
-
-// Plain JavaScript on purpose: the thread needs only zlib's crc32 and fs, and
-// loads in a few milliseconds without TypeScript or the rest of molotof.
-// `stage` writes the body of a rank file under a temporary name (a recycled
-// file overwritten in place) and `seal` writes its header and renames it over
-// the final name: writeDurably's crash rule without fsync, for the memory
-// level, whose files live in RAM.
-const SOURCE = `
-const { parentPort } = require('node:worker_threads')
-const { crc32 } = require('node:zlib')
-const fs = require('node:fs')
-// staging.ts's own function (its source: it uses nothing but its argument), so the thread runs the tested code.
-const compactRuns = (${compactRuns.toString()})
-const copyRuns = (${copyRuns.toString()})
-function writeAll(fd, p, position) {
-  let done = 0
-  while (done < p.byteLength) done += fs.writeSync(fd, p, done, p.byteLength - done, position + done)
-}
-function writeBody(b) {
-  const reused = (() => {
-    if (b.reuse === undefined) return false
-    try { fs.renameSync(b.reuse, b.tmp); return true } catch (e) { if (e.code === 'ENOENT') return false; throw e }
-  })()
-  const fd = fs.openSync(b.tmp, reused ? 'r+' : 'wx', 0o644)
-  let position = b.at
-  try {
-    for (const p of b.parts) {
-      writeAll(fd, p, position)
-      position += p.byteLength
-    }
-    if (reused) fs.ftruncateSync(fd, position)
-  } finally {
-    fs.closeSync(fd)
-  }
-  return position
-}
-function stage(m) {
-  // Start once the rank has left its checkpoint point (release), or after GATE_MS at the latest.
-  Atomics.wait(m.gate, 0, 0, ${GATE_MS})
-  Atomics.store(m.gate, 0, 0)
-  for (const c of m.copies) copyRuns(c)
-  // The domains are free again: the owner may write them while the rest goes on.
-  parentPort.postMessage({ id: m.id, copied: true })
-  const copied = m.copies.map((c) => crc32(c.to) >>> 0)
-  for (const p of m.uncompacted) compactRuns(p)
-  const sums = m.sums.map((pieces) => {
-    let c = 0
-    // Empty pieces skipped: Node's crc32 of a view of an empty SharedArrayBuffer is 0, whatever the running value.
-    for (const p of pieces) if (p.byteLength > 0) c = crc32(p, c)
-    return c >>> 0
-  })
-  return { copied, sums, bytes: m.body ? writeBody(m.body) : 0 }
-}
-function seal(m) {
-  const fd = fs.openSync(m.tmp, 'r+')
-  try {
-    writeAll(fd, m.header, 0)
-  } finally {
-    fs.closeSync(fd)
-  }
-  fs.renameSync(m.tmp, m.path)
-  return m.header.byteLength
-}
-parentPort.on('message', (m) => {
-  try {
-    parentPort.postMessage({ id: m.id, value: m.op === 'stage' ? stage(m) : seal(m) })
-  } catch (e) {
-    const tmp = m.op === 'stage' ? m.body && m.body.tmp : m.tmp
-    try { if (tmp) fs.unlinkSync(tmp) } catch {} // never created, or already gone: prune deletes leftovers anyway
-    parentPort.postMessage({ id: m.id, error: { message: e.message, code: e.code } })
-  }
-})
-`
+/*
+ * The thread runs io-worker/thread.mjs, found by URL from this module: from
+ * the sources, src/checkpoint/store/io-worker/; from the built package, where
+ * this module is bundled into dist/, dist/io-worker/ (tsup.config.ts copies
+ * the folder there). A compiled framework keeps this module's own URL
+ * (compiled-program.ts).
+ */
+const WORKER_FILE = './io-worker/thread.mjs'
 
 /** What the checkpoint I/O thread does with one rank file of the memory level (see CheckpointIoThread.stage). */
 export interface StageJob {
@@ -139,7 +73,7 @@ export class CheckpointIoThread {
 
   /**
    * Copy, compact, checksum and write the body of `job`, in that order,
-   * once the rank calls `release` (or GATE_MS later).
+   * once the rank calls `release` (or GATE_MS later: see thread.mjs).
    * `copied` resolves once the domains have been read (their owner may write
    * them again), `done` with the checksums and the body's end; both reject
    * with the file-system error (its `code` kept) or when the thread fails.
@@ -150,7 +84,7 @@ export class CheckpointIoThread {
     const copiedPromise = new Promise<void>((resolve, reject) => (copied = { resolve, reject }))
     // A failure before the copies also rejects `copied`: mark it handled here, its holder sees it through `done`.
     copiedPromise.catch(() => undefined)
-    const done = this.call<Staged>({ op: 'stage', ...job, gate: this.gate }, copied)
+    const done = this.call<Staged>({ id: -1, op: 'stage', ...job, gate: this.gate }, copied)
     return { copied: copiedPromise, done }
   }
 
@@ -162,7 +96,7 @@ export class CheckpointIoThread {
 
   /** Write `header` at the start of `tmp` and rename it to `path` (the end of a file `stage` wrote). */
   seal(tmp: string, path: string, header: Uint8Array): Promise<number> {
-    return this.call<number>({ op: 'seal', tmp, path, header })
+    return this.call<number>({ id: -1, op: 'seal', tmp, path, header })
   }
 
   async close(): Promise<void> {
@@ -171,20 +105,22 @@ export class CheckpointIoThread {
     if (w) await w.terminate()
   }
 
-  private call<T>(message: Record<string, unknown>, copied?: Waiter['copied']): Promise<T> {
+  /** Post `request` under the next id (its own `id` is overwritten). */
+  private call<T>(request: IoRequest, copied?: Waiter['copied']): Promise<T> {
     const w = this.start()
     const id = this.nextId++
+    request.id = id
     return new Promise<T>((resolve, reject) => {
       this.waiting.set(id, { resolve: resolve as (v: never) => void, reject, copied })
-      w.postMessage({ ...message, id })
+      w.postMessage(request)
     })
   }
 
   private start(): Worker {
     if (this.worker) return this.worker
-    const w = new Worker(SOURCE, { eval: true })
+    const w = new Worker(new URL(WORKER_FILE, import.meta.url))
     w.unref()
-    w.on('message', (m: { id: number; copied?: true; value?: never; error?: { message: string; code?: string } }) => {
+    w.on('message', (m: IoReply) => {
       const waiter = this.waiting.get(m.id)
       if (m.copied) {
         waiter?.copied?.resolve()

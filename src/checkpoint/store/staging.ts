@@ -1,6 +1,7 @@
 import { forEachRun, type Domain } from '../../domains/domain.js'
 import type { DomainDesc } from '../../domains/desc.js'
 import { bytesOf } from '../../domains/dtype.js'
+import type { DeferredCopy, UncompactedPayload } from './io-worker/runs.mjs'
 
 // Below this mean run length a gather list costs more (one iovec per run) than one copy.
 const MIN_GATHER_RUN_BYTES = 4096
@@ -8,67 +9,8 @@ const MIN_GATHER_RUN_BYTES = 4096
 // share: one memcpy of 16 MiB costs about half of 1024 row copies of 16 KiB (call overhead per row).
 const MAX_HULL_SLACK = 0.25
 
-/**
- * A staged payload whose runs were copied as one hull, gaps included, and
- * still have to be moved together: run `i` starts at byte `runs[2i]` of
- * `bytes` and is `runs[2i+1]` bytes long; compacted, the runs fill the start
- * of `bytes` in order (see compactRuns). The checkpoint I/O thread does it,
- * off the checkpoint point.
- */
-export interface UncompactedPayload {
-  readonly bytes: Uint8Array
-  readonly runs: Float64Array
-}
-
-/**
- * Moves the runs of `p` together at the start of its buffer, in order (each
- * run moves towards the start, so an in-place forward pass is safe). The
- * I/O thread runs the same loop (io-thread.ts).
- *
- * ```ts
- * for (const p of staging.takeUncompacted()) compactRuns(p)
- * ```
- */
-export function compactRuns(p: UncompactedPayload): void {
-  let pos = 0
-  for (let i = 0; i < p.runs.length; i += 2) {
-    p.bytes.copyWithin(pos, p.runs[i], p.runs[i] + p.runs[i + 1])
-    pos += p.runs[i + 1]
-  }
-}
-
-/**
- * A payload still to be copied out of a domain's shared memory: run `i`
- * starts at byte `runs[2i]` of `from` and is `runs[2i+1]` bytes long; the
- * runs go one after another into `to`. The checkpoint I/O thread does it
- * during the next superstep, which only reads that domain (the skeleton waits
- * for it before writing the domain again: see `Domain.lend`).
- */
-export interface DeferredCopy {
-  readonly from: Uint8Array
-  readonly to: Uint8Array
-  readonly runs: Float64Array
-}
-
-/**
- * Copies the runs of `c` into its staging buffer, one after another. The I/O
- * thread runs the same function (io-thread.ts), so it uses nothing but its
- * argument. The CRC is taken afterwards, from the staging copy: taken behind
- * each piece of the copy (one pass instead of two) it kept the domain lent
- * four times longer (1.1 ms of copy, 3.6 ms of CRC per 16 MiB), and with two
- * ranks and their I/O threads on two cores the rank then often waited for it.
- *
- * ```ts
- * for (const c of staging.takeDeferred()) copyRuns(c)
- * ```
- */
-export function copyRuns(c: DeferredCopy): void {
-  let pos = 0
-  for (let i = 0; i < c.runs.length; i += 2) {
-    c.to.set(c.from.subarray(c.runs[i], c.runs[i] + c.runs[i + 1]), pos)
-    pos += c.runs[i + 1]
-  }
-}
+// The copies the checkpoint I/O thread makes (plain JavaScript, so the thread runs the same code).
+export { compactRuns, copyRuns, type DeferredCopy, type UncompactedPayload } from './io-worker/runs.mjs'
 
 /**
  * Buffers a rank reuses from one checkpoint to the next: packed strided

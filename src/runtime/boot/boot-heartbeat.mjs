@@ -3,20 +3,14 @@
 // Plain JavaScript on purpose: it runs before tsx is loaded.
 //
 // A heartbeat record (layout in status-layout.mjs) carries a rank's status slot.
-// The heartbeat thread writes one whenever the slot changes (looked at every
-// POLL_MS) and at least every heartbeat period, so the launcher can tell a
-// long computation (beats go on) from a hung or stopped process (beats stop),
-// and knows where a rank killed outright was.
+// The heartbeat thread (heartbeat-thread.mjs) writes one whenever the slot
+// changes (looked at every POLL_MS) and at least every heartbeat period, so
+// the launcher can tell a long computation (beats go on) from a hung or
+// stopped process (beats stop), and knows where a rank killed outright was.
 import { writeSync } from 'node:fs'
 import { Worker } from 'node:worker_threads'
 import { sourceLocations } from './source-locations.mjs'
 import { HEARTBEAT_MAGIC, HEARTBEAT_RECORD_BYTES, SLOT_CHANGES, SLOT_PHASE, SLOT_SKELETON, SLOT_STEP, STATUS_FIELDS, slotWhere } from './status-layout.mjs'
-
-// How often the heartbeat thread looks at the status slot: a failure report is at most this far behind
-// the rank. Each look is a timed wake-up of the thread: every 2 ms cost a rank about 2 % of a core on
-// this development VM (CPU time of the thread, from /proc), every 10 ms a fifth of that, and caps
-// the records (a slot changes four times a superstep) at 100 a second for the launcher to read.
-const POLL_MS = 10
 
 /**
  * Write one heartbeat record of `rank`'s status slot to `fd` (a negative rank:
@@ -54,34 +48,7 @@ export function beat(fd, status, seq, rank) {
  */
 export function startHeartbeat({ fd, status, seq, periodMs, rank = -1, current, label }) {
   const rankNow = () => (current ? Atomics.load(current, 0) : rank)
-  const thread = new Worker(
-    `const { workerData } = require('node:worker_threads')
-     const { writeSync } = require('node:fs')
-     const { fd, status, seq, rank, current, periodMs } = workerData
-     // beat() below names the layout constants of status-layout.mjs: the same values, in this thread's scope.
-     const HEARTBEAT_MAGIC = ${HEARTBEAT_MAGIC}, HEARTBEAT_RECORD_BYTES = ${HEARTBEAT_RECORD_BYTES}, STATUS_FIELDS = ${STATUS_FIELDS}
-     const SLOT_SKELETON = ${SLOT_SKELETON}, SLOT_STEP = ${SLOT_STEP}, SLOT_PHASE = ${SLOT_PHASE}, SLOT_CHANGES = ${SLOT_CHANGES}
-     const beat = ${beat.toString()}
-     const nap = new Int32Array(new SharedArrayBuffer(4))
-     let lastRank = -2
-     let lastChanges = -1
-     let lastAt = 0
-     // A blocking loop: this thread has nothing else to do, and a timer could not poll this often cheaply.
-     for (;;) {
-       const r = current ? Atomics.load(current, 0) : rank
-       const changes = r < 0 ? -1 : Atomics.load(status, r * STATUS_FIELDS + SLOT_CHANGES)
-       const now = performance.now()
-       if (r !== lastRank || changes !== lastChanges || now - lastAt >= periodMs) {
-         // The launcher died without killing us: do not outlive it.
-         if (!beat(fd, status, seq, r)) process.kill(process.pid, 'SIGKILL')
-         lastRank = r
-         lastChanges = changes
-         lastAt = now
-       }
-       Atomics.wait(nap, 0, 0, ${POLL_MS})
-     }`,
-    { eval: true, workerData: { fd, status, seq, rank, current, periodMs } },
-  )
+  const thread = new Worker(new URL('./heartbeat-thread.mjs', import.meta.url), { workerData: { fd, status, seq, rank, current, periodMs } })
   thread.unref() // beats must not keep a finished process alive
   beat(fd, status, seq, rankNow())
   const early = setInterval(() => beat(fd, status, seq, rankNow()), periodMs)

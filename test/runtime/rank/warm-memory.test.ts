@@ -3,7 +3,6 @@ import { runInNewContext } from 'node:vm'
 import { describe, expect, it } from 'vitest'
 import { readBufferBytes } from '../../../src/checkpoint/store/checkpoint-store.js'
 import { RankAllocations, warmSizes, type WarmMemory } from '../../../src/runtime/rank/warm-memory.js'
-// @ts-expect-error plain JavaScript without declarations (the spare's loop, loaded without TypeScript)
 import { recycledPool, warmPool } from '../../../src/runtime/boot/spare-host.mjs'
 
 const MiB = 2 ** 20
