@@ -5,43 +5,13 @@
 // a level named with --memory-dir alone. Mostly in this process (threads
 // transport); the killed supervisor is a child process (processes transport).
 import { spawn, spawnSync } from 'node:child_process'
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { existsSync, mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
 import { join, resolve } from 'node:path'
-import { afterAll, describe, expect, it } from 'vitest'
-import { interiorSum, jacobiSerial } from '../../examples/jacobi/serial.js'
-import { main } from '../../src/cli/main.js'
+import { describe, expect, it } from 'vitest'
+import { checksumOf, eventsOf, run, sandbox, straight } from './jacobi-cli.js'
 import { memoryDirFor, RAM_ROOT } from '../../src/checkpoint/store/memory-level.js'
 
-const root = mkdtempSync(join(tmpdir(), 'molotof-memory-runs-'))
-const ramDirs: string[] = []
-afterAll(() => {
-  rmSync(root, { recursive: true, force: true })
-  for (const d of ramDirs) rmSync(d, { recursive: true, force: true })
-})
-
-const N = 30
-const ITERATIONS = 40
-const straight = interiorSum(jacobiSerial(N, ITERATIONS), N)
-
-async function run(...args: string[]): Promise<{ code: number; out: string; err: string }> {
-  const out: string[] = []
-  const err: string[] = []
-  const code = await main(['run', 'examples/jacobi/jacobi.ts', '--ranks', '2', '--n', String(N), '--iterations', String(ITERATIONS), ...args], (s) => out.push(s), (s) => err.push(s))
-  return { code, out: out.join('\n'), err: err.join('\n') }
-}
-const checksumOf = (text: string) => Number(/checksum (\S+)/.exec(text)?.[1])
-
-interface RunEvent {
-  event: string
-  level?: string
-  step?: number
-}
-const eventsOf = (file: string): RunEvent[] =>
-  readFileSync(file, 'utf8')
-    .split('\n')
-    .filter(Boolean)
-    .map((l) => JSON.parse(l) as RunEvent)
+const { root, ramDirs } = sandbox('molotof-memory-runs-')
 const checkpointFolders = (dir: string) => (existsSync(dir) ? readdirSync(dir).filter((n) => n.startsWith('ckpt-')) : [])
 
 /** A run with memory checkpoints only that fails for good at step 33; returns the step of its last memory checkpoint. */

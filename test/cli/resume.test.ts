@@ -3,44 +3,13 @@
 // --memory-checkpoint), refuses (exit 2) when it finds nothing or nothing
 // usable, and `--resume-or-start` starts afresh only when there is nothing.
 // Runs the CLI in this process (threads transport).
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { afterAll, describe, expect, it } from 'vitest'
-import { interiorSum, jacobiSerial } from '../../examples/jacobi/serial.js'
-import { main } from '../../src/cli/main.js'
+import { describe, expect, it } from 'vitest'
+import { checksumOf, eventsOf, run, sandbox, straight } from './jacobi-cli.js'
 import { memoryDirFor, RAM_ROOT } from '../../src/checkpoint/store/memory-level.js'
 
-const root = mkdtempSync(join(tmpdir(), 'molotof-resume-'))
-const ramDirs: string[] = []
-afterAll(() => {
-  rmSync(root, { recursive: true, force: true })
-  for (const d of ramDirs) rmSync(d, { recursive: true, force: true })
-})
-
-const N = 30
-const ITERATIONS = 40
-const straight = interiorSum(jacobiSerial(N, ITERATIONS), N)
-
-async function run(...args: string[]): Promise<{ code: number; out: string; err: string }> {
-  const out: string[] = []
-  const err: string[] = []
-  const code = await main(['run', 'examples/jacobi/jacobi.ts', '--ranks', '2', '--n', String(N), '--iterations', String(ITERATIONS), ...args], (s) => out.push(s), (s) => err.push(s))
-  return { code, out: out.join('\n'), err: err.join('\n') }
-}
-const checksumOf = (text: string) => Number(/checksum (\S+)/.exec(text)?.[1])
-
-interface RunEvent {
-  event: string
-  level?: string
-  step?: number
-  seq?: number
-}
-const eventsOf = (file: string): RunEvent[] =>
-  readFileSync(file, 'utf8')
-    .split('\n')
-    .filter(Boolean)
-    .map((l) => JSON.parse(l) as RunEvent)
+const { root, ramDirs } = sandbox('molotof-resume-')
 
 /** A run with memory checkpoints only that fails for good at step 33: its checkpoints are on the memory level alone. */
 async function failWithMemoryCheckpoints(dir: string, memoryDir?: string): Promise<number> {
