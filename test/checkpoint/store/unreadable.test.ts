@@ -20,7 +20,15 @@ afterAll(() => {
 const NOBODY = 65534
 const asRoot = process.getuid?.() === 0
 const setpriv = spawnSync('setpriv', ['--version']).status === 0
-const why = asRoot && !setpriv ? 'running as root without setpriv (util-linux): cannot drop to another user for EACCES' : undefined
+// The resuming user runs this checkout's tsx: a checkout under a directory of mode 0700 (mktemp -d) is closed to it.
+const readableByNobody = () =>
+  spawnSync('setpriv', [`--reuid=${NOBODY}`, `--regid=${NOBODY}`, '--clear-groups', 'test', '-r', join(process.cwd(), 'node_modules', '.bin', 'tsx')]).status === 0
+const why =
+  asRoot && !setpriv
+    ? 'running as root without setpriv (util-linux): cannot drop to another user for EACCES'
+    : asRoot && !readableByNobody()
+      ? `user nobody cannot read this checkout (${process.cwd()}: a parent directory closed to other users)`
+      : undefined
 if (why) console.log(`unreadable checkpoint tests skipped: ${why}`)
 
 const argv = ['--n', '12', '--iterations', '10', '--return-rows']
