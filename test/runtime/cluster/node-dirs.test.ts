@@ -66,7 +66,7 @@ describe('a lost node resumed on the ranks left (elastic, from partner copies)',
     expect(Object.is(resumed.value.checksum, serialChecksum)).toBe(true)
   })
 
-  it('4 → 3 ranks: old rank 3 is read from the copy rank 0 keeps (its newest damaged: the checksums, computed where the ranges land, pass it over), bit-identical; 4 → 2 reads the directory of old rank 2 found on this host, and is refused, naming the file, when it is out of reach', async () => {
+  it('4 → 3 ranks: old rank 3 is read from the copy rank 0 keeps (its newest damaged: the checksums, computed where the ranges land, pass it over), bit-identical', async () => {
     await stopAndLoseRank3('lost')
     // The newest copy of rank 3 damaged: new rank 2 reads part of it over the network, and the collective checksums catch it.
     const copy = join(root, 'lost0', 'partner', 'ckpt-00000001', 'rank-3.mlf')
@@ -82,7 +82,9 @@ describe('a lost node resumed on the ranks left (elastic, from partner copies)',
     expect(log).toMatch(/resuming a checkpoint of 4 ranks on 3 \(checkpoint 0\)/)
     expect(level).toBe('disk+partner')
     expect(Object.is(resumed.value.checksum, serialChecksum)).toBe(true)
+  })
 
+  it('4 → 2 ranks: old rank 2 is read from its own directory, found on this host by the {rank} search, bit-identical', async () => {
     // On 2 ranks, directories 0 and 1 hold old ranks 0, 1 and the copies of 3 and 0; old rank 2's own directory,
     // on this host too, is read by the search of the other directories {rank} matches: bit-identical.
     await stopAndLoseRank3('far')
@@ -90,6 +92,9 @@ describe('a lost node resumed on the ranks left (elastic, from partner copies)',
     const fromThree = await launch<JacobiResult>(JACOBI, { ranks: 2, argv, onLog: (_r, t) => farLogs.push(t), checkpoint: { ...partnerRun('far'), partner: undefined, resume: true } })
     expect(farLogs.join('\n')).toMatch(/resuming a checkpoint of 4 ranks on 2 \(checkpoint 1\)/)
     expect(Object.is(fromThree.value.checksum, serialChecksum)).toBe(true)
+  })
+
+  it('4 → 2 ranks without old rank 2\'s directory (on a host the run does not reach): refused, naming the file', async () => {
     // Without that directory (on a host the run does not reach), old rank 2's file is out of reach: refused.
     await stopAndLoseRank3('away')
     rmSync(join(root, 'away2'), { recursive: true })
