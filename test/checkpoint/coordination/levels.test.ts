@@ -138,13 +138,12 @@ describe('time policies with the memory level', () => {
     })
     const runMs = performance.now() - started
     expect(points.length).toBeGreaterThanOrEqual(2)
-    // Counted in votes, not timed: the vote that commits a checkpoint comes one vote period (~100 ms of
-    // supersteps) after its point, the level is due again only a whole period (0.4 s) after that point, so the
-    // next checkpoint comes at a later vote. (The bug wrote it at that very vote: one vote since the one before.)
-    // Times seen from the commits would not do: each is late by the wait for its vote, longer under load.
-    expect(votes.slice(1).every((v) => v >= 2), votes.join(' ')).toBe(true)
-    // At most one checkpoint per period, on a machine of any speed: points lie a period apart at least.
-    expect(points.length).toBeLessThanOrEqual(1 + runMs / 400)
+    // At most one checkpoint per period, on a machine of any speed: points lie a period apart at least. The
+    // bug (the level's clock restarted at the commit, one vote after the point, so that vote found the level
+    // due again) wrote two checkpoints per period and a vote: about 3 a second here, more than this allows.
+    // Not counted in votes: on a loaded machine one vote can come a whole period after the one before, and
+    // then a checkpoint at the very vote that committed the previous one is right.
+    expect(points.length, `points at steps ${points.join(' ')}`).toBeLessThanOrEqual(1 + runMs / 400)
     // Each event carries the votes since the one before; the time they took is a part of the run.
     expect(Math.min(...votes)).toBeGreaterThanOrEqual(1)
     const sum = voteMs.reduce((a, b) => a + b, 0)
