@@ -143,7 +143,7 @@ async function runSupervised(f: RunValues, program: string, programArgv: string[
   try {
     const r = await supervisor.run()
     view.clear()
-    code = reportRun(r, f, shape, resume, out, err)
+    code = reportRun(r, level, f.json, shape, resume, out, err)
     return code
   } catch (e) {
     code = exitCodeOf(e)
@@ -253,16 +253,15 @@ function runOutput(level: LogLevel, view: ProgressView, out: (s: string) => void
 }
 
 /** The run's end as the user reads it: the result (and a summary line), or where a preempted run can resume from; its exit code. */
-function reportRun(r: SuperviseResult, f: RunValues, shape: RunShape, resume: string, out: (s: string) => void, err: (s: string) => void): number {
+function reportRun(r: SuperviseResult, level: LogLevel, json: boolean, shape: RunShape, resume: string, out: (s: string) => void, err: (s: string) => void): number {
   if (r.kind === 'preempted') {
     const where = r.seq === undefined ? 'no checkpoint could be taken' : `checkpoint ${r.seq} (skeleton ${r.skeleton}, step ${r.step}) in ${r.checkpointDir}`
     err(`preempted: ${where}.\nResume with: ${resume}`)
     return EXIT.preempted
   }
-  if (f.json) out(JSON.stringify(r.value, jsonReplacer, 2))
+  if (json) out(JSON.stringify(r.value, jsonReplacer, 2))
   else out(r.text ?? JSON.stringify(r.value, jsonReplacer, 2))
-  const quiet = f.quiet || f.log === 'quiet'
-  if (!quiet && !f.json) {
+  if (level !== 'quiet' && !json) {
     const { ranks, transport, cluster } = shape
     const restarts = r.restarts > 0 ? `, ${r.restarts} restart${r.restarts > 1 ? 's' : ''}` : ''
     const nodes = cluster?.kind === 'leader' ? `${cluster.place.nodes} node${cluster.place.nodes > 1 ? 's' : ''} (${cluster.place.launcher}), ` : ''
