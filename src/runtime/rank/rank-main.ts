@@ -108,7 +108,8 @@ class RankRun {
   readonly control: CheckpointControl
   /** A rank process's large buffers: from warm memory if its host has some; their sizes go to the launcher. */
   readonly allocations: RankAllocations
-  comm: Communicator | undefined
+  private comm: Communicator | undefined
+  /** Told to stop from outside (warm spares: a survivor of a failure): its error is the stop's echo. */
   aborted = false
   // Taken when the run is told to stop, while its domains are certainly alive: a collection during the
   // unwinding could otherwise drop them before they are handed to the next run.
