@@ -11,10 +11,12 @@ import { checkDirTemplate, detectLauncher } from '../runtime/cluster-env.js'
 import { parseInjection, type Injection, type RandomInjection } from '../runtime/inject.js'
 import { describe } from '../runtime/launch/launcher.js'
 import { MIN_HEARTBEAT_MS, RUN_DEFAULTS } from '../runtime/launch/run-options.js'
-import { Supervisor, type GroupStarterOption } from '../runtime/launch/supervisor.js'
+import { Supervisor, type GroupStarterOption, type SuperviseOptions, type SuperviseResult } from '../runtime/launch/supervisor.js'
+import type { LogKind } from '../runtime/protocol.js'
+import type { ClusterLeader } from '../runtime/cluster/cluster.js'
 import { option, type OptionSpecs, type OptionValues } from '../skeletons/options.js'
 import { HELP_OPTION, parseProgramCommand } from './args.js'
-import { CLUSTER_OPTIONS, checkClusterFlags, copyLevels, joinCluster } from './cluster-run.js'
+import { CLUSTER_OPTIONS, checkClusterFlags, copyLevels, joinCluster, type ClusterRole } from './cluster-run.js'
 import { EXIT, exitCodeOf } from './exit-codes.js'
 import { formatHelp, RUN_EXIT_CODES, STARTER_EXAMPLES_FROM } from './help.js'
 import { ProgressView } from './progress.js'
@@ -25,8 +27,6 @@ import { watchLauncher, watchWrapper } from './wrapper-watch.js'
 
 /** What `molotof run` prints (--log): everything, the events a batch log keeps, or the result only. */
 const LOG_LEVELS = ['all', 'events', 'quiet'] as const
-/** The rank lines `--log events` keeps (by their first word): what a batch log must tell. */
-const EVENT_LINES = ['warning:', '--resume-or-start:']
 
 /** The options of `molotof run` (the program's own options follow the program file). */
 export const RUN_OPTIONS = {
@@ -125,9 +125,59 @@ export async function runCommand(argv: readonly string[], out: (s: string) => vo
 
 /** `molotof run` once its options are read: the run under its supervisor (one node's part under a cluster launcher). */
 async function runSupervised(f: RunValues, program: string, programArgv: string[], resume: string, out: (s: string) => void, err: (s: string) => void): Promise<number> {
-  const level = f.quiet ? 'quiet' : f.log
-  const quiet = level === 'quiet'
-  const everything = level === 'all'
+  const level: LogLevel = f.quiet ? 'quiet' : f.log
+  const setup = readRunSetup(f, program)
+  const view = new ProgressView((s) => process.stderr.write(s), process.stderr.isTTY === true)
+  const stops = new StopRequests(view)
+  // Under a cluster launcher (mpirun, srun, flux) this process is one node's supervisor.
+  const cluster = await joinCluster(f, program, clusterSettings(f, programArgv), setup.checkpoint.dir, (text) => view.line(text))
+  if (cluster?.kind === 'agent') {
+    stops.close()
+    return cluster.code
+  }
+  const leader = cluster?.leader
+  const shape: RunShape = { ranks: leader ? leader.size : f.ranks, transport: leader ? 'tcp' : f.transport, cluster }
+  const supervisor = new Supervisor(program, { ...supervisorOptions(f, setup, shape, programArgv), ...runOutput(level, view, out, setup.eventsFile, shape.ranks) })
+  stops.listen(supervisor, leader)
+  let code: number = EXIT.failed
+  try {
+    const r = await supervisor.run()
+    view.clear()
+    code = reportRun(r, level, f.json, shape, resume, out, err)
+    return code
+  } catch (e) {
+    code = exitCodeOf(e)
+    throw e
+  } finally {
+    stops.close()
+    // Every other node exits with the same code.
+    await leader?.finish(code)
+  }
+}
+
+/** What `--log` prints (see LOG_LEVELS). */
+type LogLevel = (typeof LOG_LEVELS)[number]
+
+/** The kinds of rank lines `--log events` keeps (see LogKind): what a batch log must tell. */
+const EVENT_LINE_KINDS: readonly LogKind[] = ['warning', 'notice']
+
+/** Whether `--log <level>` prints a rank's line of this kind: every line under `all`; under `events` the warnings and notices. */
+export function printsLine(level: LogLevel, kind: LogKind | undefined): boolean {
+  return level === 'all' || (level === 'events' && kind !== undefined && EVENT_LINE_KINDS.includes(kind))
+}
+
+/** The run's settings read from the options, each refused naming its option before anything starts. */
+interface RunSetup {
+  checkpoint: FaultToleranceConfig
+  fixed: Injection[]
+  random: RandomInjection | undefined
+  timeLimitMs: number | undefined
+  /** Where every event goes as a JSON line (--events), emptied at the start. */
+  eventsFile: string | undefined
+}
+
+/** The options read and checked, in the order their refusals are given; the --events file emptied (refused when it cannot be written). */
+function readRunSetup(f: RunValues, program: string): RunSetup {
   const checkpoint = faultTolerance(program, f)
   checkClusterFlags(f)
   const { fixed, random } = injections(f.inject)
@@ -143,51 +193,51 @@ async function runSupervised(f: RunValues, program: string, programArgv: string[
       throw new ConfigError(`--events: cannot write ${eventsFile}: ${explainFsError(e)}`)
     }
   }
-
   // Partner copies need the node count (the launcher's, one node without one): refused before the nodes meet.
   Object.assign(checkpoint, copyLevels(f, detectLauncher(process.env)?.nodes ?? 1, program))
   // A resume reads the shared level whenever --shared-dir names it, also without --shared-checkpoint this time.
   if (checkpoint.resume && checkpoint.shared === undefined && f.sharedDir !== undefined && f.sharedDir.trim() !== '') {
     checkpoint.resumeSharedDir = join(resolve(f.sharedDir), basename(program).replace(/\.[^.]+$/, ''))
   }
-  const view = new ProgressView((s) => process.stderr.write(s), process.stderr.isTTY === true)
-  // Under a cluster launcher (mpirun, srun, flux) this process is one node's supervisor.
-  // A launcher killed outright leaves this process orphaned: stop as if it had sent SIGTERM (a node other than 0
-  // passes it to node 0, which stops every node with a checkpoint).
-  let onLauncherGone = (why: string) => {
-    view.line(`${why}: checkpointing and stopping`)
-    process.kill(process.pid, 'SIGTERM')
-  }
-  const stopLauncherWatch = watchLauncher((why) => onLauncherGone(why), process.env, parentAtCliStart())
-  const cluster = await joinCluster(f, program, clusterSettings(f, programArgv), checkpoint.dir, (text) => view.line(text))
-  if (cluster?.kind === 'agent') {
-    stopLauncherWatch?.()
-    return cluster.code
-  }
-  const leader = cluster?.leader
-  const ranks = leader ? leader.size : f.ranks
-  const transport = leader ? 'tcp' : f.transport
-  const starter: GroupStarterOption = { startGroup: leader?.startGroup }
-  const supervisor = new Supervisor(program, {
+  return { checkpoint, fixed, random, timeLimitMs: timeLimit === undefined ? undefined : timeLimit * 1000, eventsFile }
+}
+
+/** How the run is spread: its ranks and transport (a cluster run's: every node's ranks over TCP), and this node's part. */
+interface RunShape {
+  ranks: number
+  transport: RunValues['transport'] | 'tcp'
+  cluster: ClusterRole | undefined
+}
+
+/** The supervisor's options from the command line; a cluster run's ranks started on every node by its leader. */
+function supervisorOptions(f: RunValues, setup: RunSetup, shape: RunShape, programArgv: string[]): SuperviseOptions {
+  const starter: GroupStarterOption = { startGroup: shape.cluster?.kind === 'leader' ? shape.cluster.leader.startGroup : undefined }
+  return {
     ...starter,
-    ranks,
-    transport,
+    ranks: shape.ranks,
+    transport: shape.transport,
     argv: programArgv,
-    checkpoint,
-    inject: fixed,
-    injectRandom: random,
+    checkpoint: setup.checkpoint,
+    inject: setup.fixed,
+    injectRandom: setup.random,
     restarts: f.restarts,
     spares: f.spares,
     keepSurvivors: f.keepSurvivors,
     heartbeatMs: f.heartbeat,
     hangTimeoutMs: f.hangTimeout,
-    timeLimitMs: timeLimit === undefined ? undefined : timeLimit * 1000,
-    onLog: (_rank, text) => {
+    timeLimitMs: setup.timeLimitMs,
+  }
+}
+
+/** What the run prints as it goes (by --log) and writes to --events. */
+function runOutput(level: LogLevel, view: ProgressView, out: (s: string) => void, eventsFile: string | undefined, ranks: number): Pick<SuperviseOptions, 'onLog' | 'onCheckpoint' | 'onEvent'> {
+  const everything = level === 'all'
+  return {
+    onLog: (_rank, text, kind) => {
       // A batch log (--log events) keeps, of the rank lines, the warnings and a resume that started afresh.
-      if (everything || (level === 'events' && EVENT_LINES.some((p) => text.startsWith(p)))) {
-        view.clear()
-        out(text)
-      }
+      if (!printsLine(level, kind)) return
+      view.clear()
+      out(text)
     },
     onCheckpoint: (e) => {
       if (!everything) return
@@ -199,63 +249,91 @@ async function runSupervised(f: RunValues, program: string, programArgv: string[
       if (eventsFile) appendFileSync(eventsFile, JSON.stringify({ time: new Date().toISOString(), ...e }) + '\n')
       if (everything || (level === 'events' && e.event !== 'progress')) view.event(e)
     },
-  })
-  let firstStopAt: number | undefined
-  const onSignal = (sig: NodeJS.Signals) => {
+  }
+}
+
+/** The run's end as the user reads it: the result (and a summary line), or where a preempted run can resume from; its exit code. */
+function reportRun(r: SuperviseResult, level: LogLevel, json: boolean, shape: RunShape, resume: string, out: (s: string) => void, err: (s: string) => void): number {
+  if (r.kind === 'preempted') {
+    const where = r.seq === undefined ? 'no checkpoint could be taken' : `checkpoint ${r.seq} (skeleton ${r.skeleton}, step ${r.step}) in ${r.checkpointDir}`
+    err(`preempted: ${where}.\nResume with: ${resume}`)
+    return EXIT.preempted
+  }
+  if (json) out(JSON.stringify(r.value, jsonReplacer, 2))
+  else out(r.text ?? JSON.stringify(r.value, jsonReplacer, 2))
+  if (level !== 'quiet' && !json) {
+    const { ranks, transport, cluster } = shape
+    const restarts = r.restarts > 0 ? `, ${r.restarts} restart${r.restarts > 1 ? 's' : ''}` : ''
+    const nodes = cluster?.kind === 'leader' ? `${cluster.place.nodes} node${cluster.place.nodes > 1 ? 's' : ''} (${cluster.place.launcher}), ` : ''
+    out(`(${nodes}${ranks} rank${ranks > 1 ? 's' : ''}, ${transport}, wall ${(r.wallMs / 1000).toFixed(3)} s${restarts})`)
+  }
+  return EXIT.done
+}
+
+/**
+ * The requests that stop the run with a checkpoint, wherever they come from: this process's SIGTERM/SIGINT (a
+ * second one stops at once), the death of the cluster launcher or of the npm wrapper that started this process,
+ * another node's stop; and SIGUSR1, a checkpoint and go on.
+ */
+class StopRequests {
+  private firstStopAt: number | undefined
+  private supervisor: Supervisor | undefined
+  private readonly stopLauncherWatch: (() => void) | undefined
+  private stopWrapperWatch: (() => void) | undefined
+  private onLauncherGone: (why: string) => void
+
+  /** Watches the cluster launcher from the start: its rendezvous may be what waits when it dies. */
+  constructor(private readonly view: ProgressView) {
+    // A launcher killed outright leaves this process orphaned: stop as if it had sent SIGTERM (a node other than 0
+    // passes it to node 0, which stops every node with a checkpoint).
+    this.onLauncherGone = (why) => {
+      view.line(`${why}: checkpointing and stopping`)
+      process.kill(process.pid, 'SIGTERM')
+    }
+    this.stopLauncherWatch = watchLauncher((why) => this.onLauncherGone(why), process.env, parentAtCliStart())
+  }
+
+  /** From now on every request goes to the supervisor; the signals held while the CLI started are applied first. */
+  listen(supervisor: Supervisor, leader: ClusterLeader | undefined): void {
+    this.supervisor = supervisor
+    process.on('SIGTERM', this.onSignal)
+    process.on('SIGINT', this.onSignal)
+    process.on('SIGUSR1', this.onUsr1)
+    for (const sig of takeHeldStopSignals()) this.onSignal(sig)
+    // Under a cluster launcher the parent is the launcher's process (watched above): npm's variables come from outside it.
+    if (!this.stopLauncherWatch) this.stopWrapperWatch = watchWrapper((why) => this.onStopRequest(why, `${why}: checkpointing and stopping`), process.env, parentAtCliStart())
+    if (leader) leader.onPreempt = (why) => this.onStopRequest(why)
+    this.onLauncherGone = (why) => this.onStopRequest(why, `${why}: checkpointing and stopping`)
+  }
+
+  private readonly onSignal = (sig: NodeJS.Signals): void => {
     const now = performance.now()
     // A copy of the same stop (a group signal forwarded again by a wrapper such as npm exec): not a second signal.
-    if (firstStopAt !== undefined && now - firstStopAt < SAME_STOP_MS) return
-    firstStopAt ??= now
-    if (supervisor.preempt(sig) === 'immediate') view.line(`${sig} again: stopping at once`)
+    if (this.firstStopAt !== undefined && now - this.firstStopAt < SAME_STOP_MS) return
+    this.firstStopAt ??= now
+    if (this.supervisor!.preempt(sig) === 'immediate') this.view.line(`${sig} again: stopping at once`)
   }
+
   // A stop asked for elsewhere (another node's copy of the batch system's signal, the death of the wrapper that
   // started this process): only the first counts, it never escalates to a stop at once.
-  const onStopRequest = (why: string, say?: string) => {
-    if (firstStopAt !== undefined) return
-    firstStopAt = performance.now()
-    if (say) view.line(say)
-    supervisor.preempt(why)
+  private onStopRequest(why: string, say?: string): void {
+    if (this.firstStopAt !== undefined) return
+    this.firstStopAt = performance.now()
+    if (say) this.view.line(say)
+    this.supervisor!.preempt(why)
   }
-  const onUsr1 = () => {
-    view.line('SIGUSR1: checkpoint requested')
-    supervisor.requestCheckpoint()
+
+  private readonly onUsr1 = (): void => {
+    this.view.line('SIGUSR1: checkpoint requested')
+    this.supervisor!.requestCheckpoint()
   }
-  process.on('SIGTERM', onSignal)
-  process.on('SIGINT', onSignal)
-  process.on('SIGUSR1', onUsr1)
-  for (const sig of takeHeldStopSignals()) onSignal(sig)
-  // Under a cluster launcher the parent is the launcher's process (watched above): npm's variables come from outside it.
-  const stopWatch = stopLauncherWatch ? undefined : watchWrapper((why) => onStopRequest(why, `${why}: checkpointing and stopping`), process.env, parentAtCliStart())
-  if (leader) leader.onPreempt = (why) => onStopRequest(why)
-  onLauncherGone = (why) => onStopRequest(why, `${why}: checkpointing and stopping`)
-  let code: number = EXIT.failed
-  try {
-    const r = await supervisor.run()
-    view.clear()
-    if (r.kind === 'preempted') {
-      const where = r.seq === undefined ? 'no checkpoint could be taken' : `checkpoint ${r.seq} (skeleton ${r.skeleton}, step ${r.step}) in ${r.checkpointDir}`
-      err(`preempted: ${where}.\nResume with: ${resume}`)
-      return (code = EXIT.preempted)
-    }
-    if (f.json) out(JSON.stringify(r.value, jsonReplacer, 2))
-    else out(r.text ?? JSON.stringify(r.value, jsonReplacer, 2))
-    if (!quiet && !f.json) {
-      const restarts = r.restarts > 0 ? `, ${r.restarts} restart${r.restarts > 1 ? 's' : ''}` : ''
-      const nodes = cluster?.kind === 'leader' ? `${cluster.place.nodes} node${cluster.place.nodes > 1 ? 's' : ''} (${cluster.place.launcher}), ` : ''
-      out(`(${nodes}${ranks} rank${ranks > 1 ? 's' : ''}, ${transport}, wall ${(r.wallMs / 1000).toFixed(3)} s${restarts})`)
-    }
-    return (code = EXIT.done)
-  } catch (e) {
-    code = exitCodeOf(e)
-    throw e
-  } finally {
-    process.off('SIGTERM', onSignal)
-    process.off('SIGINT', onSignal)
-    process.off('SIGUSR1', onUsr1)
-    stopWatch?.()
-    stopLauncherWatch?.()
-    // Every other node exits with the same code.
-    await leader?.finish(code)
+
+  close(): void {
+    process.off('SIGTERM', this.onSignal)
+    process.off('SIGINT', this.onSignal)
+    process.off('SIGUSR1', this.onUsr1)
+    this.stopWrapperWatch?.()
+    this.stopLauncherWatch?.()
   }
 }
 

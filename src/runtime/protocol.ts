@@ -1,10 +1,18 @@
+/**
+ * What a rank's log line tells, for what a batch log keeps (`molotof run --log events`):
+ * `warning`, something passed over or going wrong (a skipped checkpoint, a refused peer, a costly policy);
+ * `notice`, a choice the run made on its own that a batch log must show (a `--resume-or-start` that started
+ * afresh). A line without a kind is informational (a recovery's figures, the program's own lines).
+ */
+export type LogKind = 'warning' | 'notice'
+
 /** Messages from a rank to the launcher (plain data, so any framework copy can speak it). */
 export type RankToLauncher =
   | { type: 'describe'; name: string; description: string; optionsHelp: string }
   | { type: 'config-error'; rank: number; message: string }
   | { type: 'load-error'; rank: number; message: string }
   /** `once`: a key said once per run, however many restarts (the launcher remembers it across attempts). */
-  | { type: 'log'; rank: number; text: string; once?: string }
+  | { type: 'log'; rank: number; text: string; once?: string; kind?: LogKind }
   | { type: 'checkpoint'; rank: number; seq: number; skeleton: number; step: number; bytes: number; totalBytes: number; ms: number; level: 'memory' | 'disk' | 'partner' | 'shared'; stallMs: number; votes?: number; voteMs?: number }
   | { type: 'resumed'; rank: number; seq: number; skeleton: number; step: number; negotiateMs: number; loadMs: number; replayMs: number; restoreMs: number; level: string }
   | { type: 'progress'; rank: number; skeleton: number; step: number; total: number | undefined }

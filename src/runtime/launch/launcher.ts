@@ -25,8 +25,12 @@ export interface LaunchOptions {
   argv?: readonly string[]
   /** `threads` (default): worker threads of this process; `processes`: one child process per rank. */
   transport?: Transport
-  /** Receives every line a rank logs (default: print to stdout). */
-  onLog?: (rank: number, text: string) => void
+  /**
+   * Receives every line a rank logs (default: print to stdout), with what it tells when it is more than
+   * information: `warning` (something passed over or going wrong), `notice` (a choice the run made on its
+   * own, such as starting afresh on `resumeRequest: 'or-start'`). `molotof run --log events` prints those two.
+   */
+  onLog?: (rank: number, text: string, kind?: 'warning' | 'notice') => void
   /** Checkpointing and recovery (off when absent). */
   checkpoint?: FaultToleranceConfig
   /** Called on rank 0's report of each committed checkpoint. */

@@ -1,13 +1,14 @@
 import { frozenConfig, type FaultToleranceConfig } from '../../checkpoint/config.js'
-import { openRunDirectory } from '../../checkpoint/identity/run-directory.js'
+import { openRunDirectory, type RunDirectory } from '../../checkpoint/identity/run-directory.js'
 import { ConfigError, RestartBudgetExhaustedError, RunStoppedError, type FailureRecord } from '../../errors.js'
 import { runAttempt, type AttemptOutcome } from './attempt.js'
 import { expandDir, matchingDirectories } from '../cluster-env.js'
-import { compileProgram } from '../compiled-program.js'
+import { compileProgram, type CompiledProgram } from '../compiled-program.js'
 import { partnerDirOf } from '../../checkpoint/store/partner.js'
-import type { RankGroup, StartRankGroup } from '../group.js'
+import type { RankGroup, RankGroupSpec, StartRankGroup } from '../group.js'
 import { GROUP_STARTERS, groupSpec, type LaunchOptions, type ResumeListenerOption, type RunResult } from './launcher.js'
-import type { ResumedFigures } from '../../checkpoint/events.js'
+import type { CheckpointEvent, ResumedFigures } from '../../checkpoint/events.js'
+import type { LogKind } from '../protocol.js'
 import type { Injection } from '../inject.js'
 import { SparePool, type RanksOrigin } from '../groups/spares.js'
 import { resolveRunOptions, type RunSettings } from './run-options.js'
@@ -80,6 +81,29 @@ export type SupervisorEvent =
   | { event: 'finish'; attempt: number; wallMs: number; restarts: number }
   | { event: 'gave-up'; attempt: number; failures: number }
 
+/** The run's directory, opened once before the first attempt, and the earlier run's memory directories a resume reads. */
+interface OpenedRun {
+  dir: RunDirectory
+  resumeMemoryDirs: string[] | undefined
+}
+
+/** The program as every attempt loads it: compiled once (or why its sources are loaded instead), and the first attempt's spec. */
+interface CompiledRun {
+  first: RankGroupSpec
+  compiled: CompiledProgram | undefined
+  loadedFromSources: string | undefined
+}
+
+/** One attempt's clock: when it started, the failure it recovers from, rank 0's last progress and the resume's figures. */
+interface AttemptTimes {
+  attempt: number
+  size: number
+  started: number
+  failedAt: number | undefined
+  last: { step: number; at: number }
+  resumed: { at: number; r: ResumedFigures; origin: RanksOrigin } | undefined
+}
+
 /** Options of `Supervisor`: those of `launch`, plus restarts, a time limit, events and warm spares. */
 export interface SuperviseOptions extends LaunchOptions {
   /** Restarts allowed after failures (default 3). */
@@ -141,6 +165,10 @@ export class Supervisor<R = unknown> {
   private pool: SparePool | undefined
   /** performance.now() at which the last failure was seen, until the recovery's first superstep. */
   private failedAt: number | undefined
+  /** Every failure of the run, in order (the restart budget counts them). */
+  private readonly failures: FailureRecord[] = []
+  /** Attempts ended by a stop signal as their ranks started (a second one is a second signal). */
+  private stoppedStarts = 0
 
   constructor(
     private readonly programFile: string,
@@ -197,10 +225,29 @@ export class Supervisor<R = unknown> {
 
   /** Runs the program to its end, restarting after failures; rejects when the restart budget is spent or the run fails otherwise. */
   async run(): Promise<SuperviseResult<R>> {
-    const budget = this.settings.restarts
-    const failures: FailureRecord[] = []
-    let stoppedStarts = 0
-    // The directory's lock, the run's lineage and the refusals that need no rank (see run-directory.ts).
+    const run = await this.openRun()
+    const timer = this.startTimeLimit()
+    const program = await this.compileOnce()
+    this.startSpares(program)
+    try {
+      for (;;) {
+        const spec = this.nextAttempt(run, program)
+        const outcome = await this.runOne(spec)
+        const ended = await this.afterAttempt(outcome, spec, run)
+        if (ended) return ended
+      }
+    } finally {
+      if (timer) clearInterval(timer)
+      await this.pool?.close()
+      await run.dir.release()
+    }
+  }
+
+  /**
+   * Before any rank starts: the directory's lock, the run's lineage and the refusals that need no rank (see
+   * run-directory.ts), and the earlier run's memory directories a resume reads.
+   */
+  private async openRun(): Promise<OpenedRun> {
     // With `{node}` or `{rank}` in its name the lock, the run record and the lineage live in node 0's (rank 0's)
     // directory; the other directories follow the run id the ranks write into every file.
     const home = expandDir(this.ft.dir, 0, 0)
@@ -213,180 +260,222 @@ export class Supervisor<R = unknown> {
     // A resume reads the earlier run's memory level too (the default one, and the one on record), whatever this run keeps.
     const resumeMemoryDirs = this.ft.resume ? [...new Set([...(this.ft.resumeMemoryDirs ?? []), ...(dir.memoryDir ? [dir.memoryDir] : [])])] : undefined
     for (const note of dir.notes) this.opts.onLog?.(0, `note: ${note}`)
-    const timer = this.startTimeLimit()
-    // Once per run: every attempt and every spare loads the same compiled program (and so the same code).
+    return { dir, resumeMemoryDirs }
+  }
+
+  /** Once per run: every attempt and every spare loads the same compiled program (and so the same code). */
+  private async compileOnce(): Promise<CompiledRun> {
     const first = groupSpec(this.programFile, this.opts, undefined, this.settings)
     const { compiled, why: loadedFromSources, note } = await compileProgram(first.programFile, first.tsconfig)
     if (note) this.opts.onLog?.(0, `note: each rank compiles the program itself (${loadedFromSources}), about 0.25 s more per rank start`)
+    return { first, compiled, loadedFromSources }
+  }
+
+  /** With warm spares: the pool, started before the first attempt so that its spares load while the ranks run. */
+  private startSpares({ first, compiled }: CompiledRun): void {
     const spares = this.settings.spares
-    if (spares > 0) {
-      this.pool = new SparePool({
-        programFile: first.programFile,
-        tsconfig: first.tsconfig,
-        compiled,
-        size: first.size,
-        transport: this.settings.transport,
-        heartbeatMs: first.heartbeatMs,
-        spares,
-        // A survivor's background checkpoint writes (memory level, flush, copies) end before it reports idle
-        // (see runSession): it is kept with every level.
-        keepSurvivors: this.settings.keepSurvivors,
-      })
-    }
-    try {
-      for (;;) {
-        const resume = this.attempt > 0 || this.ft.resume
-        const spec = groupSpec(this.programFile, {
-          ...this.opts,
-          // Restarts resume from this run's own checkpoints only: its run id is in every one it writes.
-          // A resume whose lineage was not in node 0's directory (lost with its node): the ranks find it in theirs.
-          // Only the user's first resume refuses to start afresh (see FaultToleranceConfig.resumeRequest): a restart
-          // before the first checkpoint starts from the beginning.
-          checkpoint: {
-            ...this.ft,
-            resume,
-            runId: dir.runId,
-            resumeRequest: this.attempt === 0 ? this.ft.resumeRequest : undefined,
-            ...(resumeMemoryDirs ? { resumeMemoryDirs } : {}),
-            ...(dir.lineageUnknown ? { adoptLineage: true } : {}),
-          },
-          // Each injected failure fires once per run (this.fired: left out), so a restarted run completes.
-        }, this.fired, this.settings)
-        spec.compiled = compiled
-        const stopping = stoppedStarts > 0 ? { stopping: true } : {}
-        this.emit({ event: 'start', attempt: this.attempt, ranks: spec.size, transport: this.settings.transport, resume, ...(compiled ? { compiled: compiled.file } : { loadedFromSources }), ...stopping })
-        const outcome = await this.runOne(spec)
-        const attempt = this.attempt
-        switch (outcome.kind) {
-          case 'done': {
-            const wallMs = performance.now() - this.t0
-            await dir.finish().catch(() => undefined) // unrecorded, a later fresh run asks instead of discarding
-            this.emit({ event: 'finish', attempt, wallMs, restarts: attempt })
-            return { kind: 'done', value: outcome.values[0] as R, values: outcome.values as R[], text: outcome.text, ranks: spec.size, wallMs, failures, restarts: attempt }
-          }
-          case 'refused':
-            throw outcome.error
-          case 'stopped':
-            // A rank killed by the stop signal while it started had no checkpoint to write: the ranks start again
-            // with the stop pending, checkpoint at their first checkpoint point and stop (exit 75 with a checkpoint
-            // to resume from). New rank processes can only be ended so by a signal sent after the first: at once.
-            if (++stoppedStarts > 1) throw new RunStoppedError(this.preemptWhy ?? outcome.signal)
-            // Spares started before the signal may be dying of it too: the ranks start in new processes.
-            await this.pool?.renew()
-            this.attempt++
-            continue
-          case 'preempted':
-            this.emit({ event: 'preempted', attempt, seq: outcome.seq, skeleton: outcome.skeleton, step: outcome.step })
-            return { kind: 'preempted', seq: outcome.seq, skeleton: outcome.skeleton, step: outcome.step, failures, checkpointDir: this.ft.dir }
-          case 'failed': {
-            const e = outcome.error
-            const record: FailureRecord = {
-              attempt,
-              rank: e.rank,
-              skeleton: e.skeleton,
-              step: e.step,
-              phase: e.phase,
-              reason: outcome.reason,
-              message: e.message,
-              detectionMs: outcome.detectedAt - outcome.failedAt,
-            }
-            failures.push(record)
-            this.failedAt = outcome.failedAt
-            if (record.phase === 'calculate' || record.phase === 'route' || record.phase === 'checkpoint') {
-              this.fired.push({ rank: record.rank, skeleton: record.skeleton, step: record.step, phase: record.phase })
-            }
-            const { attempt: _a, ...rest } = record
-            this.emit({ event: 'failure', attempt, ...rest })
-            if (this.preemptWhy !== undefined) {
-              // Stopped by a second signal, or a rank died while stopping: do not restart.
-              throw new RunStoppedError(this.preemptWhy)
-            }
-            if (failures.length > budget) {
-              this.emit({ event: 'gave-up', attempt, failures: failures.length })
-              throw new RestartBudgetExhaustedError(failures, budget)
-            }
-            this.attempt++
-          }
-        }
+    if (spares === 0) return
+    this.pool = new SparePool({
+      programFile: first.programFile,
+      tsconfig: first.tsconfig,
+      compiled,
+      size: first.size,
+      transport: this.settings.transport,
+      heartbeatMs: first.heartbeatMs,
+      spares,
+      // A survivor's background checkpoint writes (memory level, flush, copies) end before it reports idle
+      // (see runSession): it is kept with every level.
+      keepSurvivors: this.settings.keepSurvivors,
+    })
+  }
+
+  /** The next attempt's ranks: the first as asked, every later one resuming this run's own checkpoints. */
+  private nextAttempt(run: OpenedRun, { compiled, loadedFromSources }: CompiledRun): RankGroupSpec {
+    const resume = this.attempt > 0 || this.ft.resume
+    const spec = groupSpec(this.programFile, {
+      ...this.opts,
+      // Restarts resume from this run's own checkpoints only: its run id is in every one it writes.
+      // A resume whose lineage was not in node 0's directory (lost with its node): the ranks find it in theirs.
+      // Only the user's first resume refuses to start afresh (see FaultToleranceConfig.resumeRequest): a restart
+      // before the first checkpoint starts from the beginning.
+      checkpoint: {
+        ...this.ft,
+        resume,
+        runId: run.dir.runId,
+        resumeRequest: this.attempt === 0 ? this.ft.resumeRequest : undefined,
+        ...(run.resumeMemoryDirs ? { resumeMemoryDirs: run.resumeMemoryDirs } : {}),
+        ...(run.dir.lineageUnknown ? { adoptLineage: true } : {}),
+      },
+      // Each injected failure fires once per run (this.fired: left out), so a restarted run completes.
+    }, this.fired, this.settings)
+    spec.compiled = compiled
+    const stopping = this.stoppedStarts > 0 ? { stopping: true } : {}
+    this.emit({ event: 'start', attempt: this.attempt, ranks: spec.size, transport: this.settings.transport, resume, ...(compiled ? { compiled: compiled.file } : { loadedFromSources }), ...stopping })
+    return spec
+  }
+
+  /** What an attempt's outcome means for the run: its end (a result, a throw) or, undefined, one more attempt. */
+  private async afterAttempt(outcome: AttemptOutcome, spec: RankGroupSpec, run: OpenedRun): Promise<SuperviseResult<R> | undefined> {
+    const attempt = this.attempt
+    switch (outcome.kind) {
+      case 'done': {
+        const wallMs = performance.now() - this.t0
+        await run.dir.finish().catch(() => undefined) // unrecorded, a later fresh run asks instead of discarding
+        this.emit({ event: 'finish', attempt, wallMs, restarts: attempt })
+        return { kind: 'done', value: outcome.values[0] as R, values: outcome.values as R[], text: outcome.text, ranks: spec.size, wallMs, failures: this.failures, restarts: attempt }
       }
-    } finally {
-      if (timer) clearInterval(timer)
-      await this.pool?.close()
-      await dir.release()
+      case 'refused':
+        throw outcome.error
+      case 'stopped':
+        await this.restartToStop(outcome.signal)
+        return undefined
+      case 'preempted':
+        this.emit({ event: 'preempted', attempt, seq: outcome.seq, skeleton: outcome.skeleton, step: outcome.step })
+        return { kind: 'preempted', seq: outcome.seq, skeleton: outcome.skeleton, step: outcome.step, failures: this.failures, checkpointDir: this.ft.dir }
+      case 'failed':
+        this.recordFailure(outcome)
+        this.decideRestart()
+        return undefined
     }
   }
 
-  private runOne(spec: ReturnType<typeof groupSpec>): Promise<AttemptOutcome> {
-    const attempt = this.attempt
-    const started = performance.now()
-    let last = { step: -1, at: started }
-    const failedAt = this.failedAt
+  /**
+   * A rank killed by the stop signal while it started had no checkpoint to write: the ranks start again with the
+   * stop pending, checkpoint at their first checkpoint point and stop (exit 75 with a checkpoint to resume from).
+   * New rank processes can only be ended so by a signal sent after the first: at once.
+   */
+  private async restartToStop(signal: NodeJS.Signals): Promise<void> {
+    if (++this.stoppedStarts > 1) throw new RunStoppedError(this.preemptWhy ?? signal)
+    // Spares started before the signal may be dying of it too: the ranks start in new processes.
+    await this.pool?.renew()
+    this.attempt++
+  }
+
+  /** A failure, reported and remembered: its injection point (if one) does not fire again. */
+  private recordFailure(outcome: Extract<AttemptOutcome, { kind: 'failed' }>): void {
+    const e = outcome.error
+    const record: FailureRecord = {
+      attempt: this.attempt,
+      rank: e.rank,
+      skeleton: e.skeleton,
+      step: e.step,
+      phase: e.phase,
+      reason: outcome.reason,
+      message: e.message,
+      detectionMs: outcome.detectedAt - outcome.failedAt,
+    }
+    this.failures.push(record)
+    this.failedAt = outcome.failedAt
+    if (record.phase === 'calculate' || record.phase === 'route' || record.phase === 'checkpoint') {
+      this.fired.push({ rank: record.rank, skeleton: record.skeleton, step: record.step, phase: record.phase })
+    }
+    const { attempt, ...rest } = record
+    this.emit({ event: 'failure', attempt, ...rest })
+  }
+
+  /** After a failure: restart, unless the run is being stopped or the restart budget is spent. */
+  private decideRestart(): void {
+    if (this.preemptWhy !== undefined) {
+      // Stopped by a second signal, or a rank died while stopping: do not restart.
+      throw new RunStoppedError(this.preemptWhy)
+    }
+    const budget = this.settings.restarts
+    if (this.failures.length > budget) {
+      this.emit({ event: 'gave-up', attempt: this.attempt, failures: this.failures.length })
+      throw new RestartBudgetExhaustedError(this.failures, budget)
+    }
+    this.attempt++
+  }
+
+  /** One attempt: its ranks started (by the cluster, the spare pool or the transport) and their reports turned into events. */
+  private runOne(spec: RankGroupSpec): Promise<AttemptOutcome> {
+    const times: AttemptTimes = { attempt: this.attempt, size: spec.size, started: performance.now(), failedAt: this.failedAt, last: { step: -1, at: 0 }, resumed: undefined }
+    times.last.at = times.started
     this.failedAt = undefined
-    let resumed: { at: number; r: ResumedFigures; origin: RanksOrigin } | undefined
     // A cluster run's group spans the nodes (see cluster.ts); otherwise the spare pool's, or one started per attempt.
     const startGroup = (this.opts as SuperviseOptions & GroupStarterOption).startGroup
     const start = startGroup ?? this.pool?.start ?? GROUP_STARTERS[this.settings.transport]
     return runAttempt(start, spec, {
       hangTimeoutMs: this.settings.hangTimeoutMs,
-      onLog: (rank, text, once) => {
-        if (once !== undefined) {
-          if (this.saidOnce.has(once)) return
-          this.saidOnce.add(once)
-        }
-        this.opts.onLog?.(rank, text)
-      },
+      onLog: (rank, text, kind, once) => this.sayLine(rank, text, kind, once),
       onSignal: (rank, signal) => this.forwardedSignal(rank, signal),
-      onStarted: (g) => {
-        this.group = g
-        this.opts.onGroup?.(g)
-        // A preemption asked for while no ranks were running applies to the new ones.
-        if (this.preemptWhy !== undefined) for (let r = 0; r < g.size; r++) g.send(r, { type: 'preempt' })
-      },
-      onCheckpoint: (c) => {
-        // The time limit leaves room for the checkpoint a preemption writes: a disk one.
-        if (c.level === 'disk') this.lastCheckpointMs = c.ms
-        const { seq, skeleton, step, bytes, totalBytes, ms, level, stallMs, votes, voteMs } = c
-        this.emit({ event: 'checkpoint', attempt, seq, skeleton, step, bytes, totalBytes, ms, level, stallMs, ...(votes === undefined ? {} : { votes, voteMs }) })
-        this.opts.onCheckpoint?.(c)
-      },
-      onResumed: (r: ResumedFigures) => {
-        const totalMs = performance.now() - started
-        const spawnMs = Math.max(0, totalMs - r.negotiateMs - r.loadMs - r.replayMs - r.restoreMs)
-        this.emit({ event: 'recovery-line', attempt, seq: r.seq, skeleton: r.skeleton, step: r.step, negotiateMs: r.negotiateMs, level: r.level })
-        this.emit({ event: 'replay-done', attempt, replayMs: r.replayMs })
-        this.emit({ event: 'restore-done', attempt, loadMs: r.loadMs, restoreMs: r.restoreMs })
-        const { seq, skeleton, step, negotiateMs, loadMs, replayMs, restoreMs, level } = r
-        const requested = attempt === 0
-        const ranksFrom = this.pool?.lastOrigin
-        this.emit({ event: 'resume', attempt, requested, seq, skeleton, step, spawnMs, negotiateMs, loadMs, replayMs, restoreMs, totalMs, level, ...(ranksFrom ? { ranksFrom } : {}) })
-        resumed = { at: performance.now(), r, origin: ranksFrom ?? { kept: 0, spares: 0, spawned: spec.size } }
-        ;(this.opts as SuperviseOptions & ResumeListenerOption).onResumed?.(r)
-      },
+      onStarted: (g) => this.attemptStarted(g),
+      onCheckpoint: (c) => this.checkpointCommitted(times.attempt, c),
+      onResumed: (r) => this.resumed(times, r),
       onProgress: (rank, skeleton, step, total) => {
-        if (rank !== 0) return
-        const now = performance.now()
-        if (failedAt !== undefined && resumed && last.step < 0) {
-          const { r, origin } = resumed
-          const startMs = Math.max(0, resumed.at - started - r.negotiateMs - r.loadMs - r.replayMs - r.restoreMs)
-          this.emit({
-            event: 'recovered',
-            attempt,
-            failureToFirstStepMs: now - failedAt,
-            stopMs: started - failedAt,
-            startMs,
-            negotiateMs: r.negotiateMs,
-            loadMs: r.loadMs,
-            replayMs: r.replayMs,
-            restoreMs: r.restoreMs,
-            firstStepMs: now - resumed.at,
-            ranksFrom: origin,
-          })
-        }
-        const stepsPerSecond = last.step >= 0 && step > last.step ? ((step - last.step) * 1000) / (now - last.at) : 0
-        last = { step, at: now }
-        this.emit({ event: 'progress', attempt, skeleton, step, total, stepsPerSecond })
-        this.opts.onProgress?.(skeleton, step, total)
+        if (rank === 0) this.progressed(times, skeleton, step, total)
       },
+    })
+  }
+
+  /** A rank's line to `onLog`; one said once per run (its key) only the first time, however many restarts. */
+  private sayLine(rank: number, text: string, kind: LogKind | undefined, once: string | undefined): void {
+    if (once !== undefined) {
+      if (this.saidOnce.has(once)) return
+      this.saidOnce.add(once)
+    }
+    this.opts.onLog?.(rank, text, kind)
+  }
+
+  private attemptStarted(g: RankGroup): void {
+    this.group = g
+    this.opts.onGroup?.(g)
+    // A preemption asked for while no ranks were running applies to the new ones.
+    if (this.preemptWhy !== undefined) for (let r = 0; r < g.size; r++) g.send(r, { type: 'preempt' })
+  }
+
+  private checkpointCommitted(attempt: number, c: CheckpointEvent): void {
+    // The time limit leaves room for the checkpoint a preemption writes: a disk one.
+    if (c.level === 'disk') this.lastCheckpointMs = c.ms
+    const { seq, skeleton, step, bytes, totalBytes, ms, level, stallMs, votes, voteMs } = c
+    this.emit({ event: 'checkpoint', attempt, seq, skeleton, step, bytes, totalBytes, ms, level, stallMs, ...(votes === undefined ? {} : { votes, voteMs }) })
+    this.opts.onCheckpoint?.(c)
+  }
+
+  /** The ranks restored a checkpoint: the recovery's phases as events (spawn is what the ranks' own figures leave). */
+  private resumed(times: AttemptTimes, r: ResumedFigures): void {
+    const { attempt, started } = times
+    const totalMs = performance.now() - started
+    const spawnMs = Math.max(0, totalMs - r.negotiateMs - r.loadMs - r.replayMs - r.restoreMs)
+    this.emit({ event: 'recovery-line', attempt, seq: r.seq, skeleton: r.skeleton, step: r.step, negotiateMs: r.negotiateMs, level: r.level })
+    this.emit({ event: 'replay-done', attempt, replayMs: r.replayMs })
+    this.emit({ event: 'restore-done', attempt, loadMs: r.loadMs, restoreMs: r.restoreMs })
+    const { seq, skeleton, step, negotiateMs, loadMs, replayMs, restoreMs, level } = r
+    const requested = attempt === 0
+    const ranksFrom = this.pool?.lastOrigin
+    this.emit({ event: 'resume', attempt, requested, seq, skeleton, step, spawnMs, negotiateMs, loadMs, replayMs, restoreMs, totalMs, level, ...(ranksFrom ? { ranksFrom } : {}) })
+    times.resumed = { at: performance.now(), r, origin: ranksFrom ?? { kept: 0, spares: 0, spawned: times.size } }
+    ;(this.opts as SuperviseOptions & ResumeListenerOption).onResumed?.(r)
+  }
+
+  /** Rank 0's progress, with its rate; the first progress after a failure's recovery ends the recovery (`recovered`). */
+  private progressed(times: AttemptTimes, skeleton: number, step: number, total: number | undefined): void {
+    const now = performance.now()
+    const { last } = times
+    if (times.failedAt !== undefined && times.resumed && last.step < 0) this.emitRecovered(times, now)
+    const stepsPerSecond = last.step >= 0 && step > last.step ? ((step - last.step) * 1000) / (now - last.at) : 0
+    times.last = { step, at: now }
+    this.emit({ event: 'progress', attempt: times.attempt, skeleton, step, total, stepsPerSecond })
+    this.opts.onProgress?.(skeleton, step, total)
+  }
+
+  /** The recovery from end to end, from the failure's detection to the first superstep computed again. */
+  private emitRecovered(times: AttemptTimes, now: number): void {
+    const { r, origin, at } = times.resumed!
+    const failedAt = times.failedAt!
+    const startMs = Math.max(0, at - times.started - r.negotiateMs - r.loadMs - r.replayMs - r.restoreMs)
+    this.emit({
+      event: 'recovered',
+      attempt: times.attempt,
+      failureToFirstStepMs: now - failedAt,
+      stopMs: times.started - failedAt,
+      startMs,
+      negotiateMs: r.negotiateMs,
+      loadMs: r.loadMs,
+      replayMs: r.replayMs,
+      restoreMs: r.restoreMs,
+      firstStepMs: now - at,
+      ranksFrom: origin,
     })
   }
 

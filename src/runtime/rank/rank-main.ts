@@ -2,6 +2,7 @@ import { existsSync } from 'node:fs'
 import type { MessagePort } from 'node:worker_threads'
 import type { FaultToleranceConfig } from '../../checkpoint/config.js'
 import type { CheckpointControl } from '../../checkpoint/control.js'
+import type { CheckpointEvent } from '../../checkpoint/events.js'
 import type { CodeIdentity } from '../../checkpoint/identity/code.js'
 import { errorRecord, PreemptedError } from '../../errors.js'
 import type { Communicator } from '../../routing/communicator.js'
@@ -9,9 +10,9 @@ import { formatOptions, parseOptions, type OptionSpecs, type OptionValues } from
 import { PHASES } from '../../skeletons/phase.js'
 import type { Program } from '../../skeletons/program.js'
 import type { Injection, RandomInjection } from '../inject.js'
-import type { ControlPort } from '../protocol.js'
+import type { ControlPort, LauncherToRank, LogKind } from '../protocol.js'
 import { RankInjections } from './rank-injections.js'
-import { runSession } from './rank-session.js'
+import { runSession, type RankSession } from './rank-session.js'
 import { expandDir, matchingDirectories } from '../cluster-env.js'
 import { connectSocketCommunicator } from '../transport/sockets.js'
 import { StreamCommunicator } from '../transport/stream-communicator.js'
@@ -61,117 +62,191 @@ export interface RankInit {
 
 /** Run `program` as one rank; every outcome is reported on the control port. */
 export async function runRank(program: Program, init: RankInit): Promise<void> {
-  const { control, rank } = init
-  if (init.mode === 'describe') {
-    control.postMessage({
-      type: 'describe',
-      name: program.name,
-      description: program.description ?? '',
-      optionsHelp: formatOptions(program.options),
-    })
-    return
-  }
-  let options: OptionValues<OptionSpecs>
+  if (init.mode === 'describe') return describeProgram(program, init.control)
+  const options = readProgramOptions(program, init)
+  if (options === undefined) return
+  const run = new RankRun(init)
   try {
-    options = parseOptions(program.options, init.argv)
-  } catch (e) {
-    control.postMessage({ type: 'config-error', rank, message: (e as Error).message })
-    return
-  }
-  const status = new RankStatus(init.status, rank)
-  const injections = new RankInjections(init, status)
-  const session: CheckpointControl = { preemptRequested: false, preemptible: true, faults: injections }
-  let comm: Communicator | undefined
-  let aborted = false
-  // A rank process's large buffers: from warm memory if its host has some; their sizes go to the launcher.
-  const allocations = new RankAllocations(init.warm)
-  // Taken when the run is told to stop, while its domains are certainly alive: a collection during the
-  // unwinding could otherwise drop them before they are handed to the next run.
-  let stoppedBuffers: SharedArrayBuffer[] = []
-  control.onMessage((m) => {
-    if (m.type === 'preempt') session.preemptRequested = true
-    if (m.type === 'checkpoint') session.checkpointRequested = true
-    // Closing fails every wait for a peer, so `main` unwinds at its next one.
-    if (m.type === 'abort') {
-      aborted = true
-      session.stopped = true
-      stoppedBuffers = allocations.liveBuffers()
-      comm?.close()
-    }
-  })
-  try {
-    comm =
-      init.transport.kind === 'threads'
-        ? new ThreadCommunicator(rank, init.size, init.transport.ports, init.transport.channels)
-        : init.transport.kind === 'tcp'
-          ? await connectTcpCommunicator(rank, init.size, tcpOptions(init.transport, init))
-          : await connectSocketCommunicator(rank, init.size, init.transport.endpoints)
-    if (aborted) comm.close()
-    // Rank processes only: thread ranks share their launcher's memory.
-    const warmable = comm instanceof StreamCommunicator ? comm : undefined
-    if (warmable) warmable.allocator = allocations.allocate
-    let reported = ''
-    const value = await runSession({
-      program,
-      comm,
-      status,
-      options,
-      // `{node}` and `{rank}` in the directories name this rank's own (disk and memory level).
-      ft: init.ft && ranksOwnDirs(init.ft, init.node ?? 0, rank),
-      code: init.code,
-      control: session,
-      log: (text, once) => control.postMessage(once === undefined ? { type: 'log', rank, text } : { type: 'log', rank, text, once }),
-      onCheckpoint: (e) => {
-        control.postMessage({ type: 'checkpoint', rank, ...e })
-        allocations.release()
-        if (!warmable) return
-        // What a recovery at this checkpoint allocates: the live large buffers and the read buffer of this
-        // file (its size on any level). Sent when it changed (a domain grew), not at every checkpoint.
-        const sizes = allocations.report([readBufferBytes(e.bytes)])
-        const key = sizes.join(',')
-        if (key === reported) return
-        reported = key
-        control.postMessage({ type: 'buffers', rank, sizes })
-      },
-      onResumed: (r) => {
-        control.postMessage({ type: 'resumed', rank, ...r })
-        allocations.release()
-        if (allocations.warmBytes > 0) {
-          const size = formatSize(allocations.warmBytes)
-          const text = allocations.warmFrom === 'touched' ? `warm spare: ${size} of memory touched ahead` : `kept process: ${size} of its last run's memory reused`
-          control.postMessage({ type: 'log', rank, text })
-        }
-      },
-      onStep: rank === 0 ? progressReporter(control) : undefined,
-      onSkeletonStart: (skeleton, total, name) => injections.skeletonStarts(skeleton, total, name),
-    })
+    const comm = await run.connect()
+    const value = await runSession(sessionOf(program, options, comm, run))
     // Errors scheduled by the program (timers, setImmediate) fire before the result counts:
     // supersteps that never wait may not have let the event loop run them yet.
     await new Promise<void>((resolve) => setImmediate(resolve))
-    status.phase('done')
-    const text = rank === 0 && program.format ? program.format(value, options) : undefined
-    control.postMessage({ type: 'result', rank, value, text })
+    run.status.phase('done')
+    const text = init.rank === 0 && program.format ? program.format(value, options) : undefined
+    init.control.postMessage({ type: 'result', rank: init.rank, value, text })
   } catch (e) {
-    const where = readStatus(init.status, rank)
-    if (e instanceof PreemptedError) {
-      control.postMessage({ type: 'preempted', rank, seq: e.seq, skeleton: where.skeleton, step: where.step })
-      return
-    }
-    control.postMessage({
-      type: 'error',
-      rank,
-      skeleton: where.skeleton,
-      step: where.step,
-      phase: PHASES.includes(where.phase) ? where.phase : 'light',
-      // Stopped from outside, the error is the stop's own echo: its stack would only delay the recovery.
-      ...errorRecord(aborted ? e : withSourceLocations(e), !aborted),
-    })
+    reportEnd(init, e, run.aborted)
   } finally {
-    comm?.close()
-    allocations.release()
-    // Stopped from outside, the run has waited for its background writes (runSession): its buffers are free.
-    if (aborted) init.recycle?.(stoppedBuffers)
+    run.close()
   }
+}
+
+/** `molotof run --help <program>`: the launcher asks a rank for the program's name and options, nothing runs. */
+function describeProgram(program: Program, control: ControlPort): void {
+  control.postMessage({ type: 'describe', name: program.name, description: program.description ?? '', optionsHelp: formatOptions(program.options) })
+}
+
+/** The program's own options, or none when they are refused (a `config-error` told the launcher: bad input, no restart). */
+function readProgramOptions(program: Program, init: RankInit): OptionValues<OptionSpecs> | undefined {
+  try {
+    return parseOptions(program.options, init.argv)
+  } catch (e) {
+    init.control.postMessage({ type: 'config-error', rank: init.rank, message: (e as Error).message })
+    return undefined
+  }
+}
+
+/**
+ * One run of the program on this rank, as the launcher sees it: its status slot, injections, the requests the
+ * launcher sends (preempt, checkpoint, abort) and its large buffers, kept for the next run when stopped from outside.
+ */
+class RankRun {
+  readonly status: RankStatus
+  readonly injections: RankInjections
+  /** What the checkpoint code reads at its checkpoint points: the launcher's requests. */
+  readonly control: CheckpointControl
+  /** A rank process's large buffers: from warm memory if its host has some; their sizes go to the launcher. */
+  readonly allocations: RankAllocations
+  private comm: Communicator | undefined
+  /** Told to stop from outside (warm spares: a survivor of a failure): its error is the stop's echo. */
+  aborted = false
+  // Taken when the run is told to stop, while its domains are certainly alive: a collection during the
+  // unwinding could otherwise drop them before they are handed to the next run.
+  private stoppedBuffers: SharedArrayBuffer[] = []
+
+  constructor(readonly init: RankInit) {
+    this.status = new RankStatus(init.status, init.rank)
+    this.injections = new RankInjections(init, this.status)
+    this.control = { preemptRequested: false, preemptible: true, faults: this.injections }
+    this.allocations = new RankAllocations(init.warm)
+    init.control.onMessage((m) => this.onLauncherMessage(m))
+  }
+
+  /** The launcher's requests, applied at the run's next checkpoint point or wait for a peer. */
+  private onLauncherMessage(m: LauncherToRank): void {
+    if (m.type === 'preempt') this.control.preemptRequested = true
+    if (m.type === 'checkpoint') this.control.checkpointRequested = true
+    // Closing fails every wait for a peer, so `main` unwinds at its next one.
+    if (m.type === 'abort') {
+      this.aborted = true
+      this.control.stopped = true
+      this.stoppedBuffers = this.allocations.liveBuffers()
+      this.comm?.close()
+    }
+  }
+
+  /** The communicator of the transport; closed at once when an abort came while it connected. */
+  async connect(): Promise<Communicator> {
+    const { init } = this
+    const t = init.transport
+    const comm =
+      t.kind === 'threads'
+        ? new ThreadCommunicator(init.rank, init.size, t.ports, t.channels)
+        : t.kind === 'tcp'
+          ? await connectTcpCommunicator(init.rank, init.size, tcpOptions(t, init))
+          : await connectSocketCommunicator(init.rank, init.size, t.endpoints)
+    this.comm = comm
+    if (this.aborted) comm.close()
+    // Rank processes only: thread ranks share their launcher's memory.
+    if (comm instanceof StreamCommunicator) comm.allocator = this.allocations.allocate
+    return comm
+  }
+
+  close(): void {
+    this.comm?.close()
+    this.allocations.release()
+    // Stopped from outside, the run has waited for its background writes (runSession): its buffers are free.
+    if (this.aborted) this.init.recycle?.(this.stoppedBuffers)
+  }
+}
+
+/** What `runSession` needs, with every report of the run going to the launcher on the control port. */
+function sessionOf(program: Program, options: OptionValues<OptionSpecs>, comm: Communicator, run: RankRun): RankSession {
+  const { init } = run
+  const { control, rank } = init
+  return {
+    program,
+    comm,
+    status: run.status,
+    options,
+    // `{node}` and `{rank}` in the directories name this rank's own (disk and memory level).
+    ft: init.ft && ranksOwnDirs(init.ft, init.node ?? 0, rank),
+    code: init.code,
+    control: run.control,
+    log: logTo(control, rank),
+    onCheckpoint: checkpointReporter(control, rank, run.allocations, comm instanceof StreamCommunicator),
+    onResumed: (r) => {
+      control.postMessage({ type: 'resumed', rank, ...r })
+      reportWarmMemory(control, rank, run.allocations)
+    },
+    onStep: rank === 0 ? progressReporter(control) : undefined,
+    onSkeletonStart: (skeleton, total, name) => run.injections.skeletonStarts(skeleton, total, name),
+  }
+}
+/** A log line to the launcher, with its kind (see LogKind): said by this layer, or told by its first word (see kindOfUntaggedLine). */
+function logTo(control: ControlPort, rank: number): (text: string, once?: string, kind?: LogKind) => void {
+  return (text, once, kind = kindOfUntaggedLine(text)) =>
+    control.postMessage({ type: 'log', rank, text, ...(once === undefined ? {} : { once }), ...(kind === undefined ? {} : { kind }) })
+}
+
+/**
+ * The kind of a line from a layer whose log carries none: the checkpoint code (its recovery warnings, the
+ * memory level's cost warning, a `--resume-or-start` that started afresh) and the program's own `ctx.log`
+ * lines. Their first word tells it; the one place a line's text decides its kind, so the launcher and the
+ * CLI decide on the kind alone.
+ */
+function kindOfUntaggedLine(text: string): LogKind | undefined {
+  if (text.startsWith('warning:')) return 'warning'
+  if (text.startsWith('--resume-or-start:')) return 'notice'
+  return undefined
+}
+
+/**
+ * Each committed checkpoint to the launcher; a rank process also sends what a recovery at this checkpoint
+ * allocates (its live large buffers and the read buffer of this file, its size on any level), for spares to
+ * touch ahead: when it changed (a domain grew), not at every checkpoint.
+ */
+function checkpointReporter(control: ControlPort, rank: number, allocations: RankAllocations, warmable: boolean): (e: CheckpointEvent) => void {
+  let reported = ''
+  return (e) => {
+    control.postMessage({ type: 'checkpoint', rank, ...e })
+    allocations.release()
+    if (!warmable) return
+    const sizes = allocations.report([readBufferBytes(e.bytes)])
+    const key = sizes.join(',')
+    if (key === reported) return
+    reported = key
+    control.postMessage({ type: 'buffers', rank, sizes })
+  }
+}
+
+/** After a recovery: how much memory a warm spare or a kept process had ready (what made the restart fast). */
+function reportWarmMemory(control: ControlPort, rank: number, allocations: RankAllocations): void {
+  allocations.release()
+  if (allocations.warmBytes === 0) return
+  const size = formatSize(allocations.warmBytes)
+  const text = allocations.warmFrom === 'touched' ? `warm spare: ${size} of memory touched ahead` : `kept process: ${size} of its last run's memory reused`
+  control.postMessage({ type: 'log', rank, text })
+}
+
+/** A run that did not finish: preempted after its checkpoint, or an error, with where the rank was. */
+function reportEnd(init: RankInit, e: unknown, aborted: boolean): void {
+  const { control, rank } = init
+  const where = readStatus(init.status, rank)
+  if (e instanceof PreemptedError) {
+    control.postMessage({ type: 'preempted', rank, seq: e.seq, skeleton: where.skeleton, step: where.step })
+    return
+  }
+  control.postMessage({
+    type: 'error',
+    rank,
+    skeleton: where.skeleton,
+    step: where.step,
+    phase: PHASES.includes(where.phase) ? where.phase : 'light',
+    // Stopped from outside, the error is the stop's own echo: its stack would only delay the recovery.
+    ...errorRecord(aborted ? e : withSourceLocations(e), !aborted),
+  })
 }
 
 /** The TCP transport's options: endpoints are exchanged through the launcher on the control port. */
@@ -187,7 +262,7 @@ function tcpOptions(t: { host: string; generation: number }, init: RankInit): Tc
         })
         control.postMessage({ type: 'listening', rank, generation: t.generation, host: mine.host, port: mine.port })
       }),
-    onRefused: (why) => control.postMessage({ type: 'log', rank, text: `warning: ${why}` }),
+    onRefused: (why) => control.postMessage({ type: 'log', rank, text: `warning: ${why}`, kind: 'warning' }),
   }
 }
 
