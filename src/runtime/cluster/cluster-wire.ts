@@ -156,7 +156,7 @@ export async function proveToLeader(socket: Socket, key: Uint8Array | undefined,
   if (!failed) return
   if (failed.kind === 'proof') {
     throw new ConfigError(
-      `node ${node}: the rendezvous at ${where} ${failed.why}: the nodes were given different secrets ` +
+      `node ${node}: the rendezvous at ${where} failed the handshake: ${failed.why}; the nodes were given different secrets ` +
         '(MOLOTOF_SECRET, or the secret file in --shared-dir: is that directory really shared?), or another process holds that port',
     )
   }
