@@ -132,7 +132,7 @@ export async function joinCluster(
   const rendezvous = given ?? (fromEnv !== undefined && fromEnv !== '' ? parseHostPort(fromEnv, RENDEZVOUS_ENV) : undefined)
   const sharedDir = flags.sharedDir === undefined ? undefined : resolve(flags.sharedDir)
   // Before anything listens or connects: a run without a secret is refused unless asked for.
-  const secret = clusterSecret(env, sharedDir, flags.insecureCluster)
+  const secret = clusterSecret(env, place.nodes, sharedDir, flags.insecureCluster)
   if (!secret) log(`warning: node ${place.node}: a cluster run without a secret (--insecure-cluster): any process that reaches the nodes' ports could join it`)
   const file = resolve(program)
   const identity: Record<string, string> = {

@@ -18,16 +18,17 @@ export interface ClusterSecret {
 }
 
 /**
- * The secret of a cluster run: MOLOTOF_SECRET when set, else the file
- * `molotof-secret` in `sharedDir` (created when absent; see
+ * The secret of a cluster run of `nodes` nodes: MOLOTOF_SECRET when set,
+ * else a random one on a single node (no other node needs to know it), else
+ * the file `molotof-secret` in `sharedDir` (created when absent; see
  * `sharedSecretFile`), else none: undefined when `insecure`
  * (--insecure-cluster), else refused, saying how to give one.
  *
  * ```ts
- * const secret = clusterSecret(process.env, '/shared/run', false)   // { key, source: '/shared/run/molotof-secret' }
+ * const secret = clusterSecret(process.env, 4, '/shared/run', false)   // { key, source: '/shared/run/molotof-secret' }
  * ```
  */
-export function clusterSecret(env: Readonly<Record<string, string | undefined>>, sharedDir: string | undefined, insecure: boolean): ClusterSecret | undefined {
+export function clusterSecret(env: Readonly<Record<string, string | undefined>>, nodes: number, sharedDir: string | undefined, insecure: boolean): ClusterSecret | undefined {
   const fromEnv = env[SECRET_ENV]
   if (fromEnv !== undefined && fromEnv !== '') {
     const key = Buffer.from(fromEnv, 'utf8')
@@ -36,6 +37,7 @@ export function clusterSecret(env: Readonly<Record<string, string | undefined>>,
     }
     return { key, source: `$${SECRET_ENV}` }
   }
+  if (nodes === 1) return { key: randomBytes(32), source: 'drawn at random (one node)' }
   if (sharedDir !== undefined) return { key: sharedSecretFile(sharedDir), source: join(sharedDir, SECRET_FILE) }
   if (insecure) return undefined
   throw new ConfigError(

@@ -14,17 +14,24 @@ const fresh = () => join(root, `d${dirs++}`)
 describe('the secret of a cluster run', () => {
   it('MOLOTOF_SECRET first, then the file in --shared-dir; a short one refused', () => {
     const dir = fresh()
-    expect(clusterSecret({ MOLOTOF_SECRET: 'sixteen chars ok' }, dir, false)).toEqual({ key: Buffer.from('sixteen chars ok'), source: '$MOLOTOF_SECRET' })
-    expect(() => clusterSecret({ MOLOTOF_SECRET: 'too short' }, dir, true)).toThrow(ConfigError)
-    expect(() => clusterSecret({ MOLOTOF_SECRET: 'too short' }, dir, true)).toThrow(/\$MOLOTOF_SECRET is 9 bytes long: a secret needs 16 or more/)
-    const fromFile = clusterSecret({ MOLOTOF_SECRET: '' }, dir, false)
+    expect(clusterSecret({ MOLOTOF_SECRET: 'sixteen chars ok' }, 2, dir, false)).toEqual({ key: Buffer.from('sixteen chars ok'), source: '$MOLOTOF_SECRET' })
+    expect(() => clusterSecret({ MOLOTOF_SECRET: 'too short' }, 1, dir, true)).toThrow(ConfigError)
+    expect(() => clusterSecret({ MOLOTOF_SECRET: 'too short' }, 1, dir, true)).toThrow(/\$MOLOTOF_SECRET is 9 bytes long: a secret needs 16 or more/)
+    const fromFile = clusterSecret({ MOLOTOF_SECRET: '' }, 2, dir, false)
     expect(fromFile?.source).toBe(join(dir, 'molotof-secret'))
     expect(fromFile?.key.equals(Buffer.from(readFileSync(join(dir, 'molotof-secret'), 'utf8').trim()))).toBe(true)
   })
 
   it('none: refused, naming the three ways; undefined with --insecure-cluster', () => {
-    expect(() => clusterSecret({}, undefined, false)).toThrow(/a cluster run needs a secret shared by its nodes.*MOLOTOF_SECRET.*mpirun -x MOLOTOF_SECRET.*--shared-dir DIR.*--insecure-cluster/)
-    expect(clusterSecret({}, undefined, true)).toBeUndefined()
+    expect(() => clusterSecret({}, 2, undefined, false)).toThrow(/a cluster run needs a secret shared by its nodes.*MOLOTOF_SECRET.*mpirun -x MOLOTOF_SECRET.*--shared-dir DIR.*--insecure-cluster/)
+    expect(clusterSecret({}, 2, undefined, true)).toBeUndefined()
+  })
+
+  it('a run of one node draws its own: its ranks are the only ones to know it', () => {
+    const a = clusterSecret({}, 1, undefined, false)
+    const b = clusterSecret({}, 1, undefined, false)
+    expect(a?.key.length).toBe(32)
+    expect(a?.key.equals(b!.key)).toBe(false)
   })
 
   it('the shared file is made once, mode 0600, 64 hex digits, and read as it is afterwards', () => {
