@@ -2,7 +2,7 @@
 // on the run's secret, with nodes started by hand as a launcher would start
 // them (PMI_RANK/PMI_SIZE), as in cluster.test.ts.
 import { spawn } from 'node:child_process'
-import { mkdtempSync, rmSync, statSync } from 'node:fs'
+import { mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, statSync } from 'node:fs'
 import { createConnection, createServer, type Socket } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -19,6 +19,7 @@ const JACOBI_ARGS = ['--n', '40', '--iterations', '300']
 interface NodeRun {
   code: Promise<number | null>
   output: () => string
+  pid: number
 }
 
 /** One node supervisor, as a launcher starts it; `secret` undefined: MOLOTOF_SECRET unset. */
@@ -31,7 +32,61 @@ function startNode(node: number, nodes: number, args: string[], secret: string |
   child.stdout.on('data', (b: Buffer) => (text += b.toString()))
   child.stderr.on('data', (b: Buffer) => (text += b.toString()))
   const code = new Promise<number | null>((resolve) => child.on('close', (c) => resolve(c)))
-  return { code, output: () => text }
+  return { code, output: () => text, pid: child.pid! }
+}
+
+/** The pids of the rank processes `parent` started (process-boot.mjs). */
+function ranksOf(parent: number): number[] {
+  const out: number[] = []
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue
+    try {
+      const stat = readFileSync(`/proc/${name}/stat`, 'utf8')
+      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1])
+      if (ppid === parent && readFileSync(`/proc/${name}/cmdline`, 'utf8').includes('process-boot.mjs')) out.push(Number(name))
+    } catch {
+      // Gone meanwhile: not one of ours any more.
+    }
+  }
+  return out
+}
+
+/** The TCP port process `pid` listens on, if any (its socket inodes matched in /proc/net/tcp). */
+function listeningPort(pid: number): number | undefined {
+  const inodes = new Set<string>()
+  try {
+    for (const fd of readdirSync(`/proc/${pid}/fd`)) {
+      const m = /^socket:\[(\d+)\]$/.exec(readlinkSync(`/proc/${pid}/fd/${fd}`))
+      if (m) inodes.add(m[1])
+    }
+    for (const line of readFileSync(`/proc/${pid}/net/tcp`, 'utf8').split('\n').slice(1)) {
+      const f = line.trim().split(/\s+/)
+      if (f[3] === '0A' && inodes.has(f[9])) return parseInt(f[1].split(':')[1], 16)
+    }
+  } catch {
+    // The process ended: it listens on nothing.
+  }
+  return undefined
+}
+
+/** Poll `find` until it gives a value (at most a minute). */
+async function until<T>(find: () => T | undefined): Promise<T> {
+  for (const end = Date.now() + 60_000; Date.now() < end; ) {
+    const v = find()
+    if (v !== undefined) return v
+    await new Promise((r) => setTimeout(r, 5))
+  }
+  throw new Error('not found within a minute')
+}
+
+/** A raw frame of the rank transports (frames.ts): u32 length, u32 kind, f64 tag, payload. */
+function rankFrame(kind: number, tag: number, payload: Uint8Array): Buffer {
+  const h = Buffer.alloc(16 + payload.byteLength)
+  h.writeUInt32LE(payload.byteLength, 0)
+  h.writeUInt32LE(kind, 4)
+  h.writeDoubleLE(tag, 8)
+  h.set(payload, 16)
+  return h
 }
 
 async function freePort(): Promise<number> {
@@ -100,6 +155,39 @@ describe('cluster runs: only the run\'s own processes get in', () => {
     expect(await b.code, b.output()).toBe(0)
     expect(a.output()).toContain(`warning: node 0: refused a connection to the rendezvous from ${from}: it did not start with the molotof handshake`)
     expect(a.output()).not.toMatch(/written by a stranger|inconsistent launcher sizes/)
+    const straight = (await launch<JacobiResult>(JACOBI, { ranks: 2, argv: JACOBI_ARGS, onLog: () => {} })).value
+    expect(resultOf(a)).toEqual({ residual: straight.residual, checksum: straight.checksum })
+  })
+
+  it("a stranger's well-formed frame of the current attempt at a rank's port is refused and logged, and the run gives the bits of a run without it", async () => {
+    const port = await freePort()
+    const secret = 'the secret of this run, 32 chars'
+    const args = [...common(port, 'rankport'), '--node-timeout', '30s', '--json']
+    const a = startNode(0, 2, args, secret)
+    const b = startNode(1, 2, args, secret)
+    // Node 1's rank held (stopped) as soon as it exists: node 0's rank 0 then listens until it is let go.
+    const rank1 = await until(() => ranksOf(b.pid)[0])
+    process.kill(rank1, 'SIGSTOP')
+    try {
+      const rank0 = await until(() => ranksOf(a.pid)[0])
+      const rankPort = await until(() => listeningPort(rank0))
+      const stranger = await connectWhenListening(rankPort)
+      stranger.on('error', () => {})
+      const from = `127.0.0.1:${stranger.localPort}`
+      // A HELLO of rank 1 in attempt 1 (group of 2), then a halo-sized message it hopes gets delivered.
+      const hello = Buffer.alloc(8)
+      hello.writeUInt32LE(2, 0)
+      hello.writeUInt32LE(1, 4)
+      stranger.write(Buffer.concat([rankFrame(1, 1, hello), rankFrame(2, 0, new Uint8Array(336).fill(7))]))
+      await new Promise<void>((r) => stranger.once('close', () => r())) // rank 0 drops it
+      await seen(a, /rank 0: refused a connection/)
+      expect(a.output()).toContain(`warning: rank 0: refused a connection from ${from}: it did not start with the molotof handshake`)
+    } finally {
+      process.kill(rank1, 'SIGCONT')
+    }
+    expect(await a.code, a.output()).toBe(0)
+    expect(await b.code, b.output()).toBe(0)
+    expect(a.output()).not.toMatch(/restarts [1-9]/) // no rank failed on the way
     const straight = (await launch<JacobiResult>(JACOBI, { ranks: 2, argv: JACOBI_ARGS, onLog: () => {} })).value
     expect(resultOf(a)).toEqual({ residual: straight.residual, checksum: straight.checksum })
   })
