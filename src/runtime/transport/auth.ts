@@ -34,7 +34,7 @@ export interface HandshakeFailure {
 }
 
 /** The proof of `role` over both nonces. */
-export function handshakeProof(key: Uint8Array, role: HandshakeRole, context: string, dialerNonce: Uint8Array, acceptorNonce: Uint8Array): Buffer {
+function handshakeProof(key: Uint8Array, role: HandshakeRole, context: string, dialerNonce: Uint8Array, acceptorNonce: Uint8Array): Buffer {
   return createHmac('sha256', key).update(`molotof ${role} ${context}\0`).update(dialerNonce).update(acceptorNonce).digest()
 }
 
