@@ -58,7 +58,8 @@ interface AgentLink {
 
 /**
  * Node 0's supervisor in a cluster run: listens at the rendezvous, admits one
- * supervisor per other node (refusing any started differently), and then
+ * supervisor per other node (after the handshake on the run's secret, see
+ * `admitConnection`; refusing any started differently), and then
  * provides `startGroup`: the ranks of every node as one `RankGroup`, so the
  * ordinary `Supervisor` runs the whole cluster. Each attempt has a generation
  * number; messages of another generation are dropped. A node silent past the
