@@ -22,7 +22,9 @@ export interface ClusterSecret {
  * else a random one on a single node (no other node needs to know it), else
  * the file `molotof-secret` in `sharedDir` (created when absent; see
  * `sharedSecretFile`), else none: undefined when `insecure`
- * (--insecure-cluster), else refused, saying how to give one.
+ * (--insecure-cluster), else refused, saying how to give one. Refused rather
+ * than warned: a warning in a batch log is read after a co-tenant's forged
+ * message has ended or corrupted the run.
  *
  * ```ts
  * const secret = clusterSecret(process.env, 4, '/shared/run', false)   // { key, source: '/shared/run/molotof-secret' }
