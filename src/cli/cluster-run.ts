@@ -6,6 +6,7 @@ import { parseDuration } from '../checkpoint/policy/duration.js'
 import { ConfigError } from '../errors.js'
 import { detectLauncher, parseHostPort, RENDEZVOUS_ENV, type ClusterPlace, type HostPort } from '../runtime/cluster-env.js'
 import { ClusterLeader, runClusterAgent, type ClusterOptions } from '../runtime/cluster/cluster.js'
+import { clusterSecret, SECRET_ENV } from '../runtime/cluster/secret.js'
 import { compileProgram } from '../runtime/compiled-program.js'
 import { findTsconfig } from '../runtime/launch/launcher.js'
 import { option } from '../skeletons/options.js'
@@ -18,6 +19,10 @@ export const CLUSTER_OPTIONS = {
   sharedCheckpoint: option.string(undefined, 'copy complete disk checkpoints to --shared-dir in the background: every:<k> (every k-th one) or a duration such as 10m (the first one after that long)'),
   partnerCopies: option.choice(['auto', 'on', 'off'] as const, 'auto', "keep each rank's disk checkpoint also on the next node (sent in the background): auto = on with two nodes or more"),
   nodeTimeout: option.string('30s', 'under a cluster launcher: a node supervisor silent this long is lost (also the limit for the rendezvous)'),
+  insecureCluster: option.boolean(
+    false,
+    `under a cluster launcher with neither $${SECRET_ENV} nor --shared-dir: run without a secret (no handshake: any process that reaches the nodes' ports could join the run; only on a network you trust)`,
+  ),
 }
 
 /** What `molotof run` reads for a cluster run. */
@@ -29,6 +34,7 @@ export interface ClusterFlags {
   partnerCopies: 'auto' | 'on' | 'off'
   nodeTimeout: string
   heartbeat: number
+  insecureCluster: boolean
 }
 
 /**
@@ -124,6 +130,10 @@ export async function joinCluster(
   const { nodeTimeoutSeconds: seconds, rendezvous: given } = checkClusterFlags(flags)
   const fromEnv = env[RENDEZVOUS_ENV]
   const rendezvous = given ?? (fromEnv !== undefined && fromEnv !== '' ? parseHostPort(fromEnv, RENDEZVOUS_ENV) : undefined)
+  const sharedDir = flags.sharedDir === undefined ? undefined : resolve(flags.sharedDir)
+  // Before anything listens or connects: a run without a secret is refused unless asked for.
+  const secret = clusterSecret(env, place.nodes, sharedDir, flags.insecureCluster)
+  if (!secret) log(`warning: node ${place.node}: a cluster run without a secret (--insecure-cluster): any process that reaches the nodes' ports could join it`)
   const file = resolve(program)
   const identity: Record<string, string> = {
     launcher: place.launcher,
@@ -135,12 +145,13 @@ export async function joinCluster(
     place,
     ranksPerNode: flags.ranksPerNode,
     rendezvous,
-    sharedDir: flags.sharedDir === undefined ? undefined : resolve(flags.sharedDir),
+    sharedDir,
     nodeTimeoutMs: seconds * 1000,
     beatMs: Math.max(50, Math.min(flags.heartbeat, 1000)),
     identity,
     dir,
     log,
+    secret,
   }
   if (place.node === 0) return { kind: 'leader', leader: await ClusterLeader.open(opts), place }
   const tsconfig = findTsconfig(file)

@@ -23,7 +23,8 @@ interface NodeRun {
 /** One node supervisor, started as a launcher would start it (its own process group, so a node can be killed whole). */
 function startNode(node: number, nodes: number, args: string[], env: Record<string, string> = {}): NodeRun {
   const child = spawn(process.execPath, ['bin/molotof.mjs', 'run', ...args], {
-    env: { ...process.env, PMI_RANK: String(node), PMI_SIZE: String(nodes), ...env },
+    // The batch script's secret (every node the same): a cluster run without one is refused.
+    env: { ...process.env, PMI_RANK: String(node), PMI_SIZE: String(nodes), MOLOTOF_SECRET: 'a secret of the cluster tests', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
     detached: true,
   })

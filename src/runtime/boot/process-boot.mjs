@@ -7,7 +7,10 @@
 //
 // init: the attempt's RankGroupSpec for this rank, plus `rank` and `endpoints`
 // (the Unix socket path of every rank), or `tcp` ({ host, generation }: the TCP
-// transport, endpoints exchanged through the launcher).
+// transport, endpoints exchanged through the launcher). A TCP rank's key (the
+// run's secret, see transport/auth.ts) comes in the environment, never on the
+// command line, which every user of the host can read: MOLOTOF_RANK_KEY (hex),
+// taken out of the environment before the program loads.
 //
 // The setup it shares with spare processes (process-host.mjs): stop signals
 // forwarded to the launcher, whose supervisor makes every rank checkpoint and
@@ -21,6 +24,8 @@ const spec = deserialize(Buffer.from(process.argv[2] ?? '', 'base64'))
 // The rest of the spec (argv, ft, inject, ...) goes to the rank as it is.
 const { programFile, tsconfig, compiled, endpoints, tcp, heartbeatMs, ...common } = spec
 const { rank, size } = common
+const rankKey = process.env.MOLOTOF_RANK_KEY
+delete process.env.MOLOTOF_RANK_KEY
 
 // First, before anything slow: a stop signal from here on is forwarded, never fatal. (One that comes while Node
 // itself starts still ends the process; the launcher takes that death as the same stop request, see attempt.ts.)
@@ -39,7 +44,7 @@ await runProgram({ programFile, tsconfig, compiled, rank, control }, () => ({
   ...common,
   mode: 'run',
   // `tcp` (address and generation) is set by the TCP groups (tcp-group.ts, cluster nodes).
-  transport: tcp ? { kind: 'tcp', ...tcp } : { kind: 'processes', endpoints },
+  transport: tcp ? { kind: 'tcp', ...tcp, key: rankKey ? Buffer.from(rankKey, 'hex') : undefined } : { kind: 'processes', endpoints },
   status,
   control,
   die,

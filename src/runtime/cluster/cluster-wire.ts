@@ -1,6 +1,7 @@
 import type { Socket } from 'node:net'
 import { deserialize, serialize } from 'node:v8'
-import type { ErrorRecord } from '../../errors.js'
+import { CommunicationError, ConfigError, type ErrorRecord } from '../../errors.js'
+import { handshake, peerAddress } from '../transport/auth.js'
 import type { RankExit, RankGroupSpec, RankWhere } from '../group.js'
 import type { LauncherToRank, RankToLauncher } from '../protocol.js'
 
@@ -69,6 +70,8 @@ export class Wire<In, Out> {
     socket.on('data', (chunk: Buffer) => this.push(chunk))
     socket.on('error', () => {}) // 'close' follows
     socket.on('close', () => this.end('the connection closed'))
+    // A handshake leaves the socket paused, with what followed it pushed back.
+    socket.resume()
   }
 
   send(m: Out): void {
@@ -114,4 +117,48 @@ export class Wire<In, Out> {
     this.closed = true
     this.onClose(why)
   }
+}
+
+/** What the rendezvous handshakes prove knowledge of the secret for (a rank's port does not take them). */
+const RENDEZVOUS_CONTEXT = 'rendezvous'
+
+/**
+ * Node 0's side of the rendezvous handshake on a new connection: true once
+ * the other side proved it knows the run's secret (or there is none:
+ * --insecure-cluster); else false, the connection closed unread and one
+ * line logged naming its address.
+ *
+ * ```ts
+ * if (await admitConnection(socket, key, log)) new Wire(socket, …)
+ * ```
+ */
+export async function admitConnection(socket: Socket, key: Uint8Array | undefined, log: (text: string) => void): Promise<boolean> {
+  if (!key) return true
+  const from = peerAddress(socket)
+  const failed = await handshake(socket, key, 'acceptor', RENDEZVOUS_CONTEXT)
+  if (failed) log(`warning: node 0: refused a connection to the rendezvous from ${from}: ${failed.why}`)
+  return !failed
+}
+
+/**
+ * A node's side of the rendezvous handshake: resolves once node 0 proved it
+ * knows the run's secret and was answered; rejects with ConfigError when its
+ * proof was wrong (the nodes were given different secrets), else with
+ * CommunicationError. `where` names the rendezvous in the message.
+ *
+ * ```ts
+ * await proveToLeader(socket, key, 1, '10.0.0.1:29500')
+ * ```
+ */
+export async function proveToLeader(socket: Socket, key: Uint8Array | undefined, node: number, where: string): Promise<void> {
+  if (!key) return
+  const failed = await handshake(socket, key, 'dialer', RENDEZVOUS_CONTEXT)
+  if (!failed) return
+  if (failed.kind === 'proof') {
+    throw new ConfigError(
+      `node ${node}: the rendezvous at ${where} failed the handshake: ${failed.why}; the nodes were given different secrets ` +
+        '(MOLOTOF_SECRET, or the secret file in --shared-dir: is that directory really shared?), or another process holds that port',
+    )
+  }
+  throw new CommunicationError(`node ${node}: the handshake with the rendezvous at ${where} failed: ${failed.why}`)
 }

@@ -5,7 +5,8 @@ import { join } from 'node:path'
 import { CommunicationError, ConfigError, errorRecord, NodeLostError, NodeMismatchError, reviveError, type SettingDifference } from '../../errors.js'
 import { RENDEZVOUS_FILE, type ClusterPlace, type HostPort } from '../cluster-env.js'
 import type { CompiledProgram } from '../compiled-program.js'
-import { Wire, type AgentMessage, type JoinRequest, type LeaderMessage, type RemoteBeat } from './cluster-wire.js'
+import { admitConnection, proveToLeader, Wire, type AgentMessage, type JoinRequest, type LeaderMessage, type RemoteBeat } from './cluster-wire.js'
+import type { ClusterSecret } from './secret.js'
 import type { RankGroup, RankGroupEvents, RankGroupSpec, RankWhere, StartRankGroup } from '../group.js'
 import { EndpointTable, startNodeRanks, type Listening, type NodeRanks } from './node-group.js'
 
@@ -25,8 +26,10 @@ export interface ClusterOptions {
   identity: Record<string, string>
   /** This node's checkpoint directory template, resolved (for the one-machine-one-directory check). */
   dir: string
-  /** Log a line (warnings about refused stale messages). */
+  /** Log a line (warnings about refused stale messages and connections). */
   log?: (text: string) => void
+  /** The run's secret: every rendezvous and rank connection starts with a handshake on it (none: --insecure-cluster). */
+  secret: ClusterSecret | undefined
 }
 
 /** The global ranks of `node`. */
@@ -55,7 +58,8 @@ interface AgentLink {
 
 /**
  * Node 0's supervisor in a cluster run: listens at the rendezvous, admits one
- * supervisor per other node (refusing any started differently), and then
+ * supervisor per other node (after the handshake on the run's secret, see
+ * `admitConnection`; refusing any started differently), and then
  * provides `startGroup`: the ranks of every node as one `RankGroup`, so the
  * ordinary `Supervisor` runs the whole cluster. Each attempt has a generation
  * number; messages of another generation are dropped. A node silent past the
@@ -125,13 +129,15 @@ export class ClusterLeader {
   private admit(server: Server): Promise<void> {
     const { nodes } = this.opts.place
     this.rendezvousFile = (server as Server & { rendezvousFile?: string }).rendezvousFile
+    let refused = 0
     return new Promise<void>((resolve, reject) => {
       const timer = setTimeout(() => {
         const joined = new Set(this.agents.map((a) => a.node))
         const missing = Array.from({ length: nodes - 1 }, (_, i) => i + 1).filter((n) => !joined.has(n))
+        const why = refused > 0 ? `; ${refused} connection${refused > 1 ? 's' : ''} failed the handshake (a node given another secret?)` : ''
         reject(
           new CommunicationError(
-            `node 0: node${missing.length > 1 ? 's' : ''} ${missing.join(', ')} did not join the rendezvous within ${(this.opts.nodeTimeoutMs / 1000).toFixed(1)} s (--node-timeout)`,
+            `node 0: node${missing.length > 1 ? 's' : ''} ${missing.join(', ')} did not join the rendezvous within ${(this.opts.nodeTimeoutMs / 1000).toFixed(1)} s (--node-timeout)${why}`,
           ),
         )
       }, this.opts.nodeTimeoutMs)
@@ -139,7 +145,8 @@ export class ClusterLeader {
         clearTimeout(timer)
         reject(e)
       }
-      server.on('connection', (socket: Socket) => {
+      server.on('connection', async (socket: Socket) => {
+        if (!(await admitConnection(socket, this.opts.secret?.key, this.opts.log ?? (() => {})))) return void refused++
         let link: AgentLink | undefined
         const wire: Wire<AgentMessage, LeaderMessage> = new Wire<AgentMessage, LeaderMessage>(
           socket,
@@ -261,7 +268,7 @@ class LeaderAttempt {
     this.table = new EndpointTable(spec.size, generation)
     const started = performance.now()
     for (let r = rpn; r < spec.size; r++) this.remote.set(r, { where: { skeleton: -1, step: -1, phase: 'start' }, lastAt: started })
-    this.local = startNodeRanks(spec, { ranks: ranksOfNode(0, rpn), node: 0, host, generation, onListening: (m) => this.listening(m) }, on)
+    this.local = startNodeRanks(spec, { ranks: ranksOfNode(0, rpn), node: 0, host, generation, key: opts.secret?.key, onListening: (m) => this.listening(m) }, on)
     const nodeOf = (rank: number) => Math.floor(rank / rpn)
     const agentOf = (rank: number) => this.agents.find((a) => a.node === nodeOf(rank))
     this.group = {
@@ -428,6 +435,7 @@ function sleep(ms: number): Promise<void> {
 export async function runClusterAgent(opts: ClusterOptions, own: { programFile: string; tsconfig: string | undefined; compiled?: CompiledProgram }): Promise<number> {
   const { node } = opts.place
   const socket = await reachRendezvous(opts)
+  await proveToLeader(socket, opts.secret?.key, node, `${unmapped(socket.remoteAddress)}:${socket.remotePort}`)
   const host = unmapped(socket.localAddress) ?? '127.0.0.1'
   const ranks = ranksOfNode(node, opts.ranksPerNode)
   let local: NodeRanks | undefined
@@ -483,7 +491,7 @@ export async function runClusterAgent(opts: ClusterOptions, own: { programFile: 
             const spec: RankGroupSpec = { ...m.spec, programFile: own.programFile, tsconfig: own.tsconfig, compiled: own.compiled }
             const nodeRanks: NodeRanks = startNodeRanks(
               spec,
-              { ranks, node, host, generation: gen, onListening: (l) => wire.send({ t: 'rank', gen, m: l }) },
+              { ranks, node, host, generation: gen, key: opts.secret?.key, onListening: (l) => wire.send({ t: 'rank', gen, m: l }) },
               {
                 message: (rm) => wire.send({ t: 'rank', gen, m: rm }),
                 exit: (rank, how) => wire.send({ t: 'exit', gen, rank, how, where: nodeRanks.where(rank) }),

@@ -1,7 +1,9 @@
+import { randomBytes } from 'node:crypto'
 import { InternalError } from '../../errors.js'
 import type { RankGroup, RankGroupEvents, RankGroupSpec, RankWhere, StartRankGroup } from '../group.js'
 import { startRank, type RankProcess } from '../groups/process-group.js'
 import type { LauncherToRank, RankToLauncher } from '../protocol.js'
+import { rankEnvironment } from './secret.js'
 
 /** A rank's TCP endpoint as it announced it. */
 export type Listening = Extract<RankToLauncher, { type: 'listening' }>
@@ -28,6 +30,8 @@ export interface NodeRanksOptions {
   generation: number
   /** A rank announced its endpoint (these messages do not reach `on.message`). */
   onListening: (m: Listening) => void
+  /** The run's secret: the ranks' connections start with a handshake on it (none: --insecure-cluster). Reaches them in their environment. */
+  key: Uint8Array | undefined
 }
 
 /**
@@ -48,8 +52,9 @@ export function startNodeRanks(spec: RankGroupSpec, opts: NodeRanksOptions, on: 
     exit: on.exit,
   }
   const procs = new Map<number, RankProcess>()
+  const env = rankEnvironment(opts.key)
   for (const rank of opts.ranks) {
-    procs.set(rank, startRank(spec, rank, [], events, { tcp: { host: opts.host, generation: opts.generation }, node: opts.node }))
+    procs.set(rank, startRank(spec, rank, [], events, { tcp: { host: opts.host, generation: opts.generation }, node: opts.node }, env))
   }
   const of = (rank: number): RankProcess => {
     const p = procs.get(rank)
@@ -100,6 +105,8 @@ let generations = 0
 /**
  * `--transport tcp` on one host: one process per rank, TCP over loopback
  * between them (to test the transport, or compare it with Unix sockets).
+ * Each attempt's ranks get a fresh random key: another user's process on
+ * this host cannot join them.
  *
  * ```ts
  * const group = startTcpGroup(spec, { message, exit })
@@ -116,6 +123,7 @@ export const startTcpGroup: StartRankGroup = (spec, on) => {
       node: 0,
       host: '127.0.0.1',
       generation,
+      key: randomBytes(32),
       onListening: (m) => {
         const all = table.add(m)
         if (all) for (const r of ranks) local.send(r, { type: 'peers', generation, endpoints: all })

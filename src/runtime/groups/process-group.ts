@@ -1,7 +1,7 @@
 import { join } from 'node:path'
 import type { RankGroup, RankGroupEvents, RankGroupSpec, StartRankGroup } from '../group.js'
 import { atLauncherExit } from './launcher-exit.js'
-import { startRankHost, type RankHost } from './rank-host.js'
+import { startRankHost, type RankHost, type RankHostEvents } from './rank-host.js'
 import { createSocketDirectory, removeSocketDirectory } from './socket-dir.js'
 import type { RankToLauncher } from '../protocol.js'
 
@@ -50,15 +50,17 @@ export type RankProcess = RankHost
 
 /**
  * Start one rank process. `extra` joins its init (the TCP transport's
- * address and generation, the node index; see process-boot.mjs).
+ * address and generation, the node index; see process-boot.mjs); `env`
+ * replaces the inherited environment (a TCP rank's key, see rank-host.ts).
  */
-export function startRank(spec: RankGroupSpec, rank: number, endpoints: string[], on: RankGroupEvents, extra: Record<string, unknown> = {}): RankProcess {
+export function startRank(spec: RankGroupSpec, rank: number, endpoints: string[], on: RankGroupEvents, extra: Record<string, unknown> = {}, env?: NodeJS.ProcessEnv): RankProcess {
   // Everything in the spec reaches the rank (new fields included), but only its own injections.
   const { transport: _transport, ...common } = spec
   const init = { ...common, ...extra, rank, inject: spec.inject.filter((i) => i.rank === rank), injectFired: spec.injectFired ?? [], endpoints }
-  return startRankHost<RankToLauncher>('process-boot.mjs', init, {
+  const events: RankHostEvents<RankToLauncher> = {
     message: (m) => on.message(m),
     startFailed: (e) => on.message({ type: 'load-error', rank, message: `cannot start the process of rank ${rank}: ${e.message}` }),
     exit: (how) => on.exit(rank, how),
-  })
+  }
+  return startRankHost<RankToLauncher>('process-boot.mjs', init, events, env)
 }

@@ -48,15 +48,17 @@ export interface RankHost {
  * Start a rank process from boot file `boot` with `init` (v8-serialized on its
  * command line), read its heartbeat pipe, forward its IPC messages, and report
  * its exit once. The process is killed if the launcher exits first
- * (launcher-exit.ts).
+ * (launcher-exit.ts). `env` replaces the inherited environment (a TCP rank's
+ * key goes there: the command line is readable by every user of the host).
  *
  * ```ts
  * const host = startRankHost('process-boot.mjs', init, { message, startFailed, exit })
  * host.send({ type: 'abort' }); host.kill(); await host.exited
  * ```
  */
-export function startRankHost<M>(boot: RankHostBoot, init: Record<string, unknown>, on: RankHostEvents<M>): RankHost {
+export function startRankHost<M>(boot: RankHostBoot, init: Record<string, unknown>, on: RankHostEvents<M>, env?: NodeJS.ProcessEnv): RankHost {
   const child = spawn(process.execPath, [bootPath(boot), serialize(init).toString('base64')], {
+    env,
     stdio: ['inherit', 'inherit', 'inherit', 'ipc', 'pipe'],
     serialization: 'advanced',
   })

@@ -30,8 +30,8 @@ import { ThreadCommunicator, type ChannelHeaders } from '../transport/threads.js
 export type RankTransportInit =
   | { kind: 'threads'; ports: Array<MessagePort | undefined>; channels: Array<ChannelHeaders | undefined> }
   | { kind: 'processes'; endpoints: string[] }
-  /** TCP: listen on `host`, learn every rank's endpoint from the launcher (generation of this attempt). */
-  | { kind: 'tcp'; host: string; generation: number }
+  /** TCP: listen on `host`, learn every rank's endpoint from the launcher (generation of this attempt); `key`: the run's secret (none: no handshake). */
+  | { kind: 'tcp'; host: string; generation: number; key?: Uint8Array }
 
 /** What the launcher hands to each rank (through the boot file of its transport). */
 export interface RankInit {
@@ -250,11 +250,12 @@ function reportEnd(init: RankInit, e: unknown, aborted: boolean): void {
 }
 
 /** The TCP transport's options: endpoints are exchanged through the launcher on the control port. */
-function tcpOptions(t: { host: string; generation: number }, init: RankInit): TcpConnectOptions {
+function tcpOptions(t: { host: string; generation: number; key?: Uint8Array }, init: RankInit): TcpConnectOptions {
   const { control, rank } = init
   return {
     host: t.host,
     generation: t.generation,
+    key: t.key,
     exchange: (mine) =>
       new Promise((resolve) => {
         control.onMessage((m) => {

@@ -5,7 +5,8 @@ import type { MessagePool, PooledMessage } from './message-pool.js'
 // directions: a 16-byte header then `length` payload bytes.
 //   u32 length | u32 kind | f64 tag      (little-endian)
 // HELLO opens a connection (tag = sender's rank; payload: u32 group size, and
-// on TCP u32 generation), DATA carries one message, BYE says the sender closed
+// on TCP u32 generation; on TCP it follows the handshake on the run's secret,
+// auth.ts), DATA carries one message, BYE says the sender closed
 // its communicator. The Unix-socket transport (sockets.ts) and the TCP
 // transport (tcp.ts) both use this code, through their common base
 // (StreamCommunicator, stream-communicator.ts).

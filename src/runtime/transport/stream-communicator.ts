@@ -102,6 +102,16 @@ export abstract class StreamCommunicator extends PointToPointCommunicator {
   protected abstract readonly lossCauses: string
   /** Runs once the rendezvous is over, linked or failed (the server is closed). */
   protected rendezvousEnded(): void {}
+  /**
+   * The handshake that must succeed on a new connection before any frame is
+   * read (TCP: the run's secret, auth.ts), or undefined when there is none
+   * (Unix sockets live in a private directory). `peer` is the dialled rank,
+   * undefined on an accepted connection. Resolves false when the connection
+   * was refused (dropped and reported); rejects to fail the rendezvous.
+   */
+  protected authenticate(_socket: Socket, _peer: number | undefined): Promise<boolean> | undefined {
+    return undefined
+  }
 
   send(dest: number, tag: number, bytes: Uint8Array): Promise<void> {
     if (dest === this.rank) {
@@ -196,7 +206,7 @@ export abstract class StreamCommunicator extends PointToPointCommunicator {
 
   /** A server that adopts every connection it accepts, once `bind` has it listening (`where` names the place in errors). */
   protected serve(bind: (server: Server) => void, where: string, options: ServerOpts = {}): Promise<Server> {
-    const server = createServer(options, (socket) => this.adopt(socket, undefined))
+    const server = createServer(options, (socket) => this.accept(socket))
     return new Promise<Server>((resolve, reject) => {
       server.once('error', (e) => reject(new CommunicationError(`rank ${this.rank}: cannot listen on ${where}: ${e.message}`)))
       server.once('listening', () => resolve(server))
@@ -226,12 +236,31 @@ export abstract class StreamCommunicator extends PointToPointCommunicator {
           socket.destroy()
           return
         }
+        const auth = this.authenticate(socket, peer)
+        if (auth) {
+          this.opened.add(socket)
+          if (!(await auth) || this.stopDialing) return void socket.destroy()
+        }
         writeFrame(socket, HELLO, this.rank, this.hello(), undefined)
         this.adopt(socket, peer)
         return
       }
       await new Promise((r) => setTimeout(r, delay))
     }
+  }
+
+  /** An accepted connection: read once its handshake (if any) has succeeded. */
+  private accept(socket: Socket): void {
+    const auth = this.authenticate(socket, undefined)
+    if (!auth) return this.adopt(socket, undefined)
+    this.opened.add(socket)
+    socket.once('close', () => this.opened.delete(socket))
+    auth.then(
+      (ok) => {
+        if (ok && !socket.destroyed) this.adopt(socket, undefined)
+      },
+      () => socket.destroy(),
+    )
   }
 
   /** Take charge of a socket; `peer` is undefined for an accepted one until its HELLO arrives. */
@@ -255,6 +284,8 @@ export abstract class StreamCommunicator extends PointToPointCommunicator {
       return true
     })
     socket.on('data', (chunk: Buffer) => reader.push(chunk))
+    // A handshake leaves the socket paused, with what followed it pushed back.
+    socket.resume()
     socket.on('error', () => {}) // 'close' follows and reports
     socket.on('close', () => {
       this.opened.delete(socket)

@@ -1,6 +1,7 @@
 import { createConnection, type Server, type Socket } from 'node:net'
 import { CommunicationError, ConfigError } from '../../errors.js'
 import type { Communicator } from '../../routing/communicator.js'
+import { handshake, peerAddress } from './auth.js'
 import { HELLO } from './frames.js'
 import { STREAM_DEFAULTS, StreamCommunicator } from './stream-communicator.js'
 
@@ -23,7 +24,18 @@ export interface TcpConnectOptions {
   lostPeerGraceMs?: number
   /** Told about every connection refused (another generation, a stranger). */
   onRefused?: (why: string) => void
+  /**
+   * The run's secret: every connection, dialled or accepted, starts with a
+   * challenge–response on it (auth.ts) before any frame is read. Absent: no
+   * handshake (a cluster run started with --insecure-cluster).
+   */
+  key?: Uint8Array
+  /** How long a handshake waits for the other side (ms, default 5 s). */
+  handshakeTimeoutMs?: number
 }
+
+/** What the ranks' handshakes prove knowledge of the secret for (a rendezvous exchange does not open a rank's port). */
+const RANKS_CONTEXT = 'ranks'
 
 /** Size of the HELLO payload on TCP: u32 group size, u32 generation. */
 const HELLO_BYTES = 8
@@ -32,8 +44,10 @@ const HELLO_BYTES = 8
  * Join the TCP transport: listen on `host` (a port the system chooses),
  * publish the endpoint, connect to every lower rank and accept every higher
  * one (one connection per pair, Nagle off), and resolve once all peers are
- * linked. The frames are those of the Unix-socket transport (frames.ts); the
- * handshake also carries the attempt's generation, and a connection of another
+ * linked. Every connection first passes the challenge–response on the run's
+ * secret (`key`, auth.ts): one that fails is closed before any byte of it is
+ * read as a frame. The frames are those of the Unix-socket transport
+ * (frames.ts); the HELLO also carries the attempt's generation, and a connection of another
  * generation is refused and dropped, so a straggler of an earlier attempt can
  * never deliver a message to this one.
  *
@@ -72,6 +86,8 @@ class TcpCommunicator extends StreamCommunicator {
   private readonly host: string
   private readonly exchange: TcpConnectOptions['exchange']
   private readonly onRefused: (why: string) => void
+  private readonly key: Uint8Array | undefined
+  private readonly handshakeTimeoutMs: number | undefined
   /** Every rank's endpoint, in rank order, once the exchange has answered. */
   private endpoints: readonly TcpEndpoint[] = []
 
@@ -81,6 +97,28 @@ class TcpCommunicator extends StreamCommunicator {
     this.host = options.host
     this.exchange = options.exchange
     this.onRefused = options.onRefused ?? (() => {})
+    this.key = options.key
+    this.handshakeTimeoutMs = options.handshakeTimeoutMs
+  }
+
+  /**
+   * The run's secret, both ways: a connection that fails it is closed unread
+   * and reported (accepted), or fails the rendezvous naming the peer (dialled).
+   */
+  protected override authenticate(socket: Socket, peer: number | undefined): Promise<boolean> | undefined {
+    if (!this.key) return undefined
+    const from = peerAddress(socket)
+    return handshake(socket, this.key, peer === undefined ? 'acceptor' : 'dialer', RANKS_CONTEXT, this.handshakeTimeoutMs).then((failed) => {
+      if (!failed) return true
+      if (peer === undefined) {
+        this.onRefused(`rank ${this.rank}: refused a connection from ${from}: ${failed.why}`)
+        return false
+      }
+      throw new CommunicationError(
+        `rank ${this.rank}: rank ${peer} at ${this.endpointName(peer)} failed the handshake: ${failed.why}` +
+          (failed.kind === 'proof' ? ' (the nodes were given different secrets, or another process holds that port)' : ''),
+      )
+    })
   }
 
   protected listen(): Promise<Server> {

@@ -25,7 +25,8 @@ const root = mkdtempSync(join(tmpdir(), 'molotof-mpirun-'))
 afterAll(() => rmSync(root, { recursive: true, force: true }))
 
 /** mpirun as root needs these; --bind-to none: Open MPI would pin each node supervisor, and all its ranks, to one core. */
-const MPI_ENV = { OMPI_ALLOW_RUN_AS_ROOT: '1', OMPI_ALLOW_RUN_AS_ROOT_CONFIRM: '1', OMPI_MCA_rmaps_base_oversubscribe: '1' }
+// MOLOTOF_SECRET as a batch script exports it: mpirun passes the environment to the nodes on this host.
+const MPI_ENV = { OMPI_ALLOW_RUN_AS_ROOT: '1', OMPI_ALLOW_RUN_AS_ROOT_CONFIRM: '1', OMPI_MCA_rmaps_base_oversubscribe: '1', MOLOTOF_SECRET: 'a secret of the mpirun tests' }
 
 async function freePort(): Promise<number> {
   const s = createServer()

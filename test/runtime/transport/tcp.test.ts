@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto'
 import { createConnection } from 'node:net'
 import { afterEach, describe, expect, it } from 'vitest'
 import type { JacobiResult } from '../../../examples/jacobi/jacobi.js'
@@ -118,6 +119,55 @@ describe('TCP transport', () => {
     expect(comms[0].recvNow!(1, 9)).toBeUndefined()
   })
 
+  it("a stranger's well-formed frame of the current attempt, on a port of ranks with a secret: refused, logged with its address, never delivered", async () => {
+    const key = randomBytes(32)
+    const refused: string[] = []
+    const ex = exchange(2)
+    let rank0: TcpEndpoint | undefined
+    const first = connectTcpCommunicator(0, 2, {
+      host: '127.0.0.1',
+      generation: 5,
+      key,
+      exchange: (mine) => {
+        rank0 = mine
+        return ex(0)(mine)
+      },
+      onRefused: (w) => refused.push(w),
+    })
+    while (!rank0) await new Promise((r) => setTimeout(r, 2))
+    // It knows the generation and the frame format: a HELLO of rank 1 in attempt 5, then a message.
+    const hello = new Uint8Array(8)
+    new DataView(hello.buffer).setUint32(0, 2, true)
+    new DataView(hello.buffer).setUint32(4, 5, true)
+    const stranger = createConnection({ host: rank0.host, port: rank0.port })
+    stranger.on('error', () => {})
+    await new Promise<void>((r) => stranger.once('connect', () => r()))
+    const where = `127.0.0.1:${stranger.localPort}`
+    stranger.write(Buffer.concat([frame(1, 1, hello), frame(2, 9, new Uint8Array([6, 6, 6]))]))
+    await new Promise<void>((r) => stranger.once('close', () => r())) // rank 0 drops it
+    const second = connectTcpCommunicator(1, 2, { host: '127.0.0.1', generation: 5, key, exchange: ex(1) })
+    const comms = await Promise.all([first, second])
+    open.push(...comms)
+    expect(refused).toEqual([`rank 0: refused a connection from ${where}: it did not start with the molotof handshake`])
+    expect(comms[0].recvNow!(1, 9)).toBeUndefined()
+    await comms[1].send(0, 9, new Uint8Array([1, 2]))
+    expect([...(await comms[0].recv(1, 9)).bytes]).toEqual([1, 2])
+  })
+
+  it('ranks given different secrets do not link: the dialling rank fails, naming its peer and the secret', async () => {
+    const ex = exchange(2)
+    const refused: string[] = []
+    const results = await Promise.allSettled([
+      connectTcpCommunicator(0, 2, { host: '127.0.0.1', generation: 1, key: randomBytes(32), exchange: ex(0), timeoutMs: 3000, onRefused: (w) => refused.push(w) }),
+      connectTcpCommunicator(1, 2, { host: '127.0.0.1', generation: 1, key: randomBytes(32), exchange: ex(1), timeoutMs: 3000 }),
+    ])
+    for (const r of results) if (r.status === 'fulfilled') open.push(r.value)
+    expect(results[1].status).toBe('rejected')
+    expect(String((results[1] as PromiseRejectedResult).reason)).toMatch(/rank 1: rank 0 at 127\.0\.0\.1:\d+ failed the handshake: it did not prove it knows this run's secret \(the nodes were given different secrets/)
+    expect(results[0].status).toBe('rejected') // timed out: rank 1 never linked
+    expect(refused.join('\n')).toMatch(/rank 0: refused a connection from 127\.0\.0\.1:\d+: it closed the connection during the handshake/)
+  })
+
   it('a peer lost without a goodbye fails pending receives after the grace period, naming a lost node as a cause', async () => {
     let rank0: TcpEndpoint | undefined
     const joining = connectTcpCommunicator(0, 2, {
@@ -154,6 +204,24 @@ describe('TCP transport', () => {
     await expect(connectTcpCommunicator(0, 3, { host: '127.0.0.1', generation: 1, exchange: never, timeoutMs: 300 })).rejects.toThrow(
       /rank 0: timed out after 0\.3 s waiting for ranks 1, 2 to connect \(the endpoint table never came\)/,
     )
+  })
+
+  it('--transport tcp gives each attempt\'s ranks one random key, in their environment only, without the launcher\'s secret', async () => {
+    type Seen = { keyAtStart: string | null; keyInEnv: string | null; secretInEnv: string | null; keyOnCommandLine: boolean }
+    process.env.MOLOTOF_SECRET = 'a secret of the launcher, not for ranks'
+    try {
+      const tcp = await launch<Seen>('test/fixtures/rank-key.ts', { ranks: 2, argv: [], onLog: () => {}, transport: 'tcp' })
+      const key = tcp.values[0].keyAtStart
+      expect(key).toMatch(/^[0-9a-f]{64}$/)
+      for (const v of tcp.values) expect(v).toEqual({ keyAtStart: key, keyInEnv: null, secretInEnv: null, keyOnCommandLine: false })
+      const again = await launch<Seen>('test/fixtures/rank-key.ts', { ranks: 2, argv: [], onLog: () => {}, transport: 'tcp' })
+      expect(again.values[0].keyAtStart).not.toBe(key)
+      // Unix sockets in a private directory need no key.
+      const unix = await launch<Seen>('test/fixtures/rank-key.ts', { ranks: 2, argv: [], onLog: () => {}, transport: 'processes' })
+      expect(unix.values[0].keyAtStart).toBeNull()
+    } finally {
+      delete process.env.MOLOTOF_SECRET
+    }
   })
 
   it('Jacobi over --transport tcp gives the bits of the Unix-socket transport', async () => {
