@@ -18,6 +18,7 @@ export const CLUSTER_OPTIONS = {
   sharedCheckpoint: option.string(undefined, 'copy complete disk checkpoints to --shared-dir in the background: every:<k> (every k-th one) or a duration such as 10m (the first one after that long)'),
   partnerCopies: option.choice(['auto', 'on', 'off'] as const, 'auto', "keep each rank's disk checkpoint also on the next node (sent in the background): auto = on with two nodes or more"),
   nodeTimeout: option.string('30s', 'under a cluster launcher: a node supervisor silent this long is lost (also the limit for the rendezvous)'),
+  spareNodes: option.int(0, 'under a cluster launcher: the last K node supervisors stand by (rank processes started warm, computing nothing); a lost node other than 0 is replaced by one inside the run', { min: 0 }),
 }
 
 /** What `molotof run` reads for a cluster run. */
@@ -29,6 +30,7 @@ export interface ClusterFlags {
   partnerCopies: 'auto' | 'on' | 'off'
   nodeTimeout: string
   heartbeat: number
+  spareNodes: number
 }
 
 /**
@@ -68,6 +70,39 @@ export function copyLevels(
     else throw new ConfigError(`--shared-checkpoint needs every:<k> (k ≥ 1) or a duration such as 10m (got "${flags.sharedCheckpoint}")`)
   }
   return out
+}
+
+/**
+ * `--spare-nodes K` checked against the launcher's node count before any rank
+ * starts: it needs a cluster launcher and at least one working node; and a
+ * spare node restores a lost node's ranks from copies kept on other nodes, so
+ * the run must keep some (partner copies or the shared level).
+ *
+ * ```ts
+ * checkSpareNodes(1, 4)                                    // fine: 3 working nodes, 1 spare
+ * checkSpareNodes(1, undefined)                            // ConfigError: needs a cluster launcher
+ * checkSpareCopies(1, {})                                  // ConfigError: a lost node's data would be gone
+ * ```
+ */
+export function checkSpareNodes(spareNodes: number, nodes: number | undefined): void {
+  if (!Number.isInteger(spareNodes) || spareNodes < 0) throw new ConfigError(`--spare-nodes must be a non-negative whole number (got ${spareNodes})`)
+  if (spareNodes === 0) return
+  if (nodes === undefined) {
+    throw new ConfigError(`--spare-nodes ${spareNodes}: spare nodes are node supervisors a cluster launcher starts (mpirun, srun, flux); this run has no launcher`)
+  }
+  if (spareNodes >= nodes) {
+    throw new ConfigError(`--spare-nodes ${spareNodes}: the launcher started ${nodes} node supervisor${nodes > 1 ? 's' : ''}, so no node would be left to work (at most ${nodes - 1})`)
+  }
+}
+
+/** With spare nodes, the run must keep copies of each node's checkpoints elsewhere (see checkSpareNodes). */
+export function checkSpareCopies(spareNodes: number, copies: Pick<FaultToleranceConfig, 'partner' | 'shared'>): void {
+  if (spareNodes > 0 && !copies.partner && !copies.shared) {
+    throw new ConfigError(
+      `--spare-nodes ${spareNodes}: this run keeps no copy of a node's checkpoints on another node (--partner-copies off, or one working node, and no --shared-checkpoint), ` +
+        "so a lost node's data would be gone and a spare node could not take its ranks over: keep partner copies (two working nodes or more) or a shared level",
+    )
+  }
 }
 
 /** Something other than a directory is at `path` (absent: false). */
@@ -141,6 +176,8 @@ export async function joinCluster(
     identity,
     dir,
     log,
+    spareNodes: flags.spareNodes,
+    rankHeartbeatMs: flags.heartbeat,
   }
   if (place.node === 0) return { kind: 'leader', leader: await ClusterLeader.open(opts), place }
   const tsconfig = findTsconfig(file)

@@ -14,7 +14,7 @@ import { MIN_HEARTBEAT_MS, RUN_DEFAULTS } from '../runtime/launch/run-options.js
 import { Supervisor, type GroupStarterOption } from '../runtime/launch/supervisor.js'
 import { option, type OptionSpecs, type OptionValues } from '../skeletons/options.js'
 import { HELP_OPTION, parseProgramCommand } from './args.js'
-import { CLUSTER_OPTIONS, checkClusterFlags, copyLevels, joinCluster } from './cluster-run.js'
+import { CLUSTER_OPTIONS, checkClusterFlags, checkSpareCopies, checkSpareNodes, copyLevels, joinCluster } from './cluster-run.js'
 import { EXIT, exitCodeOf } from './exit-codes.js'
 import { formatHelp, RUN_EXIT_CODES, STARTER_EXAMPLES_FROM } from './help.js'
 import { ProgressView } from './progress.js'
@@ -145,7 +145,11 @@ async function runSupervised(f: RunValues, program: string, programArgv: string[
   }
 
   // Partner copies need the node count (the launcher's, one node without one): refused before the nodes meet.
-  Object.assign(checkpoint, copyLevels(f, detectLauncher(process.env)?.nodes ?? 1, program))
+  // Spare nodes carry no ranks: the copies are kept among the working nodes.
+  const launcherNodes = detectLauncher(process.env)?.nodes
+  checkSpareNodes(f.spareNodes, launcherNodes)
+  Object.assign(checkpoint, copyLevels(f, (launcherNodes ?? 1) - f.spareNodes, program))
+  checkSpareCopies(f.spareNodes, checkpoint)
   // A resume reads the shared level whenever --shared-dir names it, also without --shared-checkpoint this time.
   if (checkpoint.resume && checkpoint.shared === undefined && f.sharedDir !== undefined && f.sharedDir.trim() !== '') {
     checkpoint.resumeSharedDir = join(resolve(f.sharedDir), basename(program).replace(/\.[^.]+$/, ''))
@@ -226,7 +230,16 @@ async function runSupervised(f: RunValues, program: string, programArgv: string[
   for (const sig of takeHeldStopSignals()) onSignal(sig)
   // Under a cluster launcher the parent is the launcher's process (watched above): npm's variables come from outside it.
   const stopWatch = stopLauncherWatch ? undefined : watchWrapper((why) => onStopRequest(why, `${why}: checkpointing and stopping`), process.env, parentAtCliStart())
-  if (leader) leader.onPreempt = (why) => onStopRequest(why)
+  if (leader) {
+    leader.onPreempt = (why) => onStopRequest(why)
+    leader.onNodeLost = (loss) => {
+      const { change: c } = loss
+      const ranks = c.kind === 'spare-lost' ? [] : [...c.ranks]
+      const spare = c.kind === 'replaced' ? { spare: c.spare, sparesLeft: c.sparesLeft } : c.kind === 'spare-lost' ? { sparesLeft: c.sparesLeft } : {}
+      supervisor.reportClusterEvent({ event: 'node-lost', node: c.node, why: loss.why, skeleton: loss.skeleton, step: loss.step, ranks, outcome: c.kind, ...spare })
+      if (c.kind !== 'unrecoverable') supervisor.reportClusterEvent({ event: 'membership', epoch: c.epoch, working: leader.membership.placement(), spares: [...leader.membership.spares] })
+    }
+  }
   onLauncherGone = (why) => onStopRequest(why, `${why}: checkpointing and stopping`)
   let code: number = EXIT.failed
   try {
@@ -241,8 +254,10 @@ async function runSupervised(f: RunValues, program: string, programArgv: string[
     else out(r.text ?? JSON.stringify(r.value, jsonReplacer, 2))
     if (!quiet && !f.json) {
       const restarts = r.restarts > 0 ? `, ${r.restarts} restart${r.restarts > 1 ? 's' : ''}` : ''
+      const lost = leader?.losses.length ?? 0
+      const losses = lost > 0 ? `, ${lost} node${lost > 1 ? 's' : ''} lost` : ''
       const nodes = cluster?.kind === 'leader' ? `${cluster.place.nodes} node${cluster.place.nodes > 1 ? 's' : ''} (${cluster.place.launcher}), ` : ''
-      out(`(${nodes}${ranks} rank${ranks > 1 ? 's' : ''}, ${transport}, wall ${(r.wallMs / 1000).toFixed(3)} s${restarts})`)
+      out(`(${nodes}${ranks} rank${ranks > 1 ? 's' : ''}, ${transport}, wall ${(r.wallMs / 1000).toFixed(3)} s${restarts}${losses})`)
     }
     return (code = EXIT.done)
   } catch (e) {
@@ -276,6 +291,7 @@ function clusterSettings(f: RunValues, programArgv: readonly string[]): Record<s
     'time limit': f.timeLimit,
     'node timeout': f.nodeTimeout,
     'partner copies': f.partnerCopies,
+    'spare nodes': f.spareNodes,
     'shared checkpoint': f.sharedCheckpoint,
   }
 }

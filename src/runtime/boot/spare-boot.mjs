@@ -5,7 +5,8 @@
 //   node spare-boot.mjs <base64 of v8.serialize(host)>     (fd 3: IPC, fd 4: heartbeat pipe)
 //
 // host: { programFile, tsconfig, compiled, size, heartbeatMs, id }. Each assignment
-// carries the rest of a rank's init (the attempt's spec, rank, endpoints).
+// carries the rest of a rank's init (the attempt's spec, rank, endpoints; or
+// `tcp` for a spare node's rank of a cluster run).
 //
 // The heartbeat thread beats from the start, idle or not: the launcher's hang
 // clock of a rank assigned to this process runs from the assignment. It
@@ -43,7 +44,8 @@ await hostLoop({
   initFor: (init, control) => ({
     ...init,
     mode: 'run',
-    transport: { kind: 'processes', endpoints: init.endpoints },
+    // `tcp` (address and generation): a spare node's warm rank of a cluster run (node-group.ts, startWarmHosts).
+    transport: init.tcp ? { kind: 'tcp', ...init.tcp } : { kind: 'processes', endpoints: init.endpoints },
     status,
     control,
     die,

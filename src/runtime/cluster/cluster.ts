@@ -7,7 +7,9 @@ import { RENDEZVOUS_FILE, type ClusterPlace, type HostPort } from '../cluster-en
 import type { CompiledProgram } from '../compiled-program.js'
 import { Wire, type AgentMessage, type JoinRequest, type LeaderMessage, type RemoteBeat } from './cluster-wire.js'
 import type { RankGroup, RankGroupEvents, RankGroupSpec, RankWhere, StartRankGroup } from '../group.js'
-import { EndpointTable, startNodeRanks, type Listening, type NodeRanks } from './node-group.js'
+import { EndpointTable, startNodeRanks, startWarmHosts, type Listening, type NodeRanks, type NodeRanksOptions } from './node-group.js'
+import { Membership, ranksText, type MembershipChange } from './membership.js'
+import { warmSizes } from '../rank/warm-memory.js'
 
 /** How node supervisors find each other and watch each other. */
 export interface ClusterOptions {
@@ -27,6 +29,20 @@ export interface ClusterOptions {
   dir: string
   /** Log a line (warnings about refused stale messages). */
   log?: (text: string) => void
+  /** The last this many nodes stand by as spare nodes (see Membership); 0 when absent. */
+  spareNodes?: number
+  /** Heartbeat period of the rank processes (ms): a spare node's warm processes beat at it (default `beatMs`). */
+  rankHeartbeatMs?: number
+}
+
+/** A node lost during the run, as node 0 saw it: what the membership decided, and where the run was. */
+export interface NodeLoss {
+  change: MembershipChange
+  /** Why the node counts as lost: its connection closed, or it was silent past --node-timeout. */
+  why: string
+  /** The step its first rank was at (-1 before the first step). */
+  skeleton: number
+  step: number
 }
 
 /** The global ranks of `node`. */
@@ -74,16 +90,29 @@ export class ClusterLeader {
   private pinger: NodeJS.Timeout | undefined
   private host = '127.0.0.1'
   private rendezvousFile: string | undefined
+  private finishing = false
+  /** Which node carries which ranks, and the spare nodes standing by. */
+  readonly membership: Membership
+  /** The nodes lost so far (a summary counts them). */
+  readonly losses: NodeLoss[] = []
+  /** The large buffers each rank reported: spare nodes touch as much ahead (warm-memory.ts). */
+  private readonly buffers = new Map<number, number[]>()
+  private warm: number[] = []
   /** Set when a node supervisor forwards a signal (SIGTERM from the batch system). */
   onPreempt: (why: string) => void = () => {}
+  /** Told of every node lost during the run, once the membership decided (events, log line). */
+  onNodeLost: (loss: NodeLoss) => void = () => {}
 
   private constructor(
     private readonly opts: ClusterOptions,
     private readonly server: Server | undefined,
-  ) {}
+  ) {
+    this.membership = new Membership(opts.place.nodes, opts.spareNodes ?? 0, opts.ranksPerNode)
+  }
 
+  /** The run's ranks: working nodes × ranks per node (spare nodes carry none until they replace one). */
   get size(): number {
-    return this.opts.place.nodes * this.opts.ranksPerNode
+    return this.membership.slotCount * this.opts.ranksPerNode
   }
 
   /** Listen at the rendezvous and wait until every other node has joined (or fail within the node timeout). */
@@ -107,6 +136,7 @@ export class ClusterLeader {
 
   /** Tell every node the run is over (they exit with `code`), and close. */
   async finish(code: number): Promise<void> {
+    this.finishing = true
     if (this.pinger) clearInterval(this.pinger)
     for (const a of this.agents) if (!a.lost) a.wire.send({ t: 'finish', code })
     // Give them a moment to read it and hang up; a node that does not is on its own.
@@ -212,7 +242,27 @@ export class ClusterLeader {
   private lose(a: AgentLink, why: string): void {
     if (a.lost) return
     a.lost = true
-    this.current?.nodeLost(a.node, why)
+    // Nodes hang up once told the run is over: no loss.
+    if (this.finishing) return
+    const change = this.membership.lose(a.node)
+    if (!change) return
+    const cur = this.current
+    const first = change.kind === 'spare-lost' ? undefined : change.ranks[0]
+    const where = (first !== undefined ? cur?.whereOf(first) : undefined) ?? { skeleton: -1, step: -1 }
+    const loss: NodeLoss = { change, why, skeleton: where.skeleton, step: where.step }
+    this.losses.push(loss)
+    this.onNodeLost(loss)
+    if (change.kind === 'replaced') cur?.nodeReplaced(change, why)
+    else if (change.kind === 'unrecoverable') cur?.nodeLost(a.node, `${why}; ${change.why}`)
+  }
+
+  /** A rank's large buffers: when the largest set changes, the spare nodes touch that much memory ahead. */
+  private noteBuffers(rank: number, sizes: number[]): void {
+    this.buffers.set(rank, sizes)
+    const warm = warmSizes(this.buffers)
+    if (warm.length === this.warm.length && warm.every((n, i) => n === this.warm[i])) return
+    this.warm = warm
+    for (const node of this.membership.spares) this.agents.find((a) => a.node === node && !a.lost)?.wire.send({ t: 'warm', sizes: warm })
   }
 
   private fromAgent(a: AgentLink, m: AgentMessage): void {
@@ -229,13 +279,22 @@ export class ClusterLeader {
 
   private startAttempt(spec: RankGroupSpec, on: RankGroupEvents): RankGroup {
     const generation = ++this.generation
-    const attempt = new LeaderAttempt(spec, on, generation, this.opts, this.host, this.agents)
+    const placement = this.membership.placement()
+    const working = placement.slice(1).map((node) => this.agents.find((a) => a.node === node)!)
+    const events: RankGroupEvents = {
+      message: (m) => {
+        if (m.type === 'buffers') this.noteBuffers(m.rank, m.sizes)
+        on.message(m)
+      },
+      exit: on.exit,
+    }
+    const attempt = new LeaderAttempt(spec, events, generation, this.opts, this.host, working, placement)
     this.current = attempt
-    for (const a of this.agents) {
+    working.forEach((a, i) => {
       // Deferred: the attempt must have its group before it can end.
       if (a.lost) setImmediate(() => attempt.nodeLost(a.node, 'lost before the attempt started'))
-      else a.wire.send({ t: 'start', gen: generation, spec })
-    }
+      else a.wire.send({ t: 'start', gen: generation, spec, ranks: this.membership.ranksOfSlot(i + 1) })
+    })
     return attempt.group
   }
 }
@@ -255,15 +314,17 @@ class LeaderAttempt {
     readonly generation: number,
     private readonly opts: ClusterOptions,
     host: string,
+    /** The nodes working in this attempt, other than node 0, in slot order (slot 1 first). */
     private readonly agents: readonly AgentLink[],
+    /** Slot → node for this attempt. */
+    private readonly placement: readonly number[],
   ) {
     const rpn = opts.ranksPerNode
     this.table = new EndpointTable(spec.size, generation)
     const started = performance.now()
     for (let r = rpn; r < spec.size; r++) this.remote.set(r, { where: { skeleton: -1, step: -1, phase: 'start' }, lastAt: started })
     this.local = startNodeRanks(spec, { ranks: ranksOfNode(0, rpn), node: 0, host, generation, onListening: (m) => this.listening(m) }, on)
-    const nodeOf = (rank: number) => Math.floor(rank / rpn)
-    const agentOf = (rank: number) => this.agents.find((a) => a.node === nodeOf(rank))
+    const agentOf = (rank: number): AgentLink | undefined => this.agents[Math.floor(rank / rpn) - 1]
     this.group = {
       size: spec.size,
       transport: 'tcp',
@@ -313,12 +374,31 @@ class LeaderAttempt {
     }
   }
 
-  /** A node was lost: the attempt ends as refused with NodeLostError (resumable by relaunching). */
+  /** Where rank `rank` was at its last heartbeat (undefined before it said). */
+  whereOf(rank: number): RankWhere | undefined {
+    return rank < this.opts.ranksPerNode ? this.local.where(rank) : this.remote.get(rank)?.where
+  }
+
+  /** The first rank of the slot `node` carries in this attempt. */
+  private firstRankOf(node: number): number {
+    return Math.max(0, this.placement.indexOf(node)) * this.opts.ranksPerNode
+  }
+
+  /** A node was lost and nothing replaces it: the attempt ends as refused with NodeLostError (resumable by relaunching). */
   nodeLost(node: number, why: string): void {
     if (this.ended) return
-    const rank = node * this.opts.ranksPerNode
+    const rank = this.firstRankOf(node)
     const where = this.remote.get(rank)?.where ?? { skeleton: -1, step: -1, phase: 'start' }
     const e = new NodeLostError(node, `node ${node} was lost (${why}); run the launcher again with --resume to continue from the last checkpoint`)
+    this.on.message({ type: 'error', rank, skeleton: where.skeleton, step: where.step, phase: where.phase, ...errorRecord(e) })
+  }
+
+  /** A node was lost and a spare node takes its ranks: the attempt fails as a rank does, and the next one runs on the new membership. */
+  nodeReplaced(change: Extract<MembershipChange, { kind: 'replaced' }>, why: string): void {
+    if (this.ended) return
+    const rank = change.ranks[0]
+    const where = this.remote.get(rank)?.where ?? { skeleton: -1, step: -1, phase: 'start' }
+    const e = new CommunicationError(`node ${change.node} was lost (${why}); spare node ${change.spare} takes ${ranksText(change.ranks)}`)
     this.on.message({ type: 'error', rank, skeleton: where.skeleton, step: where.step, phase: where.phase, ...errorRecord(e) })
   }
 
@@ -429,7 +509,21 @@ export async function runClusterAgent(opts: ClusterOptions, own: { programFile: 
   const { node } = opts.place
   const socket = await reachRendezvous(opts)
   const host = unmapped(socket.localAddress) ?? '127.0.0.1'
-  const ranks = ranksOfNode(node, opts.ranksPerNode)
+  const spareNodes = opts.spareNodes ?? 0
+  const workingNodes = opts.place.nodes - spareNodes
+  // A working node's ranks until node 0 says otherwise; a spare node has none until it replaces a lost node.
+  let ranks = node < workingNodes ? ranksOfNode(node, opts.ranksPerNode) : []
+  // A spare node's rank processes, started ahead with the program loaded, computing nothing until given ranks.
+  let warmHosts =
+    node < workingNodes
+      ? undefined
+      : startWarmHosts(opts.ranksPerNode, {
+          programFile: own.programFile,
+          tsconfig: own.tsconfig,
+          compiled: own.compiled,
+          size: workingNodes * opts.ranksPerNode,
+          heartbeatMs: opts.rankHeartbeatMs ?? opts.beatMs,
+        })
   let local: NodeRanks | undefined
   let generation = -1
   let beats: NodeJS.Timeout | undefined
@@ -450,7 +544,9 @@ export async function runClusterAgent(opts: ClusterOptions, own: { programFile: 
       finished = true
       clearTimeout(joinTimer)
       if (beats) clearInterval(beats)
-      void stopLocal().then(() => {
+      const warm = warmHosts
+      warmHosts = undefined
+      void Promise.all([stopLocal(), warm?.close()]).then(() => {
         wire.close()
         if (code instanceof Error) reject(code)
         else resolve(code)
@@ -481,14 +577,18 @@ export async function runClusterAgent(opts: ClusterOptions, own: { programFile: 
             generation = m.gen
             const gen = m.gen
             const spec: RankGroupSpec = { ...m.spec, programFile: own.programFile, tsconfig: own.tsconfig, compiled: own.compiled }
-            const nodeRanks: NodeRanks = startNodeRanks(
-              spec,
-              { ranks, node, host, generation: gen, onListening: (l) => wire.send({ t: 'rank', gen, m: l }) },
-              {
-                message: (rm) => wire.send({ t: 'rank', gen, m: rm }),
-                exit: (rank, how) => wire.send({ t: 'exit', gen, rank, how, where: nodeRanks.where(rank) }),
-              },
-            )
+            ranks = m.ranks
+            const where: NodeRanksOptions = { ranks, node, host, generation: gen, onListening: (l) => wire.send({ t: 'rank', gen, m: l }) }
+            const events: RankGroupEvents = {
+              message: (rm) => wire.send({ t: 'rank', gen, m: rm }),
+              exit: (rank, how) => wire.send({ t: 'exit', gen, rank, how, where: nodeRanks.where(rank) }),
+            }
+            // A spare node given a lost node's ranks runs them in its warm processes; every later attempt starts its own.
+            const warm = warmHosts
+            warmHosts = undefined
+            const taken = warm?.take(spec, where, events)
+            if (!taken) void warm?.close()
+            const nodeRanks: NodeRanks = taken ?? startNodeRanks(spec, where, events)
             local = nodeRanks
             return
           }
@@ -506,6 +606,9 @@ export async function runClusterAgent(opts: ClusterOptions, own: { programFile: 
             void stopLocal().then(() => wire.send({ t: 'stopped', gen: m.gen }))
             return
           }
+          case 'warm':
+            warmHosts?.warm(m.sizes)
+            return
           case 'ping':
             return
           case 'finish':

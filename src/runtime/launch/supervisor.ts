@@ -78,7 +78,43 @@ export type SupervisorEvent =
   | { event: 'preempt-requested'; attempt: number; why: string }
   | { event: 'preempted'; attempt: number; seq: number | undefined; skeleton: number; step: number }
   | { event: 'finish'; attempt: number; wallMs: number; restarts: number }
+  | ClusterEvent
   | { event: 'gave-up'; attempt: number; failures: number }
+
+/**
+ * What node 0 of a cluster run reports about its membership. `node-lost`: a
+ * node was lost (`why`: its connection closed, or silent past --node-timeout)
+ * while its first rank was at (`skeleton`, `step`); `outcome` says what the
+ * run did: a spare node took its ranks (`spare`), an idle spare was lost, or
+ * nothing could replace it (`unrecoverable`: the run ends with exit 76).
+ * `membership`: the new placement (slot i carries ranks i·rpn…, on node
+ * `working[i]`) and the spare nodes left, numbered by `epoch`.
+ */
+export type ClusterEvent = NodeLostEvent | MembershipEvent
+/** See ClusterEvent. */
+export interface NodeLostEvent {
+  event: 'node-lost'
+  attempt: number
+  node: number
+  why: string
+  skeleton: number
+  step: number
+  /** The global ranks it carried (none for a spare node). */
+  ranks: number[]
+  outcome: 'replaced' | 'spare-lost' | 'unrecoverable'
+  /** The spare node that took its ranks (`replaced`). */
+  spare?: number
+  sparesLeft?: number
+}
+/** See ClusterEvent. */
+export interface MembershipEvent {
+  event: 'membership'
+  attempt: number
+  epoch: number
+  /** Slot → node: slot i carries ranks i·rpn … i·rpn+rpn−1. */
+  working: number[]
+  spares: number[]
+}
 
 /** Options of `Supervisor`: those of `launch`, plus restarts, a time limit, events and warm spares. */
 export interface SuperviseOptions extends LaunchOptions {
@@ -187,6 +223,11 @@ export class Supervisor<R = unknown> {
     this.emit({ event: 'preempt-requested', attempt: this.attempt, why })
     const g = this.group
     if (g) for (let r = 0; r < g.size; r++) g.send(r, { type: 'preempt' })
+  }
+
+  /** Report a cluster membership event (node 0 of a cluster run) with the run's others; `attempt` is filled in. */
+  reportClusterEvent(e: Omit<NodeLostEvent, 'attempt'> | Omit<MembershipEvent, 'attempt'>): void {
+    this.emit({ ...e, attempt: this.attempt } as ClusterEvent)
   }
 
   /** Ask the ranks for a checkpoint at their next vote (they go on afterwards). */

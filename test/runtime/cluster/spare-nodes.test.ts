@@ -1,0 +1,173 @@
+// Spare nodes under a real cluster launcher: Open MPI's `mpirun --enable-recovery`
+// keeps the other processes when one node's die (without it, mpirun aborts the
+// whole job), and then exits 0 whatever they return, so the run's outcome is
+// read from --status-file. Every "node" runs on this host with its own
+// checkpoint directory ({node}). Small grids, one rank per node.
+import { spawn } from 'node:child_process'
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
+import { createServer } from 'node:net'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { afterAll, describe, expect, it } from 'vitest'
+import { interiorSum, jacobiSerial } from '../../../examples/jacobi/serial.js'
+import { main } from '../../../src/cli/main.js'
+
+const MPIRUN = '/usr/bin/mpirun'
+const haveMpirun = existsSync(MPIRUN)
+if (!haveMpirun) console.log(`spare-node tests skipped: ${MPIRUN} is missing (apt-get install openmpi-bin)`)
+
+const root = mkdtempSync(join(tmpdir(), 'molotof-spares-'))
+afterAll(() => rmSync(root, { recursive: true, force: true }))
+
+/** mpirun as root needs these; --bind-to none: Open MPI would pin each node supervisor, and all its ranks, to one core. */
+const MPI_ENV = { OMPI_ALLOW_RUN_AS_ROOT: '1', OMPI_ALLOW_RUN_AS_ROOT_CONFIRM: '1', OMPI_MCA_rmaps_base_oversubscribe: '1' }
+const molotof = ['node', 'bin/molotof.mjs', 'run']
+
+async function freePort(): Promise<number> {
+  const s = createServer()
+  await new Promise<void>((r) => s.listen(0, '127.0.0.1', () => r()))
+  const port = (s.address() as { port: number }).port
+  await new Promise((r) => s.close(r))
+  return port
+}
+
+/** `mpirun [flags] -np <nodes> <command…>` started; `out` grows with everything printed. */
+function startMpirun(flags: string[], nodes: number, command: string[]): { out: () => string; code: Promise<number | null> } {
+  const child = spawn(MPIRUN, [...flags, '--bind-to', 'none', '-np', String(nodes), ...command], { env: { ...process.env, ...MPI_ENV }, stdio: ['ignore', 'pipe', 'pipe'] })
+  let out = ''
+  child.stdout.on('data', (b: Buffer) => (out += b.toString()))
+  child.stderr.on('data', (b: Buffer) => (out += b.toString()))
+  return { out: () => out, code: new Promise((resolve) => child.on('close', (c) => resolve(c))) }
+}
+
+/** The processes of node `node` of the runs whose command line or environment names `marker` (its supervisor and rank processes). */
+function processesOfNode(node: number, marker: string): number[] {
+  const pids: number[] = []
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue
+    try {
+      const environ = readFileSync(`/proc/${name}/environ`, 'utf8').split('\0')
+      const cmdline = readFileSync(`/proc/${name}/cmdline`, 'utf8')
+      if (environ.includes(`OMPI_COMM_WORLD_RANK=${node}`) && (cmdline.includes(marker) || environ.some((e) => e.includes(marker)))) pids.push(Number(name))
+    } catch {
+      // A process that ended while the list was read: not one to stop.
+    }
+  }
+  return pids
+}
+
+/** The child processes of `pid` whose command line contains `word`. */
+function childrenOf(pid: number, word: string): number[] {
+  const found: number[] = []
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue
+    try {
+      const ppid = Number(readFileSync(`/proc/${name}/stat`, 'utf8').replace(/^.*\) /s, '').split(' ')[1])
+      if (ppid === pid && readFileSync(`/proc/${name}/cmdline`, 'utf8').includes(word)) found.push(Number(name))
+    } catch {
+      // Ended while the list was read.
+    }
+  }
+  return found
+}
+
+const alive = (pid: number): boolean => {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch {
+    // No such process.
+    return false
+  }
+}
+
+type Event = { event: string; [k: string]: unknown }
+const eventsIn = (file: string): Event[] => readFileSync(file, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as Event)
+
+describe.skipIf(!haveMpirun)('spare nodes under mpirun --enable-recovery', () => {
+  it('3 working nodes + 1 spare: node 1 killed outright with its directory; spare node 3 takes its rank inside the run, exit 0, the serial bits', async () => {
+    const n = 40
+    const iterations = 2500
+    const marker = join(root, 'spare-')
+    const status = join(root, 'spare-status.json')
+    const events = join(root, 'spare-events.jsonl')
+    const run = startMpirun(['--enable-recovery'], 4, [
+      ...molotof,
+      'examples/jacobi/jacobi.ts', '--n', String(n), '--iterations', String(iterations),
+      '--spare-nodes', '1',
+      '--checkpoint', 'every:50', '--checkpoint-dir', `${marker}{node}`, '--hang-timeout', '20000',
+      '--rendezvous', `127.0.0.1:${await freePort()}`, '--status-file', status, '--events', events, '--log', 'all',
+    ])
+    let ended = false
+    void run.code.then(() => (ended = true))
+    try {
+      for (const until = Date.now() + 45_000; !/checkpoint 2 committed to partner/.test(run.out()) && !ended && Date.now() < until; ) await new Promise((r) => setTimeout(r, 20))
+      expect(run.out()).not.toMatch(/checksum/)
+      // The spare node computes nothing (no directory of its own yet), in a rank process started ahead with the program loaded.
+      expect(existsSync(`${marker}3`), run.out()).toBe(false)
+      const [spareSupervisor] = processesOfNode(3, marker).filter((pid) => readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes(marker))
+      const warm = childrenOf(spareSupervisor, 'spare-boot.mjs')
+      expect(warm, run.out()).toHaveLength(1)
+      // The whole node dies at once (its supervisor and its rank), and its disk with it.
+      const killed = processesOfNode(1, marker)
+      expect(killed.length, run.out()).toBeGreaterThan(0)
+      for (const pid of killed) process.kill(pid, 'SIGKILL')
+      rmSync(`${marker}1`, { recursive: true, force: true })
+
+      // Rank 1 runs in that warm process: it is still there once the run computes again (one not taken is killed).
+      for (const until = Date.now() + 30_000; !/first superstep \d+ ms after/.test(run.out()) && !ended && Date.now() < until; ) await new Promise((r) => setTimeout(r, 20))
+      expect(alive(warm[0]), run.out()).toBe(true)
+
+      const code = await run.code
+      const out = run.out()
+      // mpirun --enable-recovery exits 0 whatever: the status file says how the run ended.
+      expect(code, out).toBe(0)
+      expect(JSON.parse(readFileSync(status, 'utf8')), out).toMatchObject({ state: 'ended', exitCode: 0, outcome: 'done' })
+      const checksum = Number(/checksum (\S+)/.exec(out)?.[1])
+      expect(Object.is(checksum, interiorSum(jacobiSerial(n, iterations), n)), out).toBe(true)
+      expect(out).toMatch(/node 1 lost at step \d+ \(the connection closed\); spare node 3 took rank 1 \(0 spare nodes left\)/)
+      expect(out).toMatch(/first superstep \d+ ms after the loss of node 1/)
+      expect(out).toMatch(/\(4 nodes \(openmpi\), 3 ranks, tcp, wall [\d.]+ s, 1 restart, 1 node lost\)/)
+
+      const seen = eventsIn(events)
+      expect(seen.filter((e) => e.event === 'node-lost')).toMatchObject([{ node: 1, outcome: 'replaced', spare: 3, ranks: [1], sparesLeft: 0 }])
+      expect(seen.filter((e) => e.event === 'membership')).toMatchObject([{ epoch: 1, working: [0, 3, 2], spares: [] }])
+      // Rank 1's file came from the copy node 2 keeps; the others read their own.
+      const resume = seen.find((e) => e.event === 'resume')
+      expect(resume, out).toMatchObject({ requested: false, level: 'disk+partner' })
+      expect(resume!.step as number).toBeGreaterThanOrEqual(149)
+      // Node 3 runs rank 1 from then on: it writes its checkpoints in its own directory.
+      const own = readdirSync(`${marker}3`).filter((d) => d.startsWith('ckpt-'))
+      expect(own.length).toBeGreaterThan(0)
+      expect(readdirSync(join(`${marker}3`, own.sort().pop()!)).sort()).toEqual(['COMMIT', 'rank-1.mlf'])
+    } finally {
+      for (const node of [0, 1, 2, 3]) for (const pid of processesOfNode(node, marker)) process.kill(pid, 'SIGKILL')
+    }
+  }, 90_000)
+})
+
+describe.skipIf(!haveMpirun)('--spare-nodes refused before any rank starts (exit 2)', () => {
+  const jacobi = ['examples/jacobi/jacobi.ts', '--n', '20', '--iterations', '5']
+
+  it('as many spare nodes as nodes, or spares whose lost node would leave no copy (--partner-copies off), under mpirun', async () => {
+    const all = startMpirun([], 2, [...molotof, ...jacobi, '--spare-nodes', '2', '--rendezvous', `127.0.0.1:${await freePort()}`, '--checkpoint-dir', join(root, 'all-{node}')])
+    expect(await all.code, all.out()).toBe(2)
+    expect(all.out()).toMatch(/--spare-nodes 2: the launcher started 2 node supervisors, so no node would be left to work \(at most 1\)/)
+    const bare = startMpirun([], 3, [...molotof, ...jacobi, '--spare-nodes', '1', '--partner-copies', 'off', '--rendezvous', `127.0.0.1:${await freePort()}`, '--checkpoint-dir', join(root, 'bare-{node}')])
+    expect(await bare.code, bare.out()).toBe(2)
+    expect(bare.out()).toMatch(/--spare-nodes 1: .*a lost node's data would be gone/)
+    // Neither started a rank: no checkpoint directory was made.
+    expect(readdirSync(root).filter((d) => d.startsWith('all-') || d.startsWith('bare-'))).toEqual([])
+  }, 60_000)
+
+  it('without a cluster launcher, and negative', async () => {
+    const said: string[] = []
+    const say = (t: string) => said.push(t)
+    expect(await main(['run', ...jacobi, '--spare-nodes', '1', '--checkpoint-dir', join(root, 'alone')], say, say)).toBe(2)
+    expect(said.join('\n')).toMatch(/--spare-nodes 1: spare nodes are node supervisors a cluster launcher starts .* this run has no launcher/)
+    said.length = 0
+    expect(await main(['run', ...jacobi, '--spare-nodes', '-1', '--checkpoint-dir', join(root, 'alone')], say, say)).toBe(2)
+    expect(said.join('\n')).toMatch(/--spare-nodes/)
+    expect(existsSync(join(root, 'alone'))).toBe(false)
+  })
+})
