@@ -59,6 +59,9 @@ export class ProgressView {
         if (e.outcome === 'replaced') {
           this.replacedNode = e.node
           this.line(`node ${e.node} lost${at} (${e.why}); spare node ${e.spare} took ${ranksText(e.ranks)} (${spares})`)
+        } else if (e.outcome === 'shrunk') {
+          this.replacedNode = e.node
+          this.line(`node ${e.node} lost${at} (${e.why}); no spare node left: the run goes on with ${e.size} ranks, restoring its checkpoint on them (elastic)`)
         } else if (e.outcome === 'spare-lost') this.line(`spare node ${e.node} lost (${e.why}); ${spares}`)
         else this.line(`node ${e.node} lost${at} (${e.why}); nothing can take its ranks over`)
         return

@@ -171,7 +171,7 @@ async function runSupervised(f: RunValues, program: string, programArgv: string[
   const leader = cluster?.leader
   const ranks = leader ? leader.size : f.ranks
   const transport = leader ? 'tcp' : f.transport
-  const starter: GroupStarterOption = { startGroup: leader?.startGroup }
+  const starter: GroupStarterOption = { startGroup: leader?.startGroup, groupSize: leader ? () => leader.size : undefined }
   const supervisor = new Supervisor(program, {
     ...starter,
     ranks,
@@ -235,7 +235,7 @@ async function runSupervised(f: RunValues, program: string, programArgv: string[
     leader.onNodeLost = (loss) => {
       const { change: c } = loss
       const ranks = c.kind === 'spare-lost' ? [] : [...c.ranks]
-      const spare = c.kind === 'replaced' ? { spare: c.spare, sparesLeft: c.sparesLeft } : c.kind === 'spare-lost' ? { sparesLeft: c.sparesLeft } : {}
+      const spare = c.kind === 'replaced' ? { spare: c.spare, sparesLeft: c.sparesLeft } : c.kind === 'spare-lost' ? { sparesLeft: c.sparesLeft } : c.kind === 'shrunk' ? { size: c.size } : {}
       supervisor.reportClusterEvent({ event: 'node-lost', node: c.node, why: loss.why, skeleton: loss.skeleton, step: loss.step, ranks, outcome: c.kind, ...spare })
       if (c.kind !== 'unrecoverable') supervisor.reportClusterEvent({ event: 'membership', epoch: c.epoch, working: leader.membership.placement(), spares: [...leader.membership.spares] })
     }
@@ -257,7 +257,7 @@ async function runSupervised(f: RunValues, program: string, programArgv: string[
       const lost = leader?.losses.length ?? 0
       const losses = lost > 0 ? `, ${lost} node${lost > 1 ? 's' : ''} lost` : ''
       const nodes = cluster?.kind === 'leader' ? `${cluster.place.nodes} node${cluster.place.nodes > 1 ? 's' : ''} (${cluster.place.launcher}), ` : ''
-      out(`(${nodes}${ranks} rank${ranks > 1 ? 's' : ''}, ${transport}, wall ${(r.wallMs / 1000).toFixed(3)} s${restarts}${losses})`)
+      out(`(${nodes}${r.ranks} rank${r.ranks > 1 ? 's' : ''}, ${transport}, wall ${(r.wallMs / 1000).toFixed(3)} s${restarts}${losses})`)
     }
     return (code = EXIT.done)
   } catch (e) {

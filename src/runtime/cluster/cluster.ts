@@ -2,7 +2,8 @@ import { readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs'
 import { createConnection, createServer, type Server, type Socket } from 'node:net'
 import { hostname, networkInterfaces } from 'node:os'
 import { join } from 'node:path'
-import { CommunicationError, ConfigError, errorRecord, NodeLostError, NodeMismatchError, reviveError, type SettingDifference } from '../../errors.js'
+import { CommunicationError, ConfigError, errorRecord, MolotofError, NodeLostError, NodeMismatchError, reviveError, type SettingDifference } from '../../errors.js'
+import type { RankToLauncher } from '../protocol.js'
 import { RENDEZVOUS_FILE, type ClusterPlace, type HostPort } from '../cluster-env.js'
 import type { CompiledProgram } from '../compiled-program.js'
 import { Wire, type AgentMessage, type JoinRequest, type LeaderMessage, type RemoteBeat } from './cluster-wire.js'
@@ -91,6 +92,8 @@ export class ClusterLeader {
   private host = '127.0.0.1'
   private rendezvousFile: string | undefined
   private finishing = false
+  /** The generation of the attempt that runs first after a spare replaced a node or a shrink: a refusal there is the loss's (see LeaderAttempt). */
+  private changedFor = -1
   /** Which node carries which ranks, and the spare nodes standing by. */
   readonly membership: Membership
   /** The nodes lost so far (a summary counts them). */
@@ -252,8 +255,10 @@ export class ClusterLeader {
     const loss: NodeLoss = { change, why, skeleton: where.skeleton, step: where.step }
     this.losses.push(loss)
     this.onNodeLost(loss)
-    if (change.kind === 'replaced') cur?.nodeReplaced(change, why)
-    else if (change.kind === 'unrecoverable') cur?.nodeLost(a.node, `${why}; ${change.why}`)
+    if (change.kind === 'replaced' || change.kind === 'shrunk') {
+      this.changedFor = this.generation + 1
+      cur?.nodeReplaced(change, why)
+    } else if (change.kind === 'unrecoverable') cur?.nodeLost(a.node, why, change.why)
   }
 
   /** A rank's large buffers: when the largest set changes, the spare nodes touch that much memory ahead. */
@@ -288,7 +293,8 @@ export class ClusterLeader {
       },
       exit: on.exit,
     }
-    const attempt = new LeaderAttempt(spec, events, generation, this.opts, this.host, working, placement)
+    const changed = generation === this.changedFor ? this.losses[this.losses.length - 1] : undefined
+    const attempt = new LeaderAttempt(spec, events, generation, this.opts, this.host, working, placement, changed)
     this.current = attempt
     working.forEach((a, i) => {
       // Deferred: the attempt must have its group before it can end.
@@ -318,12 +324,16 @@ class LeaderAttempt {
     private readonly agents: readonly AgentLink[],
     /** Slot → node for this attempt. */
     private readonly placement: readonly number[],
+    /** The loss this attempt runs after (a spare took its ranks, or the run shrank): until it has resumed, a refusal ends the run as that loss (exit 76). */
+    private afterLoss?: NodeLoss,
   ) {
     const rpn = opts.ranksPerNode
     this.table = new EndpointTable(spec.size, generation)
     const started = performance.now()
     for (let r = rpn; r < spec.size; r++) this.remote.set(r, { where: { skeleton: -1, step: -1, phase: 'start' }, lastAt: started })
-    this.local = startNodeRanks(spec, { ranks: ranksOfNode(0, rpn), node: 0, host, generation, onListening: (m) => this.listening(m) }, on)
+    // After a loss, a refusal before the restore ended (an array that cannot be re-sliced, no copy of a file) is the loss's: exit 76.
+    const events: RankGroupEvents = { message: (m) => this.message(m), exit: on.exit }
+    this.local = startNodeRanks(spec, { ranks: ranksOfNode(0, rpn), node: 0, host, generation, onListening: (m) => this.listening(m) }, events)
     const agentOf = (rank: number): AgentLink | undefined => this.agents[Math.floor(rank / rpn) - 1]
     this.group = {
       size: spec.size,
@@ -353,7 +363,7 @@ class LeaderAttempt {
     switch (m.t) {
       case 'rank':
         if (m.m.type === 'listening') this.listening(m.m)
-        else this.on.message(m.m)
+        else this.message(m.m)
         return
       case 'exit': {
         const r = this.remote.get(m.rank)
@@ -374,6 +384,23 @@ class LeaderAttempt {
     }
   }
 
+  private message(m: RankToLauncher): void {
+    const loss = this.afterLoss
+    if (loss) {
+      if (m.type === 'resumed') this.afterLoss = undefined
+      const refused = m.type === 'config-error' || (m.type === 'error' && !restartable(m))
+      if (refused) {
+        const c = loss.change
+        const how = c.kind === 'replaced' ? `spare node ${c.spare} could not take ${ranksText(c.ranks)} over` : `no spare node is left; the run cannot go on with ${this.group.size} ranks`
+        const e = new NodeLostError(c.node, `node ${c.node} was lost (${loss.why}) and ${how}: ${m.message}; run the launcher again with --resume to continue from the last checkpoint`)
+        const where = m.type === 'error' ? m : { skeleton: -1, step: -1, phase: 'start' as const }
+        this.on.message({ type: 'error', rank: m.rank, skeleton: where.skeleton, step: where.step, phase: where.phase, ...errorRecord(e) })
+        return
+      }
+    }
+    this.on.message(m)
+  }
+
   /** Where rank `rank` was at its last heartbeat (undefined before it said). */
   whereOf(rank: number): RankWhere | undefined {
     return rank < this.opts.ranksPerNode ? this.local.where(rank) : this.remote.get(rank)?.where
@@ -385,20 +412,22 @@ class LeaderAttempt {
   }
 
   /** A node was lost and nothing replaces it: the attempt ends as refused with NodeLostError (resumable by relaunching). */
-  nodeLost(node: number, why: string): void {
+  nodeLost(node: number, why: string, cannot?: string): void {
     if (this.ended) return
     const rank = this.firstRankOf(node)
     const where = this.remote.get(rank)?.where ?? { skeleton: -1, step: -1, phase: 'start' }
-    const e = new NodeLostError(node, `node ${node} was lost (${why}); run the launcher again with --resume to continue from the last checkpoint`)
+    const goOn = cannot === undefined ? '' : `, and the run cannot go on without it: ${cannot}`
+    const e = new NodeLostError(node, `node ${node} was lost (${why})${goOn}; run the launcher again with --resume to continue from the last checkpoint`)
     this.on.message({ type: 'error', rank, skeleton: where.skeleton, step: where.step, phase: where.phase, ...errorRecord(e) })
   }
 
   /** A node was lost and a spare node takes its ranks: the attempt fails as a rank does, and the next one runs on the new membership. */
-  nodeReplaced(change: Extract<MembershipChange, { kind: 'replaced' }>, why: string): void {
+  nodeReplaced(change: Extract<MembershipChange, { kind: 'replaced' | 'shrunk' }>, why: string): void {
     if (this.ended) return
     const rank = change.ranks[0]
     const where = this.remote.get(rank)?.where ?? { skeleton: -1, step: -1, phase: 'start' }
-    const e = new CommunicationError(`node ${change.node} was lost (${why}); spare node ${change.spare} takes ${ranksText(change.ranks)}`)
+    const next = change.kind === 'replaced' ? `spare node ${change.spare} takes ${ranksText(change.ranks)}` : `no spare node is left: the run goes on with ${change.size} ranks`
+    const e = new CommunicationError(`node ${change.node} was lost (${why}); ${next}`)
     this.on.message({ type: 'error', rank, skeleton: where.skeleton, step: where.step, phase: where.phase, ...errorRecord(e) })
   }
 
@@ -484,6 +513,12 @@ function ownAddresses(): string[] {
     }
   }
   return [...v4, ...v6]
+}
+
+/** Whether a rank's error is one a restart may fix (as attempt.ts decides). */
+function restartable(m: Extract<RankToLauncher, { type: 'error' }>): boolean {
+  const e = reviveError(m)
+  return !(e instanceof MolotofError) || e.restartable
 }
 
 function unmapped(address: string | undefined): string | undefined {

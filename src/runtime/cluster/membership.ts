@@ -1,11 +1,14 @@
 /**
  * What the leader decided about one lost node:
  * - `replaced`: a spare node takes the lost node's global ranks (`ranks`), the run goes on in a new attempt;
+ * - `shrunk`: no spare is left; the run goes on with the lost node's slot removed (`size` ranks, renumbered
+ *   0…size−1 in slot order), restoring its checkpoint elastically;
  * - `spare-lost`: an idle spare node was lost, nothing else changes;
  * - `unrecoverable`: the run cannot go on without it (`why`: node 0, or no spare node left).
  */
 export type MembershipChange =
   | { kind: 'replaced'; node: number; epoch: number; spare: number; ranks: readonly number[]; sparesLeft: number }
+  | { kind: 'shrunk'; node: number; epoch: number; ranks: readonly number[]; size: number }
   | { kind: 'spare-lost'; node: number; epoch: number; sparesLeft: number }
   | { kind: 'unrecoverable'; node: number; epoch: number; ranks: readonly number[]; why: string }
 
@@ -14,7 +17,9 @@ export type MembershipChange =
  * (working nodes, one *slot* of `ranksPerNode` ranks each: slot s holds ranks
  * s·rpn … s·rpn+rpn−1) and which nodes stand by (spare nodes). Node i starts
  * in slot i; the last `spareNodes` nodes start as spares. The epoch counts
- * the changes. Node 0 runs the run's supervisor and is never replaced.
+ * the changes. Node 0 runs the run's supervisor and is never replaced. With
+ * no spare left, a lost node's slot is removed (a shrink: the slots after it
+ * move down, and so do their rank numbers) while two working nodes remain.
  *
  * ```ts
  * const m = new Membership(4, 1, 2)      // nodes 0–2 work (ranks 0–5), node 3 stands by
@@ -87,13 +92,21 @@ export class Membership {
     if (slot === 0) return { kind: 'unrecoverable', node, epoch: this.changes, ranks, why: 'node 0 runs the run\'s supervisor, and another node taking that role over is not supported yet' }
     const spare = this.standby.shift()
     if (spare === undefined) {
-      const why = this.spareNodes > 0 ? 'no spare node is left' : 'the run has no spare node (--spare-nodes)'
-      return { kind: 'unrecoverable', node, epoch: this.changes, ranks, why }
+      // Shrink: the others go on without this slot, as long as two working nodes are left (a run on one node keeps no partner copies).
+      if (this.slots.length - 1 >= MIN_NODES_TO_SHRINK_TO) {
+        this.slots.splice(slot, 1)
+        return { kind: 'shrunk', node, epoch: ++this.changes, ranks, size: this.slots.length * this.ranksPerNode }
+      }
+      const none = this.spareNodes > 0 ? 'no spare node is left' : 'the run has no spare node (--spare-nodes)'
+      return { kind: 'unrecoverable', node, epoch: this.changes, ranks, why: `${none}, and a run shrunk to one node would keep no copy of its checkpoints on another node` }
     }
     this.slots[slot] = spare
     return { kind: 'replaced', node, epoch: ++this.changes, spare, ranks, sparesLeft: this.standby.length }
   }
 }
+
+/** A shrink leaves at least this many working nodes: partner copies need a second node. */
+const MIN_NODES_TO_SHRINK_TO = 2
 
 /** Ranks for a line of text: "rank 5", "ranks 2–3", or "ranks 1, 4". */
 export function ranksText(ranks: readonly number[]): string {

@@ -85,8 +85,9 @@ export type SupervisorEvent =
  * What node 0 of a cluster run reports about its membership. `node-lost`: a
  * node was lost (`why`: its connection closed, or silent past --node-timeout)
  * while its first rank was at (`skeleton`, `step`); `outcome` says what the
- * run did: a spare node took its ranks (`spare`), an idle spare was lost, or
- * nothing could replace it (`unrecoverable`: the run ends with exit 76).
+ * run did: a spare node took its ranks (`spare`), the others went on with
+ * fewer ranks (`shrunk`, `size`), an idle spare was lost, or nothing could
+ * replace it (`unrecoverable`: the run ends with exit 76).
  * `membership`: the new placement (slot i carries ranks i·rpn…, on node
  * `working[i]`) and the spare nodes left, numbered by `epoch`.
  */
@@ -101,10 +102,12 @@ export interface NodeLostEvent {
   step: number
   /** The global ranks it carried (none for a spare node). */
   ranks: number[]
-  outcome: 'replaced' | 'spare-lost' | 'unrecoverable'
+  outcome: 'replaced' | 'shrunk' | 'spare-lost' | 'unrecoverable'
   /** The spare node that took its ranks (`replaced`). */
   spare?: number
   sparesLeft?: number
+  /** The rank count the run goes on with (`shrunk`). */
+  size?: number
 }
 /** See ClusterEvent. */
 export interface MembershipEvent {
@@ -141,6 +144,8 @@ export interface SuperviseOptions extends LaunchOptions {
  */
 export interface GroupStarterOption {
   startGroup?: StartRankGroup
+  /** The rank count of the next attempt, when it may change during the run (a cluster run that shrank). */
+  groupSize?: () => number
 }
 
 /** How a supervised run ended: `done` with the result, or `preempted` after a checkpoint (resume from it). */
@@ -277,6 +282,7 @@ export class Supervisor<R = unknown> {
     try {
       for (;;) {
         const resume = this.attempt > 0 || this.ft.resume
+        const ranks = (this.opts as SuperviseOptions & GroupStarterOption).groupSize?.() ?? this.settings.ranks
         const spec = groupSpec(this.programFile, {
           ...this.opts,
           // Restarts resume from this run's own checkpoints only: its run id is in every one it writes.
@@ -292,7 +298,7 @@ export class Supervisor<R = unknown> {
             ...(dir.lineageUnknown ? { adoptLineage: true } : {}),
           },
           // Each injected failure fires once per run (this.fired: left out), so a restarted run completes.
-        }, this.fired, this.settings)
+        }, this.fired, { ...this.settings, ranks })
         spec.compiled = compiled
         const stopping = stoppedStarts > 0 ? { stopping: true } : {}
         this.emit({ event: 'start', attempt: this.attempt, ranks: spec.size, transport: this.settings.transport, resume, ...(compiled ? { compiled: compiled.file } : { loadedFromSources }), ...stopping })

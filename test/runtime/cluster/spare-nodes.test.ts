@@ -2,7 +2,9 @@
 // keeps the other processes when one node's die (without it, mpirun aborts the
 // whole job), and then exits 0 whatever they return, so the run's outcome is
 // read from --status-file. Every "node" runs on this host with its own
-// checkpoint directory ({node}). Small grids, one rank per node.
+// checkpoint directory ({node}). Small grids, one rank per node. When no
+// spare is left, the others go on with fewer ranks (a shrink, restored
+// elastically inside the run).
 import { spawn } from 'node:child_process'
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
 import { createServer } from 'node:net'
@@ -84,8 +86,21 @@ const alive = (pid: number): boolean => {
 type Event = { event: string; [k: string]: unknown }
 const eventsIn = (file: string): Event[] => readFileSync(file, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as Event)
 
+/** Wait until `pattern` is in `out()` (or the run ended, or 45 s passed). */
+async function until(out: () => string, pattern: RegExp, ended: () => boolean): Promise<void> {
+  for (const limit = Date.now() + 45_000; !pattern.test(out()) && !ended() && Date.now() < limit; ) await new Promise((r) => setTimeout(r, 20))
+}
+
+/** SIGKILL node `node`'s supervisor and rank processes, as a node dies at once, and delete its directory (its disk). */
+function loseNode(node: number, marker: string, out: string): void {
+  const killed = processesOfNode(node, marker)
+  expect(killed.length, out).toBeGreaterThan(0)
+  for (const pid of killed) process.kill(pid, 'SIGKILL')
+  rmSync(`${marker}${node}`, { recursive: true, force: true })
+}
+
 describe.skipIf(!haveMpirun)('spare nodes under mpirun --enable-recovery', () => {
-  it('3 working nodes + 1 spare: node 1 killed outright with its directory; spare node 3 takes its rank inside the run, exit 0, the serial bits', async () => {
+  it('3 working nodes + 1 spare: node 1 killed outright with its directory, spare node 3 takes its rank; then node 2 killed, no spare left, the run shrinks to 2 ranks; exit 0, the serial bits', async () => {
     const n = 40
     const iterations = 2500
     const marker = join(root, 'spare-')
@@ -101,7 +116,7 @@ describe.skipIf(!haveMpirun)('spare nodes under mpirun --enable-recovery', () =>
     let ended = false
     void run.code.then(() => (ended = true))
     try {
-      for (const until = Date.now() + 45_000; !/checkpoint 2 committed to partner/.test(run.out()) && !ended && Date.now() < until; ) await new Promise((r) => setTimeout(r, 20))
+      await until(run.out, /checkpoint 2 committed to partner/, () => ended)
       expect(run.out()).not.toMatch(/checksum/)
       // The spare node computes nothing (no directory of its own yet), in a rank process started ahead with the program loaded.
       expect(existsSync(`${marker}3`), run.out()).toBe(false)
@@ -109,14 +124,18 @@ describe.skipIf(!haveMpirun)('spare nodes under mpirun --enable-recovery', () =>
       const warm = childrenOf(spareSupervisor, 'spare-boot.mjs')
       expect(warm, run.out()).toHaveLength(1)
       // The whole node dies at once (its supervisor and its rank), and its disk with it.
-      const killed = processesOfNode(1, marker)
-      expect(killed.length, run.out()).toBeGreaterThan(0)
-      for (const pid of killed) process.kill(pid, 'SIGKILL')
-      rmSync(`${marker}1`, { recursive: true, force: true })
-
+      loseNode(1, marker, run.out())
       // Rank 1 runs in that warm process: it is still there once the run computes again (one not taken is killed).
-      for (const until = Date.now() + 30_000; !/first superstep \d+ ms after/.test(run.out()) && !ended && Date.now() < until; ) await new Promise((r) => setTimeout(r, 20))
+      await until(run.out, /first superstep \d+ ms after the loss of node 1/, () => ended)
       expect(alive(warm[0]), run.out()).toBe(true)
+      expect(run.out()).toMatch(/node 1 lost at step \d+ \(the connection closed\); spare node 3 took rank 1 \(0 spare nodes left\)/)
+      expect(run.out()).not.toMatch(/checksum/)
+
+      // A second loss once the new placement has partner copies of its own (rank 1's now made on node 3): no spare left.
+      const afterFirst = () => run.out().split(/first superstep \d+ ms after the loss of node 1/)[1] ?? ''
+      await until(afterFirst, /committed to partner[\s\S]*committed to partner/, () => ended)
+      expect(run.out()).not.toMatch(/checksum/)
+      loseNode(2, marker, run.out())
 
       const code = await run.code
       const out = run.out()
@@ -125,25 +144,58 @@ describe.skipIf(!haveMpirun)('spare nodes under mpirun --enable-recovery', () =>
       expect(JSON.parse(readFileSync(status, 'utf8')), out).toMatchObject({ state: 'ended', exitCode: 0, outcome: 'done' })
       const checksum = Number(/checksum (\S+)/.exec(out)?.[1])
       expect(Object.is(checksum, interiorSum(jacobiSerial(n, iterations), n)), out).toBe(true)
-      expect(out).toMatch(/node 1 lost at step \d+ \(the connection closed\); spare node 3 took rank 1 \(0 spare nodes left\)/)
-      expect(out).toMatch(/first superstep \d+ ms after the loss of node 1/)
-      expect(out).toMatch(/\(4 nodes \(openmpi\), 3 ranks, tcp, wall [\d.]+ s, 1 restart, 1 node lost\)/)
+      expect(out).toMatch(/node 2 lost at step \d+ \(the connection closed\); no spare node left: the run goes on with 2 ranks/)
+      expect(out).toMatch(/resuming a checkpoint of 3 ranks on 2/)
+      expect(out).toMatch(/first superstep \d+ ms after the loss of node 2/)
+      expect(out).toMatch(/\(4 nodes \(openmpi\), 2 ranks, tcp, wall [\d.]+ s, 2 restarts, 2 nodes lost\)/)
 
       const seen = eventsIn(events)
-      expect(seen.filter((e) => e.event === 'node-lost')).toMatchObject([{ node: 1, outcome: 'replaced', spare: 3, ranks: [1], sparesLeft: 0 }])
-      expect(seen.filter((e) => e.event === 'membership')).toMatchObject([{ epoch: 1, working: [0, 3, 2], spares: [] }])
-      // Rank 1's file came from the copy node 2 keeps; the others read their own.
-      const resume = seen.find((e) => e.event === 'resume')
-      expect(resume, out).toMatchObject({ requested: false, level: 'disk+partner' })
-      expect(resume!.step as number).toBeGreaterThanOrEqual(149)
-      // Node 3 runs rank 1 from then on: it writes its checkpoints in its own directory.
+      expect(seen.filter((e) => e.event === 'node-lost')).toMatchObject([
+        { node: 1, outcome: 'replaced', spare: 3, ranks: [1], sparesLeft: 0 },
+        { node: 2, outcome: 'shrunk', ranks: [2], size: 2 },
+      ])
+      expect(seen.filter((e) => e.event === 'membership')).toMatchObject([
+        { epoch: 1, working: [0, 3, 2], spares: [] },
+        { epoch: 2, working: [0, 3], spares: [] },
+      ])
+      // After the first loss rank 1's file came from the copy node 2 kept; after the second, old rank 2's from node 0's copy.
+      const resumes = seen.filter((e) => e.event === 'resume')
+      expect(resumes, out).toMatchObject([{ requested: false, level: 'disk+partner' }, { requested: false, level: 'disk+partner' }])
+      expect(resumes[0].step as number).toBeGreaterThanOrEqual(149)
+      expect(seen.filter((e) => e.event === 'start').map((e) => e.ranks)).toEqual([3, 3, 2])
+      // Node 3 ran rank 1, then rank 1 of two: its checkpoints are in its own directory.
       const own = readdirSync(`${marker}3`).filter((d) => d.startsWith('ckpt-'))
-      expect(own.length).toBeGreaterThan(0)
       expect(readdirSync(join(`${marker}3`, own.sort().pop()!)).sort()).toEqual(['COMMIT', 'rank-1.mlf'])
     } finally {
       for (const node of [0, 1, 2, 3]) for (const pid of processesOfNode(node, marker)) process.kill(pid, 'SIGKILL')
     }
   }, 90_000)
+})
+
+describe.skipIf(!haveMpirun)('no spare node left, a program that cannot be re-sliced', () => {
+  it('3 nodes, node 1 killed: the shrink refuses an array saved without its box, and the run ends with 76 (resumable) naming why', async () => {
+    const marker = join(root, 'nobox-')
+    const status = join(root, 'nobox-status.json')
+    const run = startMpirun(['--enable-recovery'], 3, [
+      ...molotof,
+      'test/fixtures/elastic.ts', '--n', '30', '--steps', '100000000', '--acc', 'nobox',
+      '--checkpoint', 'every:50', '--checkpoint-dir', `${marker}{node}`, '--hang-timeout', '20000',
+      '--rendezvous', `127.0.0.1:${await freePort()}`, '--status-file', status, '--log', 'all',
+    ])
+    let ended = false
+    void run.code.then(() => (ended = true))
+    try {
+      await until(run.out, /checkpoint 2 committed to partner/, () => ended)
+      loseNode(1, marker, run.out())
+      expect(await run.code, run.out()).toBe(0)
+      const written = JSON.parse(readFileSync(status, 'utf8')) as { message: string }
+      expect(written, run.out()).toMatchObject({ state: 'ended', exitCode: 76, outcome: 'node-lost', resumable: true })
+      expect(written.message).toMatch(/node 1 was lost \(the connection closed\) and no spare node is left; the run cannot go on with 2 ranks: .*"acc" \(skeleton 0\) is an array saved without its global box/)
+      expect(written.message).toMatch(/run the launcher again with --resume/)
+    } finally {
+      for (const node of [0, 1, 2]) for (const pid of processesOfNode(node, marker)) process.kill(pid, 'SIGKILL')
+    }
+  }, 60_000)
 })
 
 describe.skipIf(!haveMpirun)('--spare-nodes refused before any rank starts (exit 2)', () => {
