@@ -152,6 +152,7 @@ export async function joinCluster(
   settings: Record<string, unknown>,
   dir: string,
   log: (text: string) => void,
+  onDropped: () => void = () => {},
   env: Readonly<Record<string, string | undefined>> = process.env,
 ): Promise<ClusterRole | undefined> {
   const place = detectLauncher(env)
@@ -183,5 +184,5 @@ export async function joinCluster(
   const tsconfig = findTsconfig(file)
   // This node's own copy: node 0's compiled file may not exist on this host.
   const { compiled } = await compileProgram(file, tsconfig)
-  return { kind: 'agent', code: await runClusterAgent(opts, { programFile: file, tsconfig, compiled }) }
+  return { kind: 'agent', code: await runClusterAgent(opts, { programFile: file, tsconfig, compiled }, onDropped) }
 }

@@ -114,7 +114,7 @@ export async function runCommand(argv: readonly string[], out: (s: string) => vo
   const status = f.statusFile === undefined ? undefined : new StatusFile(resolve(f.statusFile), detectLauncher(process.env)?.node ?? 0, err)
   status?.running()
   try {
-    const code = await runSupervised(f, program, programArgv, resume, out, err)
+    const code = await runSupervised(f, program, programArgv, resume, out, err, () => status?.disown())
     status?.ended(code, { resume })
     return code
   } catch (e) {
@@ -124,7 +124,16 @@ export async function runCommand(argv: readonly string[], out: (s: string) => vo
 }
 
 /** `molotof run` once its options are read: the run under its supervisor (one node's part under a cluster launcher). */
-async function runSupervised(f: RunValues, program: string, programArgv: string[], resume: string, out: (s: string) => void, err: (s: string) => void): Promise<number> {
+async function runSupervised(
+  f: RunValues,
+  program: string,
+  programArgv: string[],
+  resume: string,
+  out: (s: string) => void,
+  err: (s: string) => void,
+  /** This node was dropped from the run as lost: the run's outcome is the others' to write. */
+  onDropped: () => void,
+): Promise<number> {
   const level = f.quiet ? 'quiet' : f.log
   const quiet = level === 'quiet'
   const everything = level === 'all'
@@ -163,7 +172,7 @@ async function runSupervised(f: RunValues, program: string, programArgv: string[
     process.kill(process.pid, 'SIGTERM')
   }
   const stopLauncherWatch = watchLauncher((why) => onLauncherGone(why), process.env, parentAtCliStart())
-  const cluster = await joinCluster(f, program, clusterSettings(f, programArgv), checkpoint.dir, (text) => view.line(text))
+  const cluster = await joinCluster(f, program, clusterSettings(f, programArgv), checkpoint.dir, (text) => view.line(text), onDropped)
   if (cluster?.kind === 'agent') {
     stopLauncherWatch?.()
     return cluster.code

@@ -44,6 +44,8 @@ export type LeaderMessage =
   | { t: 'kill'; gen: number; rank: number; signal: NodeJS.Signals }
   | { t: 'stop'; gen: number }
   | { t: 'ping' }
+  /** Node 0 counts this node as lost (silent past --node-timeout) and goes on without it; the connection closes next. */
+  | { t: 'dropped'; why: string }
   /** The run is over: exit with this code. */
   | { t: 'finish'; code: number }
 

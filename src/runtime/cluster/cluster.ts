@@ -234,7 +234,10 @@ export class ClusterLeader {
         if (a.lost) continue
         a.wire.send({ t: 'ping' })
         if (now - a.wire.lastHeard > this.opts.nodeTimeoutMs) {
-          a.wire.socket.destroy()
+          // Said first: a node that was only stopped reads it when it wakes up, and leaves the run's outcome to the others.
+          a.wire.send({ t: 'dropped', why: `silent for ${((now - a.wire.lastHeard) / 1000).toFixed(1)} s` })
+          a.wire.close()
+          a.wire.socket.destroySoon()
           this.lose(a, `silent for ${((now - a.wire.lastHeard) / 1000).toFixed(1)} s (--node-timeout ${(this.opts.nodeTimeoutMs / 1000).toFixed(1)} s)`)
         }
       }
@@ -540,7 +543,11 @@ function sleep(ms: number): Promise<void> {
  * const code = await runClusterAgent(options, { programFile, tsconfig })
  * ```
  */
-export async function runClusterAgent(opts: ClusterOptions, own: { programFile: string; tsconfig: string | undefined; compiled?: CompiledProgram }): Promise<number> {
+export async function runClusterAgent(
+  opts: ClusterOptions,
+  own: { programFile: string; tsconfig: string | undefined; compiled?: CompiledProgram },
+  onDropped: () => void = () => {},
+): Promise<number> {
   const { node } = opts.place
   const socket = await reachRendezvous(opts)
   const host = unmapped(socket.localAddress) ?? '127.0.0.1'
@@ -596,8 +603,14 @@ export async function runClusterAgent(opts: ClusterOptions, own: { programFile: 
             clearTimeout(joinTimer)
             beats = setInterval(() => {
               if (performance.now() - wire.lastHeard > opts.nodeTimeoutMs) {
-                wire.socket.destroy()
-                return end(new NodeLostError(0, `node ${node}: node 0 fell silent for more than ${(opts.nodeTimeoutMs / 1000).toFixed(1)} s (--node-timeout); run the launcher again with --resume`))
+                // Judged once what has arrived is read (after this turn's I/O): a node that was itself stopped wakes
+                // up here first, and node 0's last words (`dropped`) may be waiting in the socket.
+                setImmediate(() => {
+                  if (finished || performance.now() - wire.lastHeard <= opts.nodeTimeoutMs) return
+                  wire.socket.destroy()
+                  end(new NodeLostError(0, `node ${node}: node 0 fell silent for more than ${(opts.nodeTimeoutMs / 1000).toFixed(1)} s (--node-timeout); run the launcher again with --resume`))
+                })
+                return
               }
               const now = performance.now()
               const l = local
@@ -646,6 +659,9 @@ export async function runClusterAgent(opts: ClusterOptions, own: { programFile: 
             return
           case 'ping':
             return
+          case 'dropped':
+            onDropped()
+            return end(new NodeLostError(node, `node ${node}: node 0 counted this node as lost (${m.why}, past --node-timeout) and the run went on without it; its outcome is the other nodes' to report`))
           case 'finish':
             return end(m.code)
         }

@@ -172,6 +172,52 @@ describe.skipIf(!haveMpirun)('spare nodes under mpirun --enable-recovery', () =>
   }, 90_000)
 })
 
+describe.skipIf(!haveMpirun)('a silent node replaced by a spare', () => {
+  it('node 1 stopped (SIGSTOP): replaced after --node-timeout, the serial bits; when it wakes up it leaves, without replacing the status file the others wrote', async () => {
+    const n = 40
+    const iterations = 1500
+    const marker = join(root, 'silent-')
+    const status = join(root, 'silent-status.json')
+    const run = startMpirun(['--enable-recovery'], 4, [
+      ...molotof,
+      'examples/jacobi/jacobi.ts', '--n', String(n), '--iterations', String(iterations),
+      '--spare-nodes', '1', '--node-timeout', '2s',
+      '--checkpoint', 'every:50', '--checkpoint-dir', `${marker}{node}`, '--hang-timeout', '20000',
+      '--rendezvous', `127.0.0.1:${await freePort()}`, '--status-file', status, '--log', 'all',
+    ])
+    let ended = false
+    void run.code.then(() => (ended = true))
+    const stopped: number[] = []
+    try {
+      await until(run.out, /checkpoint 2 committed to partner/, () => ended)
+      stopped.push(...processesOfNode(1, marker))
+      expect(stopped.length, run.out()).toBeGreaterThan(0)
+      for (const pid of stopped) process.kill(pid, 'SIGSTOP')
+      rmSync(`${marker}1`, { recursive: true, force: true })
+      // mpirun waits for the stopped node: the others' outcome is in the status file.
+      for (const limit = Date.now() + 45_000; !/"state": "ended"/.test(existsSync(status) ? readFileSync(status, 'utf8') : '') && Date.now() < limit; ) await new Promise((r) => setTimeout(r, 50))
+      expect(JSON.parse(readFileSync(status, 'utf8')), run.out()).toMatchObject({ state: 'ended', exitCode: 0 })
+      expect(run.out()).toMatch(/node 1 lost at step \d+ \(silent for \d+\.\d s \(--node-timeout 2\.0 s\)\); spare node 3 took rank 1/)
+      const checksum = Number(/checksum (\S+)/.exec(run.out())?.[1])
+      expect(Object.is(checksum, interiorSum(jacobiSerial(n, iterations), n)), run.out()).toBe(true)
+      // Node 1 wakes up: it reads that it was dropped and exits; the status file still says 0.
+      for (const pid of stopped) process.kill(pid, 'SIGCONT')
+      expect(await run.code, run.out()).toBe(0)
+      expect(run.out()).toMatch(/node 1: node 0 counted this node as lost \(silent for/)
+      expect(JSON.parse(readFileSync(status, 'utf8')), run.out()).toMatchObject({ state: 'ended', exitCode: 0, node: 0 })
+    } finally {
+      for (const pid of stopped) {
+        try {
+          process.kill(pid, 'SIGKILL')
+        } catch {
+          // Ended already.
+        }
+      }
+      for (const node of [0, 1, 2, 3]) for (const pid of processesOfNode(node, marker)) process.kill(pid, 'SIGKILL')
+    }
+  }, 90_000)
+})
+
 describe.skipIf(!haveMpirun)('no spare node left, a program that cannot be re-sliced', () => {
   it('3 nodes, node 1 killed: the shrink refuses an array saved without its box, and the run ends with 76 (resumable) naming why', async () => {
     const marker = join(root, 'nobox-')
