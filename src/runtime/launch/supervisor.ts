@@ -282,9 +282,11 @@ export class Supervisor<R = unknown> {
     try {
       for (;;) {
         const resume = this.attempt > 0 || this.ft.resume
+        // A cluster run that shrank (a node lost, no spare left) runs on fewer ranks: injections at the others cannot fire.
         const ranks = (this.opts as SuperviseOptions & GroupStarterOption).groupSize?.() ?? this.settings.ranks
         const spec = groupSpec(this.programFile, {
           ...this.opts,
+          ...(ranks < this.settings.ranks ? { inject: (this.opts.inject ?? []).filter((i) => i.rank < ranks) } : {}),
           // Restarts resume from this run's own checkpoints only: its run id is in every one it writes.
           // A resume whose lineage was not in node 0's directory (lost with its node): the ranks find it in theirs.
           // Only the user's first resume refuses to start afresh (see FaultToleranceConfig.resumeRequest): a restart
