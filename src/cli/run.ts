@@ -180,7 +180,7 @@ async function runSupervised(
   const leader = cluster?.leader
   const ranks = leader ? leader.size : f.ranks
   const transport = leader ? 'tcp' : f.transport
-  const starter: GroupStarterOption = { startGroup: leader?.startGroup, groupSize: leader ? () => leader.size : undefined }
+  const starter: GroupStarterOption = leader ? { startGroup: leader.startGroup, groupSize: () => leader.size, origin: () => leader.lastOrigin } : {}
   const supervisor = new Supervisor(program, {
     ...starter,
     ranks,

@@ -11,6 +11,7 @@ import type { RankGroup, RankGroupEvents, RankGroupSpec, RankWhere, StartRankGro
 import { EndpointTable, startNodeRanks, startWarmHosts, type Listening, type NodeRanks, type NodeRanksOptions } from './node-group.js'
 import { Membership, ranksText, type MembershipChange } from './membership.js'
 import { warmSizes } from '../rank/warm-memory.js'
+import type { RanksOrigin } from '../groups/spares.js'
 
 /** How node supervisors find each other and watch each other. */
 export interface ClusterOptions {
@@ -103,6 +104,10 @@ export class ClusterLeader {
   private warm: number[] = []
   /** Set when a node supervisor forwards a signal (SIGTERM from the batch system). */
   onPreempt: (why: string) => void = () => {}
+  /** How the last attempt's ranks were obtained: those of a spare node's first attempt from its warm processes. */
+  lastOrigin: RanksOrigin | undefined
+  /** Nodes that have run ranks (a spare node's first start uses its warm processes). */
+  private readonly started = new Set<number>([0])
   /** Told of every node lost during the run, once the membership decided (events, log line). */
   onNodeLost: (loss: NodeLoss) => void = () => {}
 
@@ -299,11 +304,20 @@ export class ClusterLeader {
     const changed = generation === this.changedFor ? this.losses[this.losses.length - 1] : undefined
     const attempt = new LeaderAttempt(spec, events, generation, this.opts, this.host, working, placement, changed)
     this.current = attempt
+    const origin: RanksOrigin = { kept: 0, spares: 0, spawned: this.opts.ranksPerNode }
     working.forEach((a, i) => {
       // Deferred: the attempt must have its group before it can end.
-      if (a.lost) setImmediate(() => attempt.nodeLost(a.node, 'lost before the attempt started'))
-      else a.wire.send({ t: 'start', gen: generation, spec, ranks: this.membership.ranksOfSlot(i + 1) })
+      if (a.lost) {
+        setImmediate(() => attempt.nodeLost(a.node, 'lost before the attempt started'))
+        return
+      }
+      a.wire.send({ t: 'start', gen: generation, spec, ranks: this.membership.ranksOfSlot(i + 1) })
+      const warm = !this.started.has(a.node) && a.node >= this.membership.nodes - this.membership.spareNodes
+      this.started.add(a.node)
+      if (warm) origin.spares += this.opts.ranksPerNode
+      else origin.spawned += this.opts.ranksPerNode
     })
+    this.lastOrigin = origin
     return attempt.group
   }
 }

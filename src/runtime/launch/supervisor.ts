@@ -146,6 +146,8 @@ export interface GroupStarterOption {
   startGroup?: StartRankGroup
   /** The rank count of the next attempt, when it may change during the run (a cluster run that shrank). */
   groupSize?: () => number
+  /** How the last attempt's ranks were obtained, when the starter knows (a spare node's warm processes). */
+  origin?: () => RanksOrigin | undefined
 }
 
 /** How a supervised run ended: `done` with the result, or `preempted` after a checkpoint (resume from it). */
@@ -406,7 +408,7 @@ export class Supervisor<R = unknown> {
         this.emit({ event: 'restore-done', attempt, loadMs: r.loadMs, restoreMs: r.restoreMs })
         const { seq, skeleton, step, negotiateMs, loadMs, replayMs, restoreMs, level } = r
         const requested = attempt === 0
-        const ranksFrom = this.pool?.lastOrigin
+        const ranksFrom = this.pool?.lastOrigin ?? (this.opts as SuperviseOptions & GroupStarterOption).origin?.()
         this.emit({ event: 'resume', attempt, requested, seq, skeleton, step, spawnMs, negotiateMs, loadMs, replayMs, restoreMs, totalMs, level, ...(ranksFrom ? { ranksFrom } : {}) })
         resumed = { at: performance.now(), r, origin: ranksFrom ?? { kept: 0, spares: 0, spawned: spec.size } }
         ;(this.opts as SuperviseOptions & ResumeListenerOption).onResumed?.(r)

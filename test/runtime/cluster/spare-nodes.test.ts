@@ -167,6 +167,11 @@ describe.skipIf(!haveMpirun)('spare nodes under mpirun --enable-recovery', () =>
       expect(resumes, out).toMatchObject([{ requested: false, level: 'memory+partner' }, { requested: false, level: 'memory+partner' }])
       expect(resumes[0].step as number).toBeGreaterThan(0)
       expect(seen.filter((e) => e.event === 'start').map((e) => e.ranks)).toEqual([3, 3, 2])
+      // Rank 1 came from the spare node's warm process; every other rank process starts anew in each attempt.
+      expect(seen.filter((e) => e.event === 'recovered').map((e) => e.ranksFrom)).toEqual([
+        { kept: 0, spares: 1, spawned: 2 },
+        { kept: 0, spares: 0, spawned: 2 },
+      ])
       // Node 3 ran rank 1, then rank 1 of two: its checkpoints are in its own directory.
       const own = readdirSync(`${marker}3`).filter((d) => d.startsWith('ckpt-'))
       expect(readdirSync(join(`${marker}3`, own.sort().pop()!)).sort()).toEqual(['COMMIT', 'rank-1.mlf'])
