@@ -47,6 +47,9 @@ export interface NodeLoss {
   step: number
 }
 
+/** How long node 0 tries to tell a node dropped for its silence so, before closing its connection outright (ms). */
+const SAY_DROPPED_MS = 1000
+
 /** The global ranks of `node`. */
 export function ranksOfNode(node: number, ranksPerNode: number): number[] {
   return Array.from({ length: ranksPerNode }, (_, i) => node * ranksPerNode + i)
@@ -243,6 +246,8 @@ export class ClusterLeader {
           a.wire.send({ t: 'dropped', why: `silent for ${((now - a.wire.lastHeard) / 1000).toFixed(1)} s` })
           a.wire.close()
           a.wire.socket.destroySoon()
+          // A link that is down never acknowledges it: do not keep the socket for TCP's retransmissions.
+          setTimeout(() => a.wire.socket.destroy(), SAY_DROPPED_MS).unref()
           this.lose(a, `silent for ${((now - a.wire.lastHeard) / 1000).toFixed(1)} s (--node-timeout ${(this.opts.nodeTimeoutMs / 1000).toFixed(1)} s)`)
         }
       }

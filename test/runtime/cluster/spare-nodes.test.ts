@@ -190,7 +190,7 @@ describe.skipIf(!haveMpirun)('a silent node replaced by a spare', () => {
     const run = startMpirun(['--enable-recovery'], 4, [
       ...molotof,
       'examples/jacobi/jacobi.ts', '--n', String(n), '--iterations', String(iterations),
-      '--spare-nodes', '1', '--node-timeout', '2s',
+      '--spare-nodes', '1', '--node-timeout', '3s',
       '--checkpoint', 'every:50', '--checkpoint-dir', `${marker}{node}`, '--hang-timeout', '20000',
       '--rendezvous', `127.0.0.1:${await freePort()}`, '--status-file', status, '--log', 'all',
     ])
@@ -206,7 +206,7 @@ describe.skipIf(!haveMpirun)('a silent node replaced by a spare', () => {
       // mpirun waits for the stopped node: the others' outcome is in the status file.
       for (const limit = Date.now() + 45_000; !/"state": "ended"/.test(existsSync(status) ? readFileSync(status, 'utf8') : '') && Date.now() < limit; ) await new Promise((r) => setTimeout(r, 50))
       expect(JSON.parse(readFileSync(status, 'utf8')), run.out()).toMatchObject({ state: 'ended', exitCode: 0 })
-      expect(run.out()).toMatch(/node 1 lost at step \d+ \(silent for \d+\.\d s \(--node-timeout 2\.0 s\)\); spare node 3 took rank 1/)
+      expect(run.out()).toMatch(/node 1 lost at step \d+ \(silent for \d+\.\d s \(--node-timeout 3\.0 s\)\); spare node 3 took rank 1/)
       const checksum = Number(/checksum (\S+)/.exec(run.out())?.[1])
       expect(Object.is(checksum, interiorSum(jacobiSerial(n, iterations), n)), run.out()).toBe(true)
       // Node 1 wakes up: it reads that it was dropped and exits; the status file still says 0.
