@@ -79,8 +79,10 @@ interface AgentLink {
  * supervisor per other node (refusing any started differently), and then
  * provides `startGroup`: the ranks of every node as one `RankGroup`, so the
  * ordinary `Supervisor` runs the whole cluster. Each attempt has a generation
- * number; messages of another generation are dropped. A node silent past the
- * node timeout ends the attempt with NodeLostError.
+ * number; messages of another generation are dropped. A node whose
+ * connection closes, or silent past the node timeout, is lost: the membership
+ * decides (a spare node takes its ranks, the run shrinks, or the attempt ends
+ * with NodeLostError).
  *
  * ```ts
  * const leader = await ClusterLeader.open(options)
@@ -443,7 +445,7 @@ class LeaderAttempt {
     this.on.message({ type: 'error', rank, skeleton: where.skeleton, step: where.step, phase: where.phase, ...errorRecord(e) })
   }
 
-  /** A node was lost and a spare node takes its ranks: the attempt fails as a rank does, and the next one runs on the new membership. */
+  /** A node was lost and a spare node takes its ranks, or the run shrinks: the attempt fails as a rank does, and the next one runs on the new membership. */
   nodeReplaced(change: Extract<MembershipChange, { kind: 'replaced' | 'shrunk' }>, why: string): void {
     if (this.ended) return
     const rank = change.ranks[0]
@@ -680,7 +682,7 @@ export async function runClusterAgent(
             return
           case 'dropped':
             onDropped()
-            return end(new NodeLostError(node, `node ${node}: node 0 counted this node as lost (${m.why}, past --node-timeout) and the run went on without it; its outcome is the other nodes' to report`))
+            return end(new NodeLostError(node, `node ${node}: node 0 counted this node as lost (${m.why}, past --node-timeout); the run's outcome is the other nodes' to report`))
           case 'finish':
             return end(m.code)
         }
