@@ -30,7 +30,7 @@ export type { Serializer } from './checkpoint/light/codec.js'
 
 // --- Running a program: once, supervised, or in this thread (tests) ---------
 export { launch, type LaunchOptions, type RunResult } from './runtime/launch/launcher.js'
-export { Supervisor, type SuperviseOptions, type SuperviseResult, type SupervisorEvent } from './runtime/launch/supervisor.js'
+export { Supervisor, type ClusterEvent, type MembershipEvent, type NodeLostEvent, type SuperviseOptions, type SuperviseResult, type SupervisorEvent } from './runtime/launch/supervisor.js'
 export { runLocal, type LocalRunOptions } from './runtime/launch/local.js'
 export type { Transport, RunningRanks } from './runtime/group.js'
 export type { FaultToleranceConfig, MemoryLevelConfig, SharedLevelConfig } from './checkpoint/config.js'

@@ -23,6 +23,7 @@ export const CLUSTER_OPTIONS = {
     false,
     `under a cluster launcher with neither $${SECRET_ENV} nor --shared-dir: run without a secret (no handshake: any process that reaches the nodes' ports could join the run; only on a network you trust)`,
   ),
+  spareNodes: option.int(0, 'under a cluster launcher: the last K node supervisors stand by (rank processes started warm, computing nothing); a lost node other than 0 is replaced by one inside the run', { min: 0 }),
 }
 
 /** What `molotof run` reads for a cluster run. */
@@ -35,6 +36,7 @@ export interface ClusterFlags {
   nodeTimeout: string
   heartbeat: number
   insecureCluster: boolean
+  spareNodes: number
 }
 
 /**
@@ -74,6 +76,39 @@ export function copyLevels(
     else throw new ConfigError(`--shared-checkpoint needs every:<k> (k ≥ 1) or a duration such as 10m (got "${flags.sharedCheckpoint}")`)
   }
   return out
+}
+
+/**
+ * `--spare-nodes K` checked against the launcher's node count before any rank
+ * starts: it needs a cluster launcher and at least one working node; and a
+ * spare node restores a lost node's ranks from copies kept on other nodes, so
+ * the run must keep some (partner copies or the shared level).
+ *
+ * ```ts
+ * checkSpareNodes(1, 4)                                    // fine: 3 working nodes, 1 spare
+ * checkSpareNodes(1, undefined)                            // ConfigError: needs a cluster launcher
+ * checkSpareCopies(1, {})                                  // ConfigError: a lost node's data would be gone
+ * ```
+ */
+export function checkSpareNodes(spareNodes: number, nodes: number | undefined): void {
+  if (!Number.isInteger(spareNodes) || spareNodes < 0) throw new ConfigError(`--spare-nodes must be a non-negative whole number (got ${spareNodes})`)
+  if (spareNodes === 0) return
+  if (nodes === undefined) {
+    throw new ConfigError(`--spare-nodes ${spareNodes}: spare nodes are node supervisors a cluster launcher starts (mpirun, srun, flux); this run has no launcher`)
+  }
+  if (spareNodes >= nodes) {
+    throw new ConfigError(`--spare-nodes ${spareNodes}: the launcher started ${nodes} node supervisor${nodes > 1 ? 's' : ''}, so no node would be left to work (at most ${nodes - 1})`)
+  }
+}
+
+/** With spare nodes, the run must keep copies of each node's checkpoints elsewhere (see checkSpareNodes). */
+export function checkSpareCopies(spareNodes: number, copies: Pick<FaultToleranceConfig, 'partner' | 'shared'>): void {
+  if (spareNodes > 0 && !copies.partner && !copies.shared) {
+    throw new ConfigError(
+      `--spare-nodes ${spareNodes}: this run keeps no copy of a node's checkpoints on another node (--partner-copies off, or one working node, and no --shared-checkpoint), ` +
+        "so a lost node's data would be gone and a spare node could not take its ranks over: keep partner copies (two working nodes or more) or a shared level",
+    )
+  }
 }
 
 /** Something other than a directory is at `path` (absent: false). */
@@ -123,6 +158,7 @@ export async function joinCluster(
   settings: Record<string, unknown>,
   dir: string,
   log: (text: string) => void,
+  onDropped: () => void = () => {},
   env: Readonly<Record<string, string | undefined>> = process.env,
 ): Promise<ClusterRole | undefined> {
   const place = detectLauncher(env)
@@ -152,10 +188,12 @@ export async function joinCluster(
     dir,
     log,
     secret,
+    spareNodes: flags.spareNodes,
+    rankHeartbeatMs: flags.heartbeat,
   }
   if (place.node === 0) return { kind: 'leader', leader: await ClusterLeader.open(opts), place }
   const tsconfig = findTsconfig(file)
   // This node's own copy: node 0's compiled file may not exist on this host.
   const { compiled } = await compileProgram(file, tsconfig)
-  return { kind: 'agent', code: await runClusterAgent(opts, { programFile: file, tsconfig, compiled }) }
+  return { kind: 'agent', code: await runClusterAgent(opts, { programFile: file, tsconfig, compiled }, onDropped) }
 }

@@ -1,5 +1,6 @@
 import type { RanksOrigin } from '../runtime/groups/spares.js'
 import type { SupervisorEvent } from '../runtime/launch/supervisor.js'
+import { ranksText } from '../runtime/cluster/membership.js'
 
 /**
  * Turns supervisor events into what a person watching a long run wants: on a
@@ -13,6 +14,8 @@ export class ProgressView {
   private restarts = 0
   private lastPlainAt = -Infinity
   private drawn = false
+  /** A node replaced by a spare node, until the recovery's first superstep says how long it took. */
+  private replacedNode: number | undefined
 
   constructor(
     private readonly write: (s: string) => void,
@@ -50,13 +53,29 @@ export class ProgressView {
         )
         return
       }
-      case 'recovered':
+      case 'node-lost': {
+        const at = e.step >= 0 ? ` at step ${e.step}` : ''
+        const spares = `${e.sparesLeft} spare node${e.sparesLeft === 1 ? '' : 's'} left`
+        if (e.outcome === 'replaced') {
+          this.replacedNode = e.node
+          this.line(`node ${e.node} lost${at} (${e.why}); spare node ${e.spare} took ${ranksText(e.ranks)} (${spares})`)
+        } else if (e.outcome === 'shrunk') {
+          this.replacedNode = e.node
+          this.line(`node ${e.node} lost${at} (${e.why}); no spare node left: the run goes on with ${e.size} ranks, restoring its checkpoint on them (elastic)`)
+        } else if (e.outcome === 'spare-lost') this.line(`spare node ${e.node} lost (${e.why}); ${spares}`)
+        else this.line(`node ${e.node} lost${at} (${e.why}); nothing can take its ranks over`)
+        return
+      }
+      case 'recovered': {
+        const after = this.replacedNode === undefined ? 'the failure' : `the loss of node ${this.replacedNode}`
+        this.replacedNode = undefined
         this.line(
-          `first superstep ${e.failureToFirstStepMs.toFixed(0)} ms after the failure: stop ${e.stopMs.toFixed(0)}, ` +
+          `first superstep ${e.failureToFirstStepMs.toFixed(0)} ms after ${after}: stop ${e.stopMs.toFixed(0)}, ` +
             `${e.ranksFrom.spawned === 0 ? 'spare' : 'spawn'} ${e.startMs.toFixed(0)} (${formatOrigin(e.ranksFrom)}), negotiate ${e.negotiateMs.toFixed(1)}, ` +
             `load ${e.loadMs.toFixed(1)}, replay ${e.replayMs.toFixed(1)}, restore ${e.restoreMs.toFixed(1)}, first superstep ${e.firstStepMs.toFixed(0)} ms`,
         )
         return
+      }
       case 'preempt-requested':
         this.line(`preempting (${e.why}): the ranks checkpoint at the next checkpoint point they agree on (within ~250 ms) and stop (again to stop at once)`)
         return

@@ -13,10 +13,10 @@ import { describe } from '../runtime/launch/launcher.js'
 import { MIN_HEARTBEAT_MS, RUN_DEFAULTS } from '../runtime/launch/run-options.js'
 import { Supervisor, type GroupStarterOption, type SuperviseOptions, type SuperviseResult } from '../runtime/launch/supervisor.js'
 import type { LogKind } from '../runtime/protocol.js'
-import type { ClusterLeader } from '../runtime/cluster/cluster.js'
+import type { ClusterLeader, NodeLoss } from '../runtime/cluster/cluster.js'
 import { option, type OptionSpecs, type OptionValues } from '../skeletons/options.js'
 import { HELP_OPTION, parseProgramCommand } from './args.js'
-import { CLUSTER_OPTIONS, checkClusterFlags, copyLevels, joinCluster, type ClusterRole } from './cluster-run.js'
+import { CLUSTER_OPTIONS, checkClusterFlags, checkSpareCopies, checkSpareNodes, copyLevels, joinCluster, type ClusterRole } from './cluster-run.js'
 import { EXIT, exitCodeOf } from './exit-codes.js'
 import { formatHelp, RUN_EXIT_CODES, STARTER_EXAMPLES_FROM } from './help.js'
 import { ProgressView } from './progress.js'
@@ -114,7 +114,7 @@ export async function runCommand(argv: readonly string[], out: (s: string) => vo
   const status = f.statusFile === undefined ? undefined : new StatusFile(resolve(f.statusFile), detectLauncher(process.env)?.node ?? 0, err)
   status?.running()
   try {
-    const code = await runSupervised(f, program, programArgv, resume, out, err)
+    const code = await runSupervised(f, program, programArgv, resume, out, err, () => status?.disown())
     status?.ended(code, { resume })
     return code
   } catch (e) {
@@ -124,13 +124,22 @@ export async function runCommand(argv: readonly string[], out: (s: string) => vo
 }
 
 /** `molotof run` once its options are read: the run under its supervisor (one node's part under a cluster launcher). */
-async function runSupervised(f: RunValues, program: string, programArgv: string[], resume: string, out: (s: string) => void, err: (s: string) => void): Promise<number> {
+async function runSupervised(
+  f: RunValues,
+  program: string,
+  programArgv: string[],
+  resume: string,
+  out: (s: string) => void,
+  err: (s: string) => void,
+  /** This node was dropped from the run as lost: the run's outcome is the others' to write. */
+  onDropped: () => void,
+): Promise<number> {
   const level: LogLevel = f.quiet ? 'quiet' : f.log
   const setup = readRunSetup(f, program)
   const view = new ProgressView((s) => process.stderr.write(s), process.stderr.isTTY === true)
   const stops = new StopRequests(view)
   // Under a cluster launcher (mpirun, srun, flux) this process is one node's supervisor.
-  const cluster = await joinCluster(f, program, clusterSettings(f, programArgv), setup.checkpoint.dir, (text) => view.line(text))
+  const cluster = await joinCluster(f, program, clusterSettings(f, programArgv), setup.checkpoint.dir, (text) => view.line(text), onDropped)
   if (cluster?.kind === 'agent') {
     stops.close()
     return cluster.code
@@ -194,7 +203,11 @@ function readRunSetup(f: RunValues, program: string): RunSetup {
     }
   }
   // Partner copies need the node count (the launcher's, one node without one): refused before the nodes meet.
-  Object.assign(checkpoint, copyLevels(f, detectLauncher(process.env)?.nodes ?? 1, program))
+  // Spare nodes carry no ranks: the copies are kept among the working nodes.
+  const launcherNodes = detectLauncher(process.env)?.nodes
+  checkSpareNodes(f.spareNodes, launcherNodes)
+  Object.assign(checkpoint, copyLevels(f, (launcherNodes ?? 1) - f.spareNodes, program))
+  checkSpareCopies(f.spareNodes, checkpoint)
   // A resume reads the shared level whenever --shared-dir names it, also without --shared-checkpoint this time.
   if (checkpoint.resume && checkpoint.shared === undefined && f.sharedDir !== undefined && f.sharedDir.trim() !== '') {
     checkpoint.resumeSharedDir = join(resolve(f.sharedDir), basename(program).replace(/\.[^.]+$/, ''))
@@ -211,7 +224,8 @@ interface RunShape {
 
 /** The supervisor's options from the command line; a cluster run's ranks started on every node by its leader. */
 function supervisorOptions(f: RunValues, setup: RunSetup, shape: RunShape, programArgv: string[]): SuperviseOptions {
-  const starter: GroupStarterOption = { startGroup: shape.cluster?.kind === 'leader' ? shape.cluster.leader.startGroup : undefined }
+  const leader = shape.cluster?.kind === 'leader' ? shape.cluster.leader : undefined
+  const starter: GroupStarterOption = leader ? { startGroup: leader.startGroup, groupSize: () => leader.size, origin: () => leader.lastOrigin } : {}
   return {
     ...starter,
     ranks: shape.ranks,
@@ -262,12 +276,23 @@ function reportRun(r: SuperviseResult, level: LogLevel, json: boolean, shape: Ru
   if (json) out(JSON.stringify(r.value, jsonReplacer, 2))
   else out(r.text ?? JSON.stringify(r.value, jsonReplacer, 2))
   if (level !== 'quiet' && !json) {
-    const { ranks, transport, cluster } = shape
+    const { transport, cluster } = shape
     const restarts = r.restarts > 0 ? `, ${r.restarts} restart${r.restarts > 1 ? 's' : ''}` : ''
+    const lost = cluster?.kind === 'leader' ? cluster.leader.losses.length : 0
+    const losses = lost > 0 ? `, ${lost} node${lost > 1 ? 's' : ''} lost` : ''
     const nodes = cluster?.kind === 'leader' ? `${cluster.place.nodes} node${cluster.place.nodes > 1 ? 's' : ''} (${cluster.place.launcher}), ` : ''
-    out(`(${nodes}${ranks} rank${ranks > 1 ? 's' : ''}, ${transport}, wall ${(r.wallMs / 1000).toFixed(3)} s${restarts})`)
+    out(`(${nodes}${r.ranks} rank${r.ranks > 1 ? 's' : ''}, ${transport}, wall ${(r.wallMs / 1000).toFixed(3)} s${restarts}${losses})`)
   }
   return EXIT.done
+}
+
+/** A node lost in a cluster run, as events: `node-lost`, and the new `membership` unless the run cannot go on. */
+function reportNodeLoss(supervisor: Supervisor, leader: ClusterLeader, loss: NodeLoss): void {
+  const { change: c } = loss
+  const ranks = c.kind === 'spare-lost' ? [] : [...c.ranks]
+  const spare = c.kind === 'replaced' ? { spare: c.spare, sparesLeft: c.sparesLeft } : c.kind === 'spare-lost' ? { sparesLeft: c.sparesLeft } : c.kind === 'shrunk' ? { size: c.size } : {}
+  supervisor.reportClusterEvent({ event: 'node-lost', node: c.node, why: loss.why, skeleton: loss.skeleton, step: loss.step, ranks, outcome: c.kind, ...spare })
+  if (c.kind !== 'unrecoverable') supervisor.reportClusterEvent({ event: 'membership', epoch: c.epoch, working: leader.membership.placement(), spares: [...leader.membership.spares] })
 }
 
 /**
@@ -302,7 +327,10 @@ class StopRequests {
     for (const sig of takeHeldStopSignals()) this.onSignal(sig)
     // Under a cluster launcher the parent is the launcher's process (watched above): npm's variables come from outside it.
     if (!this.stopLauncherWatch) this.stopWrapperWatch = watchWrapper((why) => this.onStopRequest(why, `${why}: checkpointing and stopping`), process.env, parentAtCliStart())
-    if (leader) leader.onPreempt = (why) => this.onStopRequest(why)
+    if (leader) {
+      leader.onPreempt = (why) => this.onStopRequest(why)
+      leader.onNodeLost = (loss) => reportNodeLoss(supervisor, leader, loss)
+    }
     this.onLauncherGone = (why) => this.onStopRequest(why, `${why}: checkpointing and stopping`)
   }
 
@@ -354,6 +382,7 @@ function clusterSettings(f: RunValues, programArgv: readonly string[]): Record<s
     'time limit': f.timeLimit,
     'node timeout': f.nodeTimeout,
     'partner copies': f.partnerCopies,
+    'spare nodes': f.spareNodes,
     'shared checkpoint': f.sharedCheckpoint,
   }
 }

@@ -53,6 +53,7 @@ const MEANING: Readonly<Record<number, [outcome: string, meaning: string]>> = {
  */
 export class StatusFile {
   private warned = false
+  private disowned = false
 
   constructor(
     readonly path: string,
@@ -70,7 +71,17 @@ export class StatusFile {
     this.write({ state: 'ended', exitCode: code, outcome, resumable, meaning, resume: resumable ? (more.resume ?? null) : null, message: more.message ?? null })
   }
 
+  /**
+   * From now on this process does not speak for the run: a node that node 0
+   * dropped as lost (silent past --node-timeout) and that wakes up later must
+   * not replace the outcome the others wrote.
+   */
+  disown(): void {
+    this.disowned = true
+  }
+
   private write(s: Omit<RunStatus, 'node' | 'host' | 'pid' | 'time'>): void {
+    if (this.disowned) return
     const record: RunStatus = { ...s, node: this.node, host: hostname(), pid: process.pid, time: new Date().toISOString() }
     // One temporary file per writer: nodes sharing the file system write the same path.
     const tmp = `${this.path}.${hostname()}.${process.pid}.tmp`

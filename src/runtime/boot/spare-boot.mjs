@@ -5,7 +5,8 @@
 //   node spare-boot.mjs <base64 of v8.serialize(host)>     (fd 3: IPC, fd 4: heartbeat pipe)
 //
 // host: { programFile, tsconfig, compiled, size, heartbeatMs, id }. Each assignment
-// carries the rest of a rank's init (the attempt's spec, rank, endpoints).
+// carries the rest of a rank's init (the attempt's spec, rank, endpoints; or
+// `tcp` for a spare node's rank of a cluster run).
 //
 // The heartbeat thread beats from the start, idle or not: the launcher's hang
 // clock of a rank assigned to this process runs from the assignment. It
@@ -18,6 +19,10 @@ import { clearStatusSlot } from './status-layout.mjs'
 import { hostLoop } from './spare-host.mjs'
 
 const { programFile, tsconfig, compiled, size, heartbeatMs, id } = deserialize(Buffer.from(process.argv[2] ?? '', 'base64'))
+// A spare node's warm process gets the run's key as every rank process does (process-boot.mjs): from its
+// environment, taken out before the program loads.
+const rankKey = process.env.MOLOTOF_RANK_KEY
+delete process.env.MOLOTOF_RANK_KEY
 
 // The rank running now (-1: idle): a stop signal is forwarded for it, an idle spare has nothing to stop.
 const current = new Int32Array(new SharedArrayBuffer(4))
@@ -43,7 +48,8 @@ await hostLoop({
   initFor: (init, control) => ({
     ...init,
     mode: 'run',
-    transport: { kind: 'processes', endpoints: init.endpoints },
+    // `tcp` (address and generation): a spare node's warm rank of a cluster run (node-group.ts, startWarmHosts).
+    transport: init.tcp ? { kind: 'tcp', ...init.tcp, key: rankKey ? Buffer.from(rankKey, 'hex') : undefined } : { kind: 'processes', endpoints: init.endpoints },
     status,
     control,
     die,

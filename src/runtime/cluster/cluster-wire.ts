@@ -36,12 +36,17 @@ export type LeaderMessage =
   | { t: 'welcome' }
   /** Refused at the rendezvous; `error` is an ErrorRecord of the reason. */
   | { t: 'refused'; error: ErrorRecord }
-  | { t: 'start'; gen: number; spec: RankGroupSpec }
+  /** Start this attempt's `ranks` on the node (the global ranks of its place in the membership). */
+  | { t: 'start'; gen: number; spec: RankGroupSpec; ranks: number[] }
+  /** To a spare node: touch buffers of these sizes ahead in its warm rank processes (warm-memory.ts). */
+  | { t: 'warm'; sizes: number[] }
   | { t: 'peers'; gen: number; endpoints: Array<{ host: string; port: number }> }
   | { t: 'to-rank'; gen: number; rank: number; m: LauncherToRank }
   | { t: 'kill'; gen: number; rank: number; signal: NodeJS.Signals }
   | { t: 'stop'; gen: number }
   | { t: 'ping' }
+  /** Node 0 counts this node as lost (silent past --node-timeout) and goes on without it; the connection closes next. */
+  | { t: 'dropped'; why: string }
   /** The run is over: exit with this code. */
   | { t: 'finish'; code: number }
 

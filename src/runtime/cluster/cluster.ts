@@ -2,13 +2,17 @@ import { readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs'
 import { createConnection, createServer, type Server, type Socket } from 'node:net'
 import { hostname, networkInterfaces } from 'node:os'
 import { join } from 'node:path'
-import { CommunicationError, ConfigError, errorRecord, NodeLostError, NodeMismatchError, reviveError, type SettingDifference } from '../../errors.js'
+import { CommunicationError, ConfigError, errorRecord, MolotofError, NodeLostError, NodeMismatchError, reviveError, type SettingDifference } from '../../errors.js'
+import type { RankToLauncher } from '../protocol.js'
 import { RENDEZVOUS_FILE, type ClusterPlace, type HostPort } from '../cluster-env.js'
 import type { CompiledProgram } from '../compiled-program.js'
 import { admitConnection, proveToLeader, Wire, type AgentMessage, type JoinRequest, type LeaderMessage, type RemoteBeat } from './cluster-wire.js'
 import type { ClusterSecret } from './secret.js'
 import type { RankGroup, RankGroupEvents, RankGroupSpec, RankWhere, StartRankGroup } from '../group.js'
-import { EndpointTable, startNodeRanks, type Listening, type NodeRanks } from './node-group.js'
+import { EndpointTable, startNodeRanks, startWarmHosts, type Listening, type NodeRanks, type NodeRanksOptions } from './node-group.js'
+import { Membership, ranksText, type MembershipChange } from './membership.js'
+import { warmSizes } from '../rank/warm-memory.js'
+import type { RanksOrigin } from '../groups/spares.js'
 
 /** How node supervisors find each other and watch each other. */
 export interface ClusterOptions {
@@ -30,7 +34,24 @@ export interface ClusterOptions {
   log?: (text: string) => void
   /** The run's secret: every rendezvous and rank connection starts with a handshake on it (none: --insecure-cluster). */
   secret: ClusterSecret | undefined
+  /** The last this many nodes stand by as spare nodes (see Membership); 0 when absent. */
+  spareNodes?: number
+  /** Heartbeat period of the rank processes (ms): a spare node's warm processes beat at it (default `beatMs`). */
+  rankHeartbeatMs?: number
 }
+
+/** A node lost during the run, as node 0 saw it: what the membership decided, and where the run was. */
+export interface NodeLoss {
+  change: MembershipChange
+  /** Why the node counts as lost: its connection closed, or it was silent past --node-timeout. */
+  why: string
+  /** The step its first rank was at (-1 before the first step). */
+  skeleton: number
+  step: number
+}
+
+/** How long node 0 tries to tell a node dropped for its silence so, before closing its connection outright (ms). */
+const SAY_DROPPED_MS = 1000
 
 /** The global ranks of `node`. */
 export function ranksOfNode(node: number, ranksPerNode: number): number[] {
@@ -62,8 +83,10 @@ interface AgentLink {
  * `admitConnection`; refusing any started differently), and then
  * provides `startGroup`: the ranks of every node as one `RankGroup`, so the
  * ordinary `Supervisor` runs the whole cluster. Each attempt has a generation
- * number; messages of another generation are dropped. A node silent past the
- * node timeout ends the attempt with NodeLostError.
+ * number; messages of another generation are dropped. A node whose
+ * connection closes, or silent past the node timeout, is lost: the membership
+ * decides (a spare node takes its ranks, the run shrinks, or the attempt ends
+ * with NodeLostError).
  *
  * ```ts
  * const leader = await ClusterLeader.open(options)
@@ -78,16 +101,35 @@ export class ClusterLeader {
   private pinger: NodeJS.Timeout | undefined
   private host = '127.0.0.1'
   private rendezvousFile: string | undefined
+  private finishing = false
+  /** The generation of the attempt that runs first after a spare replaced a node or a shrink: a refusal there is the loss's (see LeaderAttempt). */
+  private changedFor = -1
+  /** Which node carries which ranks, and the spare nodes standing by. */
+  readonly membership: Membership
+  /** The nodes lost so far (a summary counts them). */
+  readonly losses: NodeLoss[] = []
+  /** The large buffers each rank reported: spare nodes touch as much ahead (warm-memory.ts). */
+  private readonly buffers = new Map<number, number[]>()
+  private warm: number[] = []
   /** Set when a node supervisor forwards a signal (SIGTERM from the batch system). */
   onPreempt: (why: string) => void = () => {}
+  /** How the last attempt's ranks were obtained: those of a spare node's first attempt from its warm processes. */
+  lastOrigin: RanksOrigin | undefined
+  /** Nodes that have run ranks (a spare node's first start uses its warm processes). */
+  private readonly started = new Set<number>([0])
+  /** Told of every node lost during the run, once the membership decided (events, log line). */
+  onNodeLost: (loss: NodeLoss) => void = () => {}
 
   private constructor(
     private readonly opts: ClusterOptions,
     private readonly server: Server | undefined,
-  ) {}
+  ) {
+    this.membership = new Membership(opts.place.nodes, opts.spareNodes ?? 0, opts.ranksPerNode)
+  }
 
+  /** The run's ranks: working nodes × ranks per node (spare nodes carry none until they replace one). */
   get size(): number {
-    return this.opts.place.nodes * this.opts.ranksPerNode
+    return this.membership.slotCount * this.opts.ranksPerNode
   }
 
   /** Listen at the rendezvous and wait until every other node has joined (or fail within the node timeout). */
@@ -111,6 +153,7 @@ export class ClusterLeader {
 
   /** Tell every node the run is over (they exit with `code`), and close. */
   async finish(code: number): Promise<void> {
+    this.finishing = true
     if (this.pinger) clearInterval(this.pinger)
     for (const a of this.agents) if (!a.lost) a.wire.send({ t: 'finish', code })
     // Give them a moment to read it and hang up; a node that does not is on its own.
@@ -208,7 +251,12 @@ export class ClusterLeader {
         if (a.lost) continue
         a.wire.send({ t: 'ping' })
         if (now - a.wire.lastHeard > this.opts.nodeTimeoutMs) {
-          a.wire.socket.destroy()
+          // Said first: a node that was only stopped reads it when it wakes up, and leaves the run's outcome to the others.
+          a.wire.send({ t: 'dropped', why: `silent for ${((now - a.wire.lastHeard) / 1000).toFixed(1)} s` })
+          a.wire.close()
+          a.wire.socket.destroySoon()
+          // A link that is down never acknowledges it: do not keep the socket for TCP's retransmissions.
+          setTimeout(() => a.wire.socket.destroy(), SAY_DROPPED_MS).unref()
           this.lose(a, `silent for ${((now - a.wire.lastHeard) / 1000).toFixed(1)} s (--node-timeout ${(this.opts.nodeTimeoutMs / 1000).toFixed(1)} s)`)
         }
       }
@@ -219,7 +267,29 @@ export class ClusterLeader {
   private lose(a: AgentLink, why: string): void {
     if (a.lost) return
     a.lost = true
-    this.current?.nodeLost(a.node, why)
+    // Nodes hang up once told the run is over: no loss.
+    if (this.finishing) return
+    const change = this.membership.lose(a.node)
+    if (!change) return
+    const cur = this.current
+    const first = change.kind === 'spare-lost' ? undefined : change.ranks[0]
+    const where = (first !== undefined ? cur?.whereOf(first) : undefined) ?? { skeleton: -1, step: -1 }
+    const loss: NodeLoss = { change, why, skeleton: where.skeleton, step: where.step }
+    this.losses.push(loss)
+    this.onNodeLost(loss)
+    if (change.kind === 'replaced' || change.kind === 'shrunk') {
+      this.changedFor = this.generation + 1
+      cur?.nodeReplaced(change, why)
+    } else if (change.kind === 'unrecoverable') cur?.nodeLost(a.node, why, change.why)
+  }
+
+  /** A rank's large buffers: when the largest set changes, the spare nodes touch that much memory ahead. */
+  private noteBuffers(rank: number, sizes: number[]): void {
+    this.buffers.set(rank, sizes)
+    const warm = warmSizes(this.buffers)
+    if (warm.length === this.warm.length && warm.every((n, i) => n === this.warm[i])) return
+    this.warm = warm
+    for (const node of this.membership.spares) this.agents.find((a) => a.node === node && !a.lost)?.wire.send({ t: 'warm', sizes: warm })
   }
 
   private fromAgent(a: AgentLink, m: AgentMessage): void {
@@ -236,13 +306,32 @@ export class ClusterLeader {
 
   private startAttempt(spec: RankGroupSpec, on: RankGroupEvents): RankGroup {
     const generation = ++this.generation
-    const attempt = new LeaderAttempt(spec, on, generation, this.opts, this.host, this.agents)
-    this.current = attempt
-    for (const a of this.agents) {
-      // Deferred: the attempt must have its group before it can end.
-      if (a.lost) setImmediate(() => attempt.nodeLost(a.node, 'lost before the attempt started'))
-      else a.wire.send({ t: 'start', gen: generation, spec })
+    const placement = this.membership.placement()
+    const working = placement.slice(1).map((node) => this.agents.find((a) => a.node === node)!)
+    const events: RankGroupEvents = {
+      message: (m) => {
+        if (m.type === 'buffers') this.noteBuffers(m.rank, m.sizes)
+        on.message(m)
+      },
+      exit: on.exit,
     }
+    const changed = generation === this.changedFor ? this.losses[this.losses.length - 1] : undefined
+    const attempt = new LeaderAttempt(spec, events, generation, this.opts, this.host, working, placement, changed)
+    this.current = attempt
+    const origin: RanksOrigin = { kept: 0, spares: 0, spawned: this.opts.ranksPerNode }
+    working.forEach((a, i) => {
+      // Deferred: the attempt must have its group before it can end.
+      if (a.lost) {
+        setImmediate(() => attempt.nodeLost(a.node, 'lost before the attempt started'))
+        return
+      }
+      a.wire.send({ t: 'start', gen: generation, spec, ranks: this.membership.ranksOfSlot(i + 1) })
+      const warm = !this.started.has(a.node) && a.node >= this.membership.nodes - this.membership.spareNodes
+      this.started.add(a.node)
+      if (warm) origin.spares += this.opts.ranksPerNode
+      else origin.spawned += this.opts.ranksPerNode
+    })
+    this.lastOrigin = origin
     return attempt.group
   }
 }
@@ -262,15 +351,21 @@ class LeaderAttempt {
     readonly generation: number,
     private readonly opts: ClusterOptions,
     host: string,
+    /** The nodes working in this attempt, other than node 0, in slot order (slot 1 first). */
     private readonly agents: readonly AgentLink[],
+    /** Slot → node for this attempt. */
+    private readonly placement: readonly number[],
+    /** The loss this attempt runs after (a spare took its ranks, or the run shrank): until it has resumed, a refusal ends the run as that loss (exit 76). */
+    private afterLoss?: NodeLoss,
   ) {
     const rpn = opts.ranksPerNode
     this.table = new EndpointTable(spec.size, generation)
     const started = performance.now()
     for (let r = rpn; r < spec.size; r++) this.remote.set(r, { where: { skeleton: -1, step: -1, phase: 'start' }, lastAt: started })
-    this.local = startNodeRanks(spec, { ranks: ranksOfNode(0, rpn), node: 0, host, generation, key: opts.secret?.key, onListening: (m) => this.listening(m) }, on)
-    const nodeOf = (rank: number) => Math.floor(rank / rpn)
-    const agentOf = (rank: number) => this.agents.find((a) => a.node === nodeOf(rank))
+    // After a loss, a refusal before the restore ended (an array that cannot be re-sliced, no copy of a file) is the loss's: exit 76.
+    const events: RankGroupEvents = { message: (m) => this.message(m), exit: on.exit }
+    this.local = startNodeRanks(spec, { ranks: ranksOfNode(0, rpn), node: 0, host, generation, key: opts.secret?.key, onListening: (m) => this.listening(m) }, events)
+    const agentOf = (rank: number): AgentLink | undefined => this.agents[Math.floor(rank / rpn) - 1]
     this.group = {
       size: spec.size,
       transport: 'tcp',
@@ -299,7 +394,7 @@ class LeaderAttempt {
     switch (m.t) {
       case 'rank':
         if (m.m.type === 'listening') this.listening(m.m)
-        else this.on.message(m.m)
+        else this.message(m.m)
         return
       case 'exit': {
         const r = this.remote.get(m.rank)
@@ -320,12 +415,50 @@ class LeaderAttempt {
     }
   }
 
-  /** A node was lost: the attempt ends as refused with NodeLostError (resumable by relaunching). */
-  nodeLost(node: number, why: string): void {
+  private message(m: RankToLauncher): void {
+    const loss = this.afterLoss
+    if (loss) {
+      if (m.type === 'resumed') this.afterLoss = undefined
+      const refused = m.type === 'config-error' || (m.type === 'error' && !restartable(m))
+      if (refused) {
+        const c = loss.change
+        const how = c.kind === 'replaced' ? `spare node ${c.spare} could not take ${ranksText(c.ranks)} over` : `no spare node is left; the run cannot go on with ${this.group.size} ranks`
+        const e = new NodeLostError(c.node, `node ${c.node} was lost (${loss.why}) and ${how}: ${m.message}; run the launcher again with --resume to continue from the last checkpoint`)
+        const where = m.type === 'error' ? m : { skeleton: -1, step: -1, phase: 'start' as const }
+        this.on.message({ type: 'error', rank: m.rank, skeleton: where.skeleton, step: where.step, phase: where.phase, ...errorRecord(e) })
+        return
+      }
+    }
+    this.on.message(m)
+  }
+
+  /** Where rank `rank` was at its last heartbeat (undefined before it said). */
+  whereOf(rank: number): RankWhere | undefined {
+    return rank < this.opts.ranksPerNode ? this.local.where(rank) : this.remote.get(rank)?.where
+  }
+
+  /** The first rank of the slot `node` carries in this attempt. */
+  private firstRankOf(node: number): number {
+    return Math.max(0, this.placement.indexOf(node)) * this.opts.ranksPerNode
+  }
+
+  /** A node was lost and nothing replaces it: the attempt ends as refused with NodeLostError (resumable by relaunching). */
+  nodeLost(node: number, why: string, cannot?: string): void {
     if (this.ended) return
-    const rank = node * this.opts.ranksPerNode
+    const rank = this.firstRankOf(node)
     const where = this.remote.get(rank)?.where ?? { skeleton: -1, step: -1, phase: 'start' }
-    const e = new NodeLostError(node, `node ${node} was lost (${why}); run the launcher again with --resume to continue from the last checkpoint`)
+    const goOn = cannot === undefined ? '' : `, and the run cannot go on without it: ${cannot}`
+    const e = new NodeLostError(node, `node ${node} was lost (${why})${goOn}; run the launcher again with --resume to continue from the last checkpoint`)
+    this.on.message({ type: 'error', rank, skeleton: where.skeleton, step: where.step, phase: where.phase, ...errorRecord(e) })
+  }
+
+  /** A node was lost and a spare node takes its ranks, or the run shrinks: the attempt fails as a rank does, and the next one runs on the new membership. */
+  nodeReplaced(change: Extract<MembershipChange, { kind: 'replaced' | 'shrunk' }>, why: string): void {
+    if (this.ended) return
+    const rank = change.ranks[0]
+    const where = this.remote.get(rank)?.where ?? { skeleton: -1, step: -1, phase: 'start' }
+    const next = change.kind === 'replaced' ? `spare node ${change.spare} takes ${ranksText(change.ranks)}` : `no spare node is left: the run goes on with ${change.size} ranks`
+    const e = new CommunicationError(`node ${change.node} was lost (${why}); ${next}`)
     this.on.message({ type: 'error', rank, skeleton: where.skeleton, step: where.step, phase: where.phase, ...errorRecord(e) })
   }
 
@@ -413,6 +546,12 @@ function ownAddresses(): string[] {
   return [...v4, ...v6]
 }
 
+/** Whether a rank's error is one a restart may fix (as attempt.ts decides). */
+function restartable(m: Extract<RankToLauncher, { type: 'error' }>): boolean {
+  const e = reviveError(m)
+  return !(e instanceof MolotofError) || e.restartable
+}
+
 function unmapped(address: string | undefined): string | undefined {
   return address?.startsWith('::ffff:') ? address.slice(7) : address
 }
@@ -432,12 +571,31 @@ function sleep(ms: number): Promise<void> {
  * const code = await runClusterAgent(options, { programFile, tsconfig })
  * ```
  */
-export async function runClusterAgent(opts: ClusterOptions, own: { programFile: string; tsconfig: string | undefined; compiled?: CompiledProgram }): Promise<number> {
+export async function runClusterAgent(
+  opts: ClusterOptions,
+  own: { programFile: string; tsconfig: string | undefined; compiled?: CompiledProgram },
+  onDropped: () => void = () => {},
+): Promise<number> {
   const { node } = opts.place
   const socket = await reachRendezvous(opts)
   await proveToLeader(socket, opts.secret?.key, node, `${unmapped(socket.remoteAddress)}:${socket.remotePort}`)
   const host = unmapped(socket.localAddress) ?? '127.0.0.1'
-  const ranks = ranksOfNode(node, opts.ranksPerNode)
+  const spareNodes = opts.spareNodes ?? 0
+  const workingNodes = opts.place.nodes - spareNodes
+  // A working node's ranks until node 0 says otherwise; a spare node has none until it replaces a lost node.
+  let ranks = node < workingNodes ? ranksOfNode(node, opts.ranksPerNode) : []
+  // A spare node's rank processes, started ahead with the program loaded, computing nothing until given ranks.
+  let warmHosts =
+    node < workingNodes
+      ? undefined
+      : startWarmHosts(opts.ranksPerNode, {
+          programFile: own.programFile,
+          tsconfig: own.tsconfig,
+          compiled: own.compiled,
+          size: workingNodes * opts.ranksPerNode,
+          heartbeatMs: opts.rankHeartbeatMs ?? opts.beatMs,
+          key: opts.secret?.key,
+        })
   let local: NodeRanks | undefined
   let generation = -1
   let beats: NodeJS.Timeout | undefined
@@ -458,7 +616,9 @@ export async function runClusterAgent(opts: ClusterOptions, own: { programFile: 
       finished = true
       clearTimeout(joinTimer)
       if (beats) clearInterval(beats)
-      void stopLocal().then(() => {
+      const warm = warmHosts
+      warmHosts = undefined
+      void Promise.all([stopLocal(), warm?.close()]).then(() => {
         wire.close()
         if (code instanceof Error) reject(code)
         else resolve(code)
@@ -473,8 +633,14 @@ export async function runClusterAgent(opts: ClusterOptions, own: { programFile: 
             clearTimeout(joinTimer)
             beats = setInterval(() => {
               if (performance.now() - wire.lastHeard > opts.nodeTimeoutMs) {
-                wire.socket.destroy()
-                return end(new NodeLostError(0, `node ${node}: node 0 fell silent for more than ${(opts.nodeTimeoutMs / 1000).toFixed(1)} s (--node-timeout); run the launcher again with --resume`))
+                // Judged once what has arrived is read (after this turn's I/O): a node that was itself stopped wakes
+                // up here first, and node 0's last words (`dropped`) may be waiting in the socket.
+                setImmediate(() => {
+                  if (finished || performance.now() - wire.lastHeard <= opts.nodeTimeoutMs) return
+                  wire.socket.destroy()
+                  end(new NodeLostError(0, `node ${node}: node 0 fell silent for more than ${(opts.nodeTimeoutMs / 1000).toFixed(1)} s (--node-timeout); run the launcher again with --resume`))
+                })
+                return
               }
               const now = performance.now()
               const l = local
@@ -489,14 +655,18 @@ export async function runClusterAgent(opts: ClusterOptions, own: { programFile: 
             generation = m.gen
             const gen = m.gen
             const spec: RankGroupSpec = { ...m.spec, programFile: own.programFile, tsconfig: own.tsconfig, compiled: own.compiled }
-            const nodeRanks: NodeRanks = startNodeRanks(
-              spec,
-              { ranks, node, host, generation: gen, key: opts.secret?.key, onListening: (l) => wire.send({ t: 'rank', gen, m: l }) },
-              {
-                message: (rm) => wire.send({ t: 'rank', gen, m: rm }),
-                exit: (rank, how) => wire.send({ t: 'exit', gen, rank, how, where: nodeRanks.where(rank) }),
-              },
-            )
+            ranks = m.ranks
+            const where: NodeRanksOptions = { ranks, node, host, generation: gen, key: opts.secret?.key, onListening: (l) => wire.send({ t: 'rank', gen, m: l }) }
+            const events: RankGroupEvents = {
+              message: (rm) => wire.send({ t: 'rank', gen, m: rm }),
+              exit: (rank, how) => wire.send({ t: 'exit', gen, rank, how, where: nodeRanks.where(rank) }),
+            }
+            // A spare node given a lost node's ranks runs them in its warm processes; every later attempt starts its own.
+            const warm = warmHosts
+            warmHosts = undefined
+            const taken = warm?.take(spec, where, events)
+            if (!taken) void warm?.close()
+            const nodeRanks: NodeRanks = taken ?? startNodeRanks(spec, where, events)
             local = nodeRanks
             return
           }
@@ -514,8 +684,14 @@ export async function runClusterAgent(opts: ClusterOptions, own: { programFile: 
             void stopLocal().then(() => wire.send({ t: 'stopped', gen: m.gen }))
             return
           }
+          case 'warm':
+            warmHosts?.warm(m.sizes)
+            return
           case 'ping':
             return
+          case 'dropped':
+            onDropped()
+            return end(new NodeLostError(node, `node ${node}: node 0 counted this node as lost (${m.why}, past --node-timeout); the run's outcome is the other nodes' to report`))
           case 'finish':
             return end(m.code)
         }

@@ -1,7 +1,9 @@
 import { randomBytes } from 'node:crypto'
 import { InternalError } from '../../errors.js'
+import type { CompiledProgram } from '../compiled-program.js'
 import type { RankGroup, RankGroupEvents, RankGroupSpec, RankWhere, StartRankGroup } from '../group.js'
 import { startRank, type RankProcess } from '../groups/process-group.js'
+import { startRankHost, type RankHost } from '../groups/rank-host.js'
 import type { LauncherToRank, RankToLauncher } from '../protocol.js'
 import { rankEnvironment } from './secret.js'
 
@@ -75,6 +77,114 @@ export function startNodeRanks(spec: RankGroupSpec, opts: NodeRanksOptions, on: 
         await Promise.all([...procs.values()].map((r) => r.exited))
       })()
       return terminating
+    },
+  }
+}
+
+/** What a spare node's warm rank processes load ahead: the program, for a run of `size` ranks. */
+export interface WarmHostsOptions {
+  programFile: string
+  tsconfig: string | undefined
+  compiled?: CompiledProgram
+  /** The run's rank count (the status slots of its heartbeat thread). */
+  size: number
+  heartbeatMs: number
+  /** The run's secret, for the handshakes of the ranks they become: in their environment from the start, as every rank's. */
+  key: Uint8Array | undefined
+}
+
+/**
+ * A spare node's rank processes, started ahead (spare-boot.mjs, as `--spares`
+ * does on one host): each loads the program and the rank runtime, touches
+ * the buffers it is told of (`warm`) and waits. `take` makes them an
+ * attempt's ranks on this node (TCP transport) without a process start; once
+ * taken they are that attempt's, and later attempts start their own.
+ *
+ * ```ts
+ * const warm = startWarmHosts(2, { programFile, tsconfig, compiled, size: 6, heartbeatMs: 200, key })
+ * warm.warm([16 << 20])
+ * const local = warm.take(spec, { ranks: [2, 3], node: 3, host, generation, onListening }, events)
+ * ```
+ */
+export interface WarmHosts {
+  /** Touch buffers of these sizes ahead (the largest set a rank reported). */
+  warm(sizes: number[]): void
+  /** The hosts as this attempt's ranks, or undefined when there are too few or they are taken already. */
+  take(spec: RankGroupSpec, opts: NodeRanksOptions, on: RankGroupEvents): NodeRanks | undefined
+  /** Kill those not taken. */
+  close(): Promise<void>
+}
+
+/** Messages of a warm host besides its rank's (spare-host.mjs). */
+type WarmHostMessage = RankToLauncher | { type: 'host-ready' } | { type: 'host-idle' }
+
+export function startWarmHosts(count: number, o: WarmHostsOptions): WarmHosts {
+  let sizes: number[] = []
+  let taken = false
+  let route: ((m: RankToLauncher) => void)[] = []
+  let exits: ((how: { code: number | null; signal: NodeJS.Signals | null }) => void)[] = []
+  const hosts: RankHost[] = Array.from({ length: count }, (_, id) =>
+    startRankHost<WarmHostMessage>('spare-boot.mjs', { programFile: o.programFile, tsconfig: o.tsconfig, compiled: o.compiled, size: o.size, heartbeatMs: o.heartbeatMs, id }, {
+      message: (m) => {
+        if (m.type === 'host-ready') {
+          if (sizes.length > 0) hosts[id].send({ type: 'warm', sizes })
+          return
+        }
+        if (m.type === 'host-idle') return
+        route[id]?.(m)
+      },
+      startFailed: (_e, reportExit) => reportExit({ code: null, signal: null }),
+      exit: (how) => exits[id]?.(how),
+    }, rankEnvironment(o.key)),
+  )
+  return {
+    warm: (s) => {
+      sizes = s
+      if (!taken) for (const h of hosts) h.send({ type: 'warm', sizes })
+    },
+    take: (spec, opts, on) => {
+      if (taken || opts.ranks.length > hosts.length || hosts.some((h) => !h.alive)) return undefined
+      taken = true
+      const { transport: _t, programFile: _p, tsconfig: _c, compiled: _x, heartbeatMs: _h, ...common } = spec
+      const byRank = new Map<number, RankHost>()
+      route = []
+      exits = []
+      opts.ranks.forEach((rank, i) => {
+        const h = hosts[i]
+        byRank.set(rank, h)
+        route[i] = (m) => (m.type === 'listening' ? opts.onListening(m) : on.message(m))
+        exits[i] = (how) => on.exit(rank, how)
+        const init = { ...common, rank, inject: spec.inject.filter((x) => x.rank === rank), injectFired: spec.injectFired ?? [], endpoints: [], node: opts.node, tcp: { host: opts.host, generation: opts.generation } }
+        h.send({ type: 'assign', init })
+      })
+      for (const h of hosts.slice(opts.ranks.length)) h.kill()
+      const of = (rank: number): RankHost => {
+        const h = byRank.get(rank)
+        if (!h) throw new InternalError(`rank ${rank} was addressed on node ${opts.node}, which does not run it`)
+        return h
+      }
+      let terminating: Promise<void> | undefined
+      return {
+        ranks: opts.ranks,
+        where: (rank) => of(rank).heartbeat.where,
+        lastHeartbeat: (rank) => of(rank).heartbeat.lastAt,
+        pid: (rank) => (of(rank).alive ? of(rank).child.pid : undefined),
+        send: (rank, m) => of(rank).send(m),
+        kill: (rank, signal) => of(rank).kill(signal),
+        terminate: () => {
+          // A warm host serves one attempt: the next one starts rank processes of its own, as on every node.
+          terminating ??= (async () => {
+            for (const h of hosts) h.kill()
+            await Promise.all(hosts.map((h) => h.exited))
+          })()
+          return terminating
+        },
+      }
+    },
+    close: async () => {
+      if (taken) return
+      for (const h of hosts) h.kill()
+      await Promise.all(hosts.map((h) => h.exited))
     },
   }
 }

@@ -79,6 +79,7 @@ export type SupervisorEvent =
   | { event: 'preempt-requested'; attempt: number; why: string }
   | { event: 'preempted'; attempt: number; seq: number | undefined; skeleton: number; step: number }
   | { event: 'finish'; attempt: number; wallMs: number; restarts: number }
+  | ClusterEvent
   | { event: 'gave-up'; attempt: number; failures: number }
 
 /** The run's directory, opened once before the first attempt, and the earlier run's memory directories a resume reads. */
@@ -102,6 +103,44 @@ interface AttemptTimes {
   failedAt: number | undefined
   last: { step: number; at: number }
   resumed: { at: number; r: ResumedFigures; origin: RanksOrigin } | undefined
+}
+
+/**
+ * What node 0 of a cluster run reports about its membership. `node-lost`: a
+ * node was lost (`why`: its connection closed, or silent past --node-timeout)
+ * while its first rank was at (`skeleton`, `step`); `outcome` says what the
+ * run did: a spare node took its ranks (`spare`), the others went on with
+ * fewer ranks (`shrunk`, `size`), an idle spare was lost, or nothing could
+ * replace it (`unrecoverable`: the run ends with exit 76).
+ * `membership`: the new placement (slot i carries ranks i·rpn…, on node
+ * `working[i]`) and the spare nodes left, numbered by `epoch`.
+ */
+export type ClusterEvent = NodeLostEvent | MembershipEvent
+/** See ClusterEvent. */
+export interface NodeLostEvent {
+  event: 'node-lost'
+  attempt: number
+  node: number
+  why: string
+  skeleton: number
+  step: number
+  /** The global ranks it carried (none for a spare node). */
+  ranks: number[]
+  outcome: 'replaced' | 'shrunk' | 'spare-lost' | 'unrecoverable'
+  /** The spare node that took its ranks (`replaced`). */
+  spare?: number
+  sparesLeft?: number
+  /** The rank count the run goes on with (`shrunk`). */
+  size?: number
+}
+/** See ClusterEvent. */
+export interface MembershipEvent {
+  event: 'membership'
+  attempt: number
+  epoch: number
+  /** Slot → node: slot i carries ranks i·rpn … i·rpn+rpn−1. */
+  working: number[]
+  spares: number[]
 }
 
 /** Options of `Supervisor`: those of `launch`, plus restarts, a time limit, events and warm spares. */
@@ -129,6 +168,10 @@ export interface SuperviseOptions extends LaunchOptions {
  */
 export interface GroupStarterOption {
   startGroup?: StartRankGroup
+  /** The rank count of the next attempt, when it may change during the run (a cluster run that shrank). */
+  groupSize?: () => number
+  /** How the last attempt's ranks were obtained, when the starter knows (a spare node's warm processes). */
+  origin?: () => RanksOrigin | undefined
 }
 
 /** How a supervised run ended: `done` with the result, or `preempted` after a checkpoint (resume from it). */
@@ -217,6 +260,11 @@ export class Supervisor<R = unknown> {
     if (g) for (let r = 0; r < g.size; r++) g.send(r, { type: 'preempt' })
   }
 
+  /** Report a cluster membership event (node 0 of a cluster run) with the run's others; `attempt` is filled in. */
+  reportClusterEvent(e: Omit<NodeLostEvent, 'attempt'> | Omit<MembershipEvent, 'attempt'>): void {
+    this.emit({ ...e, attempt: this.attempt } as ClusterEvent)
+  }
+
   /** Ask the ranks for a checkpoint at their next vote (they go on afterwards). */
   requestCheckpoint(): void {
     const g = this.group
@@ -292,8 +340,11 @@ export class Supervisor<R = unknown> {
   /** The next attempt's ranks: the first as asked, every later one resuming this run's own checkpoints. */
   private nextAttempt(run: OpenedRun, { compiled, loadedFromSources }: CompiledRun): RankGroupSpec {
     const resume = this.attempt > 0 || this.ft.resume
+    // A cluster run that shrank (a node lost, no spare left) runs on fewer ranks: injections at the others cannot fire.
+    const ranks = (this.opts as SuperviseOptions & GroupStarterOption).groupSize?.() ?? this.settings.ranks
     const spec = groupSpec(this.programFile, {
       ...this.opts,
+      ...(ranks < this.settings.ranks ? { inject: (this.opts.inject ?? []).filter((i) => i.rank < ranks) } : {}),
       // Restarts resume from this run's own checkpoints only: its run id is in every one it writes.
       // A resume whose lineage was not in node 0's directory (lost with its node): the ranks find it in theirs.
       // Only the user's first resume refuses to start afresh (see FaultToleranceConfig.resumeRequest): a restart
@@ -307,7 +358,7 @@ export class Supervisor<R = unknown> {
         ...(run.dir.lineageUnknown ? { adoptLineage: true } : {}),
       },
       // Each injected failure fires once per run (this.fired: left out), so a restarted run completes.
-    }, this.fired, this.settings)
+    }, this.fired, { ...this.settings, ranks })
     spec.compiled = compiled
     const stopping = this.stoppedStarts > 0 ? { stopping: true } : {}
     this.emit({ event: 'start', attempt: this.attempt, ranks: spec.size, transport: this.settings.transport, resume, ...(compiled ? { compiled: compiled.file } : { loadedFromSources }), ...stopping })
@@ -442,7 +493,7 @@ export class Supervisor<R = unknown> {
     this.emit({ event: 'restore-done', attempt, loadMs: r.loadMs, restoreMs: r.restoreMs })
     const { seq, skeleton, step, negotiateMs, loadMs, replayMs, restoreMs, level } = r
     const requested = attempt === 0
-    const ranksFrom = this.pool?.lastOrigin
+    const ranksFrom = this.pool?.lastOrigin ?? (this.opts as SuperviseOptions & GroupStarterOption).origin?.()
     this.emit({ event: 'resume', attempt, requested, seq, skeleton, step, spawnMs, negotiateMs, loadMs, replayMs, restoreMs, totalMs, level, ...(ranksFrom ? { ranksFrom } : {}) })
     times.resumed = { at: performance.now(), r, origin: ranksFrom ?? { kept: 0, spares: 0, spawned: times.size } }
     ;(this.opts as SuperviseOptions & ResumeListenerOption).onResumed?.(r)
