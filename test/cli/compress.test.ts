@@ -85,7 +85,7 @@ describe.skipIf(!existsSync(RAM_ROOT))('--compress', () => {
     bytes[dataStart + read.offset + Math.floor(read.stored!.length / 2)] ^= 0x04
     writeFileSync(newest, bytes)
     const events = join(root, 'damaged.jsonl')
-    const previous = committedSteps(dir)[0]
+    const previous = committedSteps(dir).at(-2)
     const resumed = await run(2, '--checkpoint-dir', dir, '--checkpoint', 'every:5', '--resume', '--events', events)
     expect(resumed.code, resumed.err).toBe(0)
     expect(eventsOf(events).find((e) => e.event === 'resume')).toMatchObject({ level: 'disk', step: previous })
