@@ -315,6 +315,9 @@ export function decodeStored(rec: EntryRecord, stored: Uint8Array, name: string)
   } catch (e) {
     throw new CheckpointCorruptError(name, `compressed entry "${rec.name}" cannot be decompressed (${(e as Error).message})`)
   }
+  if (raw.byteLength !== rec.length) {
+    throw new CheckpointCorruptError(name, `compressed entry "${rec.name}" decompressed to ${raw.byteLength} bytes, its header says ${rec.length}`)
+  }
   const sum = crc32(raw) >>> 0
   if (sum !== rec.checksum) {
     throw new CheckpointCorruptError(name, `checksum mismatch in entry "${rec.name}" after decompression (stored ${hex(rec.checksum)}, computed ${hex(sum)})`)

@@ -110,6 +110,17 @@ describe('compressed payloads in a rank file', () => {
     expect(() => decodeRankFile(bytes, 'f')).toThrow(/checksum mismatch in entry "grid" after decompression/)
   })
 
+  it('a stream of fewer bytes than the header says: named with both lengths', () => {
+    const raw = ramp()
+    const stored = compressPayload(raw, 8)!
+    const bytes = join(
+      encodeRankFile(meta, [
+        { name: 'grid', kind: 'heavy', dtype: 'float64', bytes: stored, encoded: { codec: PAYLOAD_CODEC, shuffle: 8, length: raw.byteLength + 8, checksum: crc32(raw) >>> 0 } },
+      ]),
+    )
+    expect(() => decodeRankFile(bytes, 'f')).toThrow(`compressed entry "grid" decompressed to ${raw.byteLength} bytes, its header says ${raw.byteLength + 8}`)
+  })
+
   it('a stored stream that is not brotli, with a matching stored checksum: cannot be decompressed, named', () => {
     const garbage = new Uint8Array(64).fill(0xab)
     const bytes = join(

@@ -92,16 +92,16 @@ export function compressPayload(raw, width) {
 }
 
 /**
- * The raw bytes of a payload stored compressed: `length` bytes, in a fresh
- * buffer (offset 0, so typed arrays can view it). Throws when `stored` is not
- * a valid brotli stream or does not give exactly `length` bytes.
+ * The raw bytes of a payload stored compressed, in a fresh buffer (offset 0,
+ * so typed arrays can view it): `length` bytes when the stream is intact (the
+ * caller checks; more than `length` is never produced). Throws node:zlib's
+ * error when `stored` is not a valid brotli stream.
  *
  * @param {Uint8Array} stored @param {number} width @param {number} length @returns {Uint8Array}
  */
 export function decompressPayload(stored, width, length) {
   const inflated = brotliDecompressSync(stored, { maxOutputLength: Math.max(1, length) })
-  if (inflated.byteLength !== length) throw new RangeError(`decompressed to ${inflated.byteLength} bytes, ${length} expected`)
-  const out = new Uint8Array(length)
+  const out = new Uint8Array(inflated.byteLength)
   if (width > 1) return unshuffleBytes(inflated, width, out)
   out.set(inflated)
   return out
