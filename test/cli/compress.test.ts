@@ -65,6 +65,15 @@ describe.skipIf(!existsSync(RAM_ROOT))('--compress', () => {
     expect(checksumOf(resumed.out)).toBe(straight)
   }, 120_000)
 
+  it('inspect shows each compressed payload with its raw and stored sizes, and finds the checkpoints valid', async () => {
+    const dir = await killedRun('inspected')
+    const out: string[] = []
+    const code = await main(['inspect', dir], (s) => out.push(s), () => {})
+    expect(code).toBe(0)
+    const text = out.join('\n')
+    expect(text).toMatch(/#\d+ {2}valid .*entries: read\(float64 9 KiB, compressed to [\d.]+ (B|KiB)\)/)
+  }, 120_000)
+
   it('an elastic --resume on 3 ranks from compressed files of 2 is bit-identical', async () => {
     const dir = await killedRun('elastic')
     const events = join(root, 'elastic.jsonl')
