@@ -2,7 +2,7 @@
 // `compress`): heavy payloads stored compressed on the flush's thread, those
 // opted out (registered `{ compress: false }`) and light values stored raw,
 // every payload read back as it was, the header checksum the one written.
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
@@ -11,6 +11,7 @@ import { CheckpointIoThread } from '../../../src/checkpoint/store/io-thread.js'
 import { decodeRankFileHeader, encodeRankFile, headerChecksumOf } from '../../../src/checkpoint/format/rank-file.js'
 import { encodeLight } from '../../../src/checkpoint/light/codec.js'
 import { CheckpointRegistry } from '../../../src/checkpoint/registry.js'
+import { runLocal } from '../../../src/index.js'
 
 const root = mkdtempSync(join(tmpdir(), 'molotof-flush-compress-'))
 const io = new CheckpointIoThread()
@@ -60,4 +61,23 @@ describe('a disk flush that compresses', () => {
     expect(reg.heavy.get('grid')!.compress).toBe(true)
     expect(() => reg.register('x', new Float64Array(1), { compress: 'no' as unknown as boolean })).toThrow(/compress must be true or false/)
   })
+})
+
+describe('a payload registered { compress: false } in a compressing run', () => {
+  it('is stored raw in every flushed disk checkpoint, beside a compressed one of the same contents', async () => {
+    const program = (await import('../../fixtures/compress-opt-out.js')).default
+    const dir = join(root, 'opt-out')
+    await runLocal(program, { ranks: 2, argv: [], checkpoint: { dir, policy: { every: 2 }, keep: 2, resume: false, async: true, compress: true } })
+    const ckpts = readdirSync(dir).filter((n) => n.startsWith('ckpt-'))
+    expect(ckpts.length).toBeGreaterThan(0)
+    for (const c of ckpts) {
+      for (const r of [0, 1]) {
+        const { header } = decodeRankFileHeader(new Uint8Array(readFileSync(join(dir, c, `rank-${r}.mlf`))), 'f')
+        const entry = (name: string) => header.entries.find((e) => e.name === name)!
+        expect(entry('packed').stored, `${c} rank ${r}`).toMatchObject({ codec: 'brotli' })
+        expect(entry('kept-raw').stored, `${c} rank ${r}`).toBeUndefined()
+        expect(entry('kept-raw').length).toBe(8192 * 8)
+      }
+    }
+  }, 60_000)
 })
