@@ -20,7 +20,7 @@ export const PAYLOAD_CODEC = 'brotli'
  * @typedef {{ codec: 'brotli', shuffle: number, length: number, checksum: number }} StoredEncoding
  */
 
-// Quality 1: within 3 % of quality 4's ratio on float grids, several times faster.
+// Quality 1: on shuffled doubles a ratio 1 % better than quality 0 for 5–10 % of its speed; deflate is 5× slower (bench:codecs).
 const QUALITY = 1
 
 /**
