@@ -14,6 +14,9 @@ const LAYERS = [
   'errors.ts',
   'domains',
   'routing',
+  // How a compressed payload is stored: a plain-JS leaf beside the checkpoint
+  // I/O thread (which compresses with it), read by the rank-file format.
+  'checkpoint/store/io-worker/payload-codec.mjs',
   'checkpoint/format',
   'checkpoint/light',
   'checkpoint/policy',

@@ -40,6 +40,15 @@ export interface FaultToleranceConfig {
    */
   memory?: MemoryLevelConfig
   /**
+   * Compress the heavy payloads of disk checkpoints flushed from the memory
+   * level (with `memory` or `async`), in the background, on a thread of the
+   * flush's own; their partner and shared copies are copies of those files.
+   * A disk checkpoint written at the checkpoint point (no memory level) and
+   * the memory level itself are never compressed. Off by default: see
+   * docs/REFERENCE.md ("Compression") for the figures.
+   */
+  compress?: boolean
+  /**
    * Partner copies (a run of several nodes): each rank's file of every disk
    * checkpoint is also kept by the same local rank on the next node, sent
    * over the communicator in the background (see store/partner.ts).

@@ -27,6 +27,8 @@ export interface HeavyRegistration {
   /** The global box the array holds (its cells in `order`): what lets a resume on another rank count re-slice it. */
   readonly box?: DomainDesc
   readonly order: StorageOrder
+  /** Compressed in flushed disk checkpoints when the run compresses (false: always stored raw). */
+  readonly compress: boolean
 }
 /** A light value saved in checkpoints (`value`), as the registry lists it. */
 export interface LightRegistration {
@@ -53,6 +55,12 @@ export interface HeavyOptions {
   box?: DomainDesc
   /** Storage order of the array over its box (default `C`: the last dimension fastest). */
   order?: StorageOrder
+  /**
+   * `false`: stored raw even when the run compresses its disk checkpoints
+   * (`--compress`): bytes that do not compress (already compressed, or
+   * random), whose decompression would only cost time at a restore.
+   */
+  compress?: boolean
 }
 
 /** Options of `unregister`. */
@@ -147,18 +155,20 @@ export class CheckpointRegistry {
    * ```ts
    * const rows = grid.possessed(ctx.rank, ctx.size)   // the global cells the array holds on this rank
    * const c = sk.checkpoint.register('C', new Float64Array(rows.volume), { box: rows })
+   * const seeds = sk.checkpoint.register('seeds', new Uint32Array(64), { compress: false })   // random bits: stored raw
    * ```
    */
   register<T extends AnyTypedArray>(name: string, array: T, options: HeavyOptions = {}): T {
     this.checkName(name)
     if (!ArrayBuffer.isView(array)) throw new ConfigError(`${this.owner}: register("${name}") needs a typed array; use value() for light values`)
     dtypeOf(array) // throws for DataView and other views
-    const { box, order = 'C' } = options
+    const { box, order = 'C', compress = true } = options
+    if (typeof compress !== 'boolean') throw new ConfigError(`${this.owner}: register("${name}"): compress must be true or false`)
     if (order !== 'C' && order !== 'F') throw new ConfigError(`${this.owner}: register("${name}"): order must be "C" or "F"`)
     if (box !== undefined && box.volume !== array.length) {
       throw new ConfigError(`${this.owner}: register("${name}"): the array has ${array.length} elements, its box ${box} holds ${box.volume}`)
     }
-    this.heavyEntries.set(name, { name, array, ...(box ? { box } : {}), order })
+    this.heavyEntries.set(name, { name, array, ...(box ? { box } : {}), order, compress })
     return array
   }
 

@@ -124,7 +124,7 @@ async function rowsOf(store: CheckpointStore, verify: boolean, presentOnly = fal
       step: c.marker?.step ?? header?.header.step,
       ranks: c.marker?.size ?? header?.header.size,
       bytes: c.files.reduce((s, f) => s + f.bytes, 0),
-      entries: header ? header.header.entries.map((e) => `${e.name}(${e.kind === 'heavy' ? `${e.dtype} ${formatSize(e.length)}` : 'light'})`) : [],
+      entries: header ? header.header.entries.map((e) => `${e.name}(${e.kind === 'heavy' ? `${e.dtype} ${formatSize(e.length)}${e.stored ? `, compressed to ${formatSize(e.stored.length)}` : ''}` : 'light'})`) : [],
       runId: c.marker?.runId ?? header?.header.runId,
       code: codeOf(c.marker?.code ?? header?.header.code),
       problems: [...(c.problem ? [c.problem] : []), ...(report?.problems ?? []).map((p) => `${p.file}: ${p.reason}`)],

@@ -38,6 +38,7 @@ export const RUN_OPTIONS = {
   memoryCheckpoint: option.string(undefined, 'memory-level policy (checkpoints in RAM, survive dead ranks): every:<steps>, <seconds>s, mtbf:<duration>, off; disk checkpoints are then flushed from it in the background'),
   memoryDir: option.string(undefined, 'directory in RAM for the memory level (default: /dev/shm/molotof-<hash of the checkpoint directory>); one already holding other files is left alone: the level uses its sub-directory molotof-memory'),
   asyncCheckpoints: option.boolean(false, 'write disk checkpoints through a memory copy flushed in the background (the same as --memory-checkpoint off)'),
+  compress: option.boolean(false, 'compress disk checkpoints as they are flushed from the memory level, in the background (needs --memory-checkpoint or --async-checkpoints; their partner and shared copies are copies of those files); a payload registered with { compress: false } stays raw'),
   resume: option.boolean(false, 'resume from the newest checkpoint valid on every rank, found on any level or copy (refused, exit 2, when there is none)'),
   resumeOrStart: option.boolean(false, 'resume when there is a checkpoint of the run to resume, else start afresh (saying which it did)'),
   fresh: option.boolean(false, 'discard the checkpoints of an earlier, unfinished run found in the checkpoint directory, then start afresh'),
@@ -373,6 +374,7 @@ function clusterSettings(f: RunValues, programArgv: readonly string[]): Record<s
     'checkpoint directory': f.checkpointDir ?? '(default)',
     keep: f.keep,
     'async checkpoints': f.asyncCheckpoints,
+    compress: f.compress,
     resume: f.resume,
     'resume or start': f.resumeOrStart,
     restarts: f.restarts,
@@ -417,6 +419,11 @@ function faultTolerance(program: string, f: RunValues): FaultToleranceConfig {
     const memoryDir = f.memoryDir ?? memoryDirFor(ft.dir) + placeholdersOf(dir)
     checkMemoryDirectory(memoryDir, dir, f.memoryDir === undefined ? "the memory level's directory" : '--memory-dir')
     ft.memory = { policy, dir: resolve(memoryDir) }
+  }
+  if (f.compress) {
+    // Compressing at the checkpoint point would lengthen the stall: only a background flush compresses.
+    if (!ft.memory) throw new ConfigError('--compress compresses disk checkpoints as they are flushed from the memory level: add --async-checkpoints (or --memory-checkpoint)')
+    ft.compress = true
   }
   if (existsSync(RAM_ROOT)) {
     // The earlier run may have kept a memory level in the default place: a resume reads it too (the supervisor adds

@@ -48,6 +48,8 @@ interface PendingCheckpoint {
   stallMs: number
   /** A memory checkpoint that is also a disk one: flushed once committed in memory. */
   flush?: boolean
+  /** Heavy entries the flush stores raw with compression on (registered `{ compress: false }`). */
+  raw?: ReadonlySet<string>
 }
 
 /**
@@ -87,6 +89,8 @@ export class CheckpointCommitter {
   /** Copies of the payloads of the memory checkpoint in flight (SharedArrayBuffers: the checksum thread reads them). */
   private readonly shared = new StagingBuffers(true)
   private readonly io = new CheckpointIoThread()
+  /** The disk flush's compression thread (`compress`): its own, so the memory level's copies never wait behind it. */
+  private readonly flushIo: CheckpointIoThread | undefined
   /** Every write, flush and marker started in the background, until it ends (see `settle`). */
   private readonly background = new BackgroundWork()
   private readonly store: CheckpointStore
@@ -125,6 +129,7 @@ export class CheckpointCommitter {
     this.memoryKept = memory ? memory.listed.map((s) => s.seq) : []
     this.copies = allCopies.find((c) => c.from === 'disk')
     this.memoryCopies = allCopies.find((c) => c.from === 'memory')
+    this.flushIo = cfg.compress === true ? new CheckpointIoThread() : undefined
   }
 
   private readonly writesMarker: { disk: boolean; memory: boolean }
@@ -148,6 +153,7 @@ export class CheckpointCommitter {
     const all = [this.background, ...this.allCopies.map((c) => c.background)]
     while (!all.every((b) => b.idle)) for (const b of all) await b.settled()
     await this.io.close()
+    await this.flushIo?.close()
   }
 
   /** A checkpoint is being written or flushed in the background and not committed yet. */
@@ -287,6 +293,7 @@ export class CheckpointCommitter {
       background: true,
       stallMs: performance.now() - started,
       flush: level === 'disk',
+      ...(this.flushIo ? { raw: rawEntries(state) } : {}),
     }
     void durable.then(() => (pending.done = true))
     // A superstep that has to wait for the deferred copy stalls too: that wait counts in the stall.
@@ -365,7 +372,8 @@ export class CheckpointCommitter {
             { dir: this.store.pathOf(seq), path: this.store.fileOf(seq, rank), parts: [] },
           )
           if (torn) await torn
-          const w = await this.store.flushRankFile(seq, rank, memory, inMemory.headerChecksum)
+          const compress = this.flushIo ? { io: this.flushIo, raw: p.raw ?? new Set<string>() } : undefined
+          const w = await this.store.flushRankFile(seq, rank, memory, inMemory.headerChecksum, compress)
           return { written: { rank, file: w.file, bytes: w.bytes, headerChecksum: w.headerChecksum }, ms: performance.now() - started }
         } catch (e) {
           return { failure: (e as Error).message, ms: performance.now() - started }
@@ -541,6 +549,13 @@ export class CheckpointCommitter {
 function domainEntry(name: string, d: Domain, box: DomainDesc, staging: StagingBuffers, defer: boolean): EntryInput & { staged: boolean } {
   const record = { lower: [...box.lower], upper: [...box.upper] }
   return { name, kind: 'heavy', dtype: d.dtype, box: record, bytes: domainPayload(d, box, staging, name, defer), staged: staging.sharesBuffers }
+}
+
+/** The heavy entries of `state`'s checkpoints registered to be stored raw (`{ compress: false }`). */
+function rawEntries(state: SkeletonState): Set<string> {
+  const raw = new Set<string>()
+  for (const h of state.registry.heavy.values()) if (!h.compress) raw.add(h.name)
+  return raw
 }
 
 function formatMiB(n: number): string {

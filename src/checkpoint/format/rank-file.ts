@@ -3,6 +3,7 @@ import { crc32 } from 'node:zlib'
 import { CheckpointCorruptError, ConfigError, InternalError } from '../../errors.js'
 import { DTYPES, isDType, type DType } from '../../domains/dtype.js'
 import { isCodeIdentity, type CodeIdentity } from './code-record.js'
+import { decompressPayload, PAYLOAD_CODEC, type StoredEncoding } from '../store/io-worker/payload-codec.mjs'
 import { checkJsonObject, isPlainObject, type JsonObject } from './json.js'
 
 /*
@@ -21,11 +22,22 @@ import { checkJsonObject, isPlainObject, type JsonObject } from './json.js'
  * preamble by its exact values, the header by its CRC, each payload by its CRC
  * and the padding by the rule that it is zero — a flipped byte anywhere is
  * detected. Payloads are raw typed-array bytes in the host byte order
- * (little-endian on every platform Node supports).
+ * (little-endian on every platform Node supports), or, when their record has
+ * `stored`, those bytes compressed (store/io-worker/payload-codec.mjs): the
+ * record's `length` and `checksum` are still the raw bytes' and `stored`
+ * gives the stored length and the CRC32 of the stored bytes. Both are
+ * checked: the stored CRC finds damage in the file before the decompressor
+ * sees it, the raw CRC — taken when the bytes were copied out of the
+ * program, and carried unchanged through the compression — proves the
+ * decompressed bytes are the ones checkpointed, and lets an elastic restore
+ * check the slices it reads against the same sums whatever the encoding.
  */
 
-/** The version this code writes and the only one it reads. */
+/** The version of a file with no compressed payload; the reader reads both. */
 export const FORMAT_VERSION = 1
+/** The version of a file with compressed payloads (`stored` records): an older reader refuses it by its version. */
+export const ENCODED_FORMAT_VERSION = 2
+const VERSIONS: readonly number[] = [FORMAT_VERSION, ENCODED_FORMAT_VERSION]
 /** `MOLOTOF\0`: first 8 bytes of every rank file. */
 export const MAGIC: Readonly<Uint8Array> = new Uint8Array([0x4d, 0x4f, 0x4c, 0x4f, 0x54, 0x4f, 0x46, 0x00])
 /** Bytes before the JSON header: magic, version, header length, header checksum. */
@@ -58,10 +70,12 @@ export interface EntryRecord {
   box?: BoxRecord
   /** Byte offset from the start of the data section (always a multiple of 8). */
   offset: number
-  /** Payload length in bytes. */
+  /** Payload length in bytes (decompressed, when `stored` says it is compressed). */
   length: number
-  /** CRC32 of the payload bytes (unsigned). */
+  /** CRC32 of the payload bytes (unsigned; of the decompressed bytes, when compressed). */
   checksum: number
+  /** Absent: stored raw. Present: stored compressed, `stored.length` bytes from `offset`. */
+  stored?: StoredEncoding
 }
 
 /** What the caller says about a rank file; the format adds version, layout and checksums. */
@@ -123,9 +137,15 @@ export interface EntryInput {
    * to keep the checkpoint point short); computed here otherwise.
    */
   checksum?: number
+  /**
+   * `bytes` are the payload compressed (compressPayload): `length` and
+   * `checksum` are the raw payload's, `codec` and `shuffle` how it was
+   * compressed; `checksum` above is then the stored bytes' CRC.
+   */
+  encoded?: { codec: StoredEncoding['codec']; shuffle: number; length: number; checksum: number }
 }
 
-/** A decoded entry: its record plus a view of its payload inside the file buffer (no copy). */
+/** A decoded entry: its record plus its payload (a view inside the file buffer; a fresh buffer when it was stored compressed). */
 export interface DecodedEntry extends EntryRecord {
   bytes: Uint8Array
 }
@@ -181,20 +201,23 @@ export function encodeRankFile(meta: RankFileMeta, entries: readonly EntryInput[
       if (e.checksum === undefined && p.byteLength > 0) checksum = crc32(p, checksum)
     }
     if (e.checksum !== undefined) checksum = e.checksum
+    const enc = e.encoded
     records.push({
       name: e.name,
       kind: e.kind,
       ...(e.dtype !== undefined ? { dtype: e.dtype } : {}),
       ...(e.box !== undefined ? { box: { lower: [...e.box.lower], upper: [...e.box.upper] } } : {}),
       offset,
-      length,
-      checksum: checksum >>> 0,
+      length: enc ? enc.length : length,
+      checksum: (enc ? enc.checksum : checksum) >>> 0,
+      ...(enc ? { stored: { codec: enc.codec, shuffle: enc.shuffle, length, checksum: checksum >>> 0 } } : {}),
     })
     payloads.push({ pieces, length })
     offset = align(offset + length)
   }
+  const version = records.some((r) => r.stored !== undefined) ? ENCODED_FORMAT_VERSION : FORMAT_VERSION
   const header: RankFileHeader = {
-    formatVersion: FORMAT_VERSION,
+    formatVersion: version,
     fingerprint: meta.fingerprint,
     skeleton: meta.skeleton,
     step: meta.step,
@@ -224,7 +247,7 @@ export function encodeRankFile(meta: RankFileMeta, entries: readonly EntryInput[
   const first = new Uint8Array(align(PREAMBLE_BYTES + json.byteLength))
   first.set(MAGIC, 0)
   const view = new DataView(first.buffer)
-  view.setUint32(8, FORMAT_VERSION, true)
+  view.setUint32(8, version, true)
   view.setUint32(12, json.byteLength, true)
   view.setUint32(16, crc32(json) >>> 0, true)
   first.set(json, PREAMBLE_BYTES)
@@ -259,16 +282,97 @@ export function decodeRankFile(file: Uint8Array, name: string): DecodedRankFile 
   for (const rec of header.entries) {
     // Padding between the previous payload and this one must be zero.
     checkZero(file, base + expected, base + rec.offset, name, `padding before entry "${rec.name}"`)
-    const bytes = file.subarray(base + rec.offset, base + rec.offset + rec.length)
+    const stored = storedLength(rec)
+    const bytes = file.subarray(base + rec.offset, base + rec.offset + stored)
     const sum = crc32(bytes) >>> 0
-    if (sum !== rec.checksum) {
-      throw new CheckpointCorruptError(name, `checksum mismatch in entry "${rec.name}" (bytes ${base + rec.offset}..${base + rec.offset + rec.length}: stored ${hex(rec.checksum)}, computed ${hex(sum)})`)
+    const want = rec.stored?.checksum ?? rec.checksum
+    if (sum !== want) {
+      const what = rec.stored ? 'compressed entry' : 'entry'
+      throw new CheckpointCorruptError(name, `checksum mismatch in ${what} "${rec.name}" (bytes ${base + rec.offset}..${base + rec.offset + stored}: stored ${hex(want)}, computed ${hex(sum)})`)
     }
-    entries.set(rec.name, { ...rec, bytes })
-    expected = rec.offset + rec.length
+    entries.set(rec.name, { ...rec, bytes: rec.stored ? decodeStored(rec, bytes, name) : bytes })
+    expected = rec.offset + stored
   }
   checkZero(file, base + expected, base + header.dataLength, name, 'padding at the end of the file')
   return { header, headerChecksum: pre.headerChecksum, entries }
+}
+
+/**
+ * The raw bytes of an entry stored compressed (`stored`, already checked
+ * against the stored CRC), checked against the entry's own checksum: a
+ * stream that does not decompress, or to other bytes, is a damaged file.
+ *
+ * ```ts
+ * const raw = decodeStored(record, file.subarray(dataStart + record.offset, dataStart + record.offset + storedLength(record)), path)
+ * ```
+ */
+export function decodeStored(rec: EntryRecord, stored: Uint8Array, name: string): Uint8Array {
+  const enc = rec.stored
+  if (!enc) return stored
+  let raw: Uint8Array
+  try {
+    raw = decompressPayload(stored, enc.shuffle, rec.length)
+  } catch (e) {
+    throw new CheckpointCorruptError(name, `compressed entry "${rec.name}" cannot be decompressed (${(e as Error).message})`)
+  }
+  if (raw.byteLength !== rec.length) {
+    throw new CheckpointCorruptError(name, `compressed entry "${rec.name}" decompressed to ${raw.byteLength} bytes, its header says ${rec.length}`)
+  }
+  const sum = crc32(raw) >>> 0
+  if (sum !== rec.checksum) {
+    throw new CheckpointCorruptError(name, `checksum mismatch in entry "${rec.name}" after decompression (stored ${hex(rec.checksum)}, computed ${hex(sum)})`)
+  }
+  return raw
+}
+
+/**
+ * How many bytes of the data section an entry takes (before its padding):
+ * its stored length when compressed, its length otherwise.
+ *
+ * ```ts
+ * storedLength({ ...record, length: 800, stored: { codec: 'brotli', shuffle: 8, length: 120, checksum } })   // 120
+ * ```
+ */
+export function storedLength(rec: EntryRecord): number {
+  return rec.stored ? rec.stored.length : rec.length
+}
+
+/**
+ * Validates the preamble and header of a whole rank file in memory, and the
+ * file's length against it, without reading its payloads: a flush that
+ * compresses them carries their checksums over as they are.
+ *
+ * ```ts
+ * const { header, dataStart } = decodeRankFileHeader(await readFile(path), path)
+ * ```
+ */
+export function decodeRankFileHeader(file: Uint8Array, name: string): RankFileInfo & { dataStart: number } {
+  const pre = readPreamble(file, name, file.byteLength)
+  const header = readHeader(file, pre, name, file.byteLength)
+  return { header, headerChecksum: pre.headerChecksum, fileBytes: file.byteLength, dataStart: pre.dataStart }
+}
+
+/**
+ * The meta of a decoded header, to write a rank file with the same header
+ * fields (another encoding of its payloads).
+ *
+ * ```ts
+ * const parts = encodeRankFile(metaOfHeader(header), entries)
+ * ```
+ */
+export function metaOfHeader(h: RankFileHeader): RankFileMeta {
+  return {
+    fingerprint: h.fingerprint,
+    skeleton: h.skeleton,
+    step: h.step,
+    rank: h.rank,
+    size: h.size,
+    settings: h.settings,
+    digests: h.digests,
+    createdAt: h.createdAt,
+    ...(h.runId !== undefined ? { runId: h.runId } : {}),
+    ...(h.code !== undefined ? { code: h.code } : {}),
+  }
 }
 
 /**
@@ -345,8 +449,8 @@ function readPreamble(bytes: Uint8Array, name: string, fileBytes: number): Pream
   if (!hasMagic(bytes)) throw new CheckpointCorruptError(name, 'bad magic bytes: not a molotof checkpoint file')
   const view = new DataView(bytes.buffer, bytes.byteOffset, PREAMBLE_BYTES)
   const version = view.getUint32(8, true)
-  if (version !== FORMAT_VERSION) {
-    throw new CheckpointCorruptError(name, `format version ${version} is not supported (this molotof reads version ${FORMAT_VERSION})`)
+  if (!VERSIONS.includes(version)) {
+    throw new CheckpointCorruptError(name, `format version ${version} is not supported (this molotof reads versions ${VERSIONS.join(' and ')})`)
   }
   const headerLength = view.getUint32(12, true)
   const headerChecksum = view.getUint32(16, true)
@@ -373,7 +477,7 @@ function readHeader(prefix: Uint8Array, pre: Preamble, name: string, fileBytes: 
   } catch (e) {
     throw new CheckpointCorruptError(name, `the header is not valid JSON (${(e as Error).message})`)
   }
-  const header = checkHeader(parsed, name)
+  const header = checkHeader(parsed, name, new DataView(prefix.buffer, prefix.byteOffset, PREAMBLE_BYTES).getUint32(8, true))
   if (fileBytes < pre.dataStart) {
     throw new CheckpointCorruptError(name, `the file is ${fileBytes} bytes, the header alone needs ${pre.dataStart} (truncated)`)
   }
@@ -401,12 +505,12 @@ function hex(n: number): string {
 
 // ---- header validation (after the CRC passed, so a failure here means a writer bug or a forged file)
 
-function checkHeader(h: unknown, name: string): RankFileHeader {
+function checkHeader(h: unknown, name: string, version: number): RankFileHeader {
   const bad = (reason: string): never => {
     throw new CheckpointCorruptError(name, `invalid header: ${reason}`)
   }
   if (!isPlainObject(h)) return bad('not a JSON object')
-  if (h.formatVersion !== FORMAT_VERSION) bad(`formatVersion ${String(h.formatVersion)} differs from the preamble's ${FORMAT_VERSION}`)
+  if (h.formatVersion !== version) bad(`formatVersion ${String(h.formatVersion)} differs from the preamble's ${version}`)
   if (typeof h.fingerprint !== 'string') bad('fingerprint is not a string')
   for (const k of ['skeleton', 'step', 'rank', 'size', 'dataLength'] as const) {
     if (!Number.isSafeInteger(h[k])) bad(`${k} is not an integer`)
@@ -432,14 +536,23 @@ function checkHeader(h: unknown, name: string): RankFileHeader {
     if (e.box !== undefined && !isBox(e.box)) bad(`${where} has an invalid box`)
     for (const k of ['offset', 'length'] as const) if (!Number.isSafeInteger(e[k]) || (e[k] as number) < 0) bad(`${where} ${k} is invalid`)
     if (!Number.isInteger(e.checksum) || (e.checksum as number) < 0 || (e.checksum as number) > 0xffffffff) bad(`${where} checksum is invalid`)
+    if (e.stored !== undefined && !isStoredEncoding(e.stored)) bad(`${where} has an invalid stored encoding`)
+    if (e.stored !== undefined && version !== ENCODED_FORMAT_VERSION) bad(`${where} is compressed in a version ${version} file`)
     if (e.offset !== expected) bad(`${where} starts at ${String(e.offset)}, expected ${expected}`)
     if (typeof e.dtype === 'string' && isDType(e.dtype) && (e.length as number) % DTYPES[e.dtype].BYTES_PER_ELEMENT !== 0) {
       bad(`${where} length ${String(e.length)} is not a whole number of ${e.dtype} elements`)
     }
-    expected = align((e.offset as number) + (e.length as number))
+    expected = align((e.offset as number) + storedLength(e as unknown as EntryRecord))
   }
   if (h.dataLength !== expected) bad(`dataLength ${String(h.dataLength)} does not match the entries (${expected})`)
   return h as unknown as RankFileHeader
+}
+
+function isStoredEncoding(s: unknown): s is StoredEncoding {
+  if (!isPlainObject(s) || s.codec !== PAYLOAD_CODEC) return false
+  if (!Number.isSafeInteger(s.shuffle) || (s.shuffle as number) < 1 || (s.shuffle as number) > 8) return false
+  if (!Number.isSafeInteger(s.length) || (s.length as number) < 0) return false
+  return Number.isInteger(s.checksum) && (s.checksum as number) >= 0 && (s.checksum as number) <= 0xffffffff
 }
 
 function isBox(b: unknown): b is BoxRecord {
@@ -475,10 +588,13 @@ function checkEntryInput(e: EntryInput, names: Set<string>): readonly Uint8Array
     if (e.kind === 'light') throw new ConfigError(`checkpoint entry "${e.name}": a light entry has no dtype`)
     if (!isDType(e.dtype)) throw new ConfigError(`checkpoint entry "${e.name}": unknown dtype "${String(e.dtype)}"`)
     const bpe = DTYPES[e.dtype].BYTES_PER_ELEMENT
-    const length = pieces.reduce((n, p) => n + p.byteLength, 0)
+    const length = e.encoded ? e.encoded.length : pieces.reduce((n, p) => n + p.byteLength, 0)
     if (length % bpe !== 0) {
       throw new ConfigError(`checkpoint entry "${e.name}": ${length} bytes is not a whole number of ${e.dtype} elements`)
     }
+  }
+  if (e.encoded !== undefined && !isStoredEncoding({ ...e.encoded, length: 0, checksum: 0 })) {
+    throw new ConfigError(`checkpoint entry "${e.name}": unknown encoding (${JSON.stringify({ codec: e.encoded.codec, shuffle: e.encoded.shuffle })})`)
   }
   if (e.box !== undefined && !isBox(e.box)) {
     throw new ConfigError(`checkpoint entry "${e.name}": box needs integer lower/upper bounds of the same positive length`)

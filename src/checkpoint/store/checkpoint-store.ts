@@ -2,12 +2,26 @@ import { lstat, open, readdir, readFile, rename, rm, stat, unlink } from 'node:f
 import { join, resolve } from 'node:path'
 import { performance } from 'node:perf_hooks'
 import { CheckpointCorruptError, CheckpointError, CheckpointMismatchError, ConfigError, InternalError } from '../../errors.js'
-import { plainAllocator, type BufferAllocator } from '../../domains/dtype.js'
+import { DTYPES, plainAllocator, sharedAllocator, type BufferAllocator } from '../../domains/dtype.js'
 import { closeSync, constants, existsSync, mkdirSync, openSync, readdirSync, readFileSync, readSync, renameSync, rmSync } from 'node:fs'
 import { cleanEntries, removeEmptyDirectory } from './owned-dir.js'
 import type { CheckpointIoThread, StageJob, Staged } from './io-thread.js'
 import { copyDurably, isTemporaryName, makeDirectory, syncDirectory, temporaryNameFor, writeDurably } from './durable.js'
-import { decodeRankFile, headerChecksumOf, MAGIC, readHeaderOnly, type DecodedRankFile, type RankFileHeader } from '../format/rank-file.js'
+import {
+  decodeRankFile,
+  decodeRankFileHeader,
+  encodeRankFile,
+  headerChecksumOf,
+  MAGIC,
+  metaOfHeader,
+  readHeaderOnly,
+  storedLength,
+  type DecodedRankFile,
+  type EntryInput,
+  type EntryRecord,
+  type RankFileHeader,
+} from '../format/rank-file.js'
+import { PAYLOAD_CODEC } from './io-worker/payload-codec.mjs'
 import { checkpointFsError, errorCode, explainFsError } from './fs-errors.js'
 import { encodeMarker, parseMarker, type CommitMarker, type RankFileRecord } from './marker.js'
 
@@ -18,7 +32,20 @@ export interface RankFileWritten extends RankFileRecord {
   durationMs: number
 }
 
-/** One checkpoint directory as found on disk (no file content is checked). */
+/**
+ * How a flush compresses the payloads it writes (see CheckpointStore.flushRankFile).
+ *
+ * ```ts
+ * const compress: FlushCompression = { io: new CheckpointIoThread(), raw: new Set(['lookup']) }
+ * ```
+ */
+export interface FlushCompression {
+  /** The thread that compresses: one of the flush's own, so that the memory level's copies never queue behind it. */
+  io: CheckpointIoThread
+  /** Heavy entries stored raw whatever they hold (registered with `{ compress: false }`). */
+  raw: ReadonlySet<string>
+}
+
 /** Why a checkpoint without a commit marker is incomplete. */
 const NO_MARKER = 'no commit marker: the checkpoint was not completed'
 /** Why a folder named like a checkpoint is not read as one. */
@@ -345,8 +372,14 @@ export class CheckpointStore {
    * (the memory level) into this one, durably and in the background (see
    * copyDurably): the bytes move as they are, the format is the same on
    * every level. `headerChecksum` is the one the source level recorded.
+   * With `compress`, the heavy payloads (but those in `compress.raw`) are
+   * compressed on `compress.io`'s thread instead and the file is written
+   * anew, with its own header (the result's headerChecksum); each payload's
+   * checksum is carried over from the source as it is, so a payload damaged
+   * before or during the compression is found when it is read back.
    */
-  async flushRankFile(seq: number, rank: number, from: CheckpointStore, headerChecksum: number): Promise<RankFileWritten> {
+  async flushRankFile(seq: number, rank: number, from: CheckpointStore, headerChecksum: number, compress?: FlushCompression): Promise<RankFileWritten> {
+    if (compress) return this.flushCompressed(seq, rank, from, compress)
     const t0 = performance.now()
     const dir = this.pathOf(seq)
     const path = this.fileOf(seq, rank)
@@ -362,6 +395,34 @@ export class CheckpointStore {
       throw checkpointFsError('cannot flush checkpoint file', path, e)
     }
     return { rank, file: `rank-${rank}.mlf`, path, bytes, headerChecksum, durationMs: performance.now() - t0 }
+  }
+
+  /** flushRankFile with `compress`: read the source whole, compress on the thread, write the file anew. */
+  private async flushCompressed(seq: number, rank: number, from: CheckpointStore, compress: FlushCompression): Promise<RankFileWritten> {
+    const t0 = performance.now()
+    const source = from.fileOf(seq, rank)
+    let file: Uint8Array
+    try {
+      // Shared memory: the payloads cross to the thread as views.
+      file = await readWhole(source, sharedAllocator)
+    } catch (e) {
+      throw checkpointFsError('cannot read checkpoint file to flush', source, e)
+    }
+    const { header, dataStart } = decodeRankFileHeader(file, source)
+    const payload = (e: EntryRecord) => file.subarray(dataStart + e.offset, dataStart + e.offset + storedLength(e))
+    const widthOf = (e: EntryRecord) => (e.dtype === undefined ? 1 : DTYPES[e.dtype].BYTES_PER_ELEMENT)
+    const chosen = header.entries.filter((e) => e.kind === 'heavy' && e.stored === undefined && e.length > 0 && !compress.raw.has(e.name))
+    const results = await compress.io.compress(chosen.map((e) => ({ bytes: payload(e), width: widthOf(e) })))
+    const compressed = new Map(chosen.map((e, i) => [e.name, results[i]]))
+    const entries: EntryInput[] = header.entries.map((e) => {
+      const base = { name: e.name, kind: e.kind, ...(e.dtype !== undefined ? { dtype: e.dtype } : {}), ...(e.box !== undefined ? { box: e.box } : {}) }
+      const c = compressed.get(e.name)
+      if (c) return { ...base, bytes: c.stored, checksum: c.checksum, encoded: { codec: PAYLOAD_CODEC, shuffle: widthOf(e), length: e.length, checksum: e.checksum } }
+      if (e.stored) return { ...base, bytes: payload(e), checksum: e.stored.checksum, encoded: { codec: e.stored.codec, shuffle: e.stored.shuffle, length: e.length, checksum: e.checksum } }
+      return { ...base, bytes: payload(e), checksum: e.checksum }
+    })
+    const w = await this.writeRankFile(seq, rank, encodeRankFile(metaOfHeader(header), entries))
+    return { ...w, durationMs: performance.now() - t0 }
   }
 
   /**

@@ -1,6 +1,6 @@
 import { Worker } from 'node:worker_threads'
 import { CheckpointError } from '../../errors.js'
-import type { IoReply, IoRequest } from './io-worker/thread.mjs'
+import type { CompressedPayload, IoReply, IoRequest } from './io-worker/thread.mjs'
 import type { DeferredCopy, UncompactedPayload } from './staging.js'
 
 /*
@@ -92,6 +92,17 @@ export class CheckpointIoThread {
   release(): void {
     Atomics.store(this.gate, 0, 1)
     Atomics.notify(this.gate, 0)
+  }
+
+  /**
+   * Compress each payload (shuffled by `width`-byte element, see
+   * io-worker/payload-codec.mjs) on the thread: the stored bytes and their
+   * CRC32, or null for a payload compression would not make smaller. Views
+   * of a SharedArrayBuffer cross without a copy. Used by the disk level's
+   * background flush, on a thread of its own (see CheckpointStore.flushRankFile).
+   */
+  compress(payloads: readonly { bytes: Uint8Array; width: number }[]): Promise<CompressedPayload[]> {
+    return this.call<CompressedPayload[]>({ id: -1, op: 'compress', payloads })
   }
 
   /** Write `header` at the start of `tmp` and rename it to `path` (the end of a file `stage` wrote). */

@@ -1,7 +1,8 @@
 import { readSync } from 'node:fs'
 import { open } from 'node:fs/promises'
 import { CheckpointCorruptError } from '../../../errors.js'
-import { readHeaderOnly, type RankFileHeader } from '../../format/rank-file.js'
+import { crc32 } from 'node:zlib'
+import { align, decodeStored, readHeaderOnly, storedLength, type EntryRecord, type RankFileHeader } from '../../format/rank-file.js'
 import type { CheckpointStore } from '../../store/checkpoint-store.js'
 import { checkpointFsError, errorCode } from '../../store/fs-errors.js'
 
@@ -82,8 +83,22 @@ export interface RankFileSource {
 }
 
 /**
+ * A file with compressed payloads as the elastic reader sees it: every entry
+ * raw and laid out as if stored raw (`logical`), and what is really in the
+ * file (`stored`, same order).
+ */
+interface EncodedLayout {
+  logical: RankFileHeader
+  stored: readonly EntryRecord[]
+}
+
+/**
  * Rank files in a checkpoint directory (`CheckpointStore`), read with
- * positioned reads: the header alone, then only the ranges asked for.
+ * positioned reads: the header alone, then only the ranges asked for. A file
+ * with compressed payloads (a flushed disk checkpoint, `compress`) is shown
+ * as if stored raw: its header with raw offsets and lengths, and a range of a
+ * compressed payload read by reading that payload whole, checking it and
+ * decompressing it, then slicing (the newest one is kept for the next ranges).
  *
  * ```ts
  * const source = new DirectorySource(new CheckpointStore('.molotof/jacobi'))
@@ -91,6 +106,10 @@ export interface RankFileSource {
  */
 export class DirectorySource implements RankFileSource {
   readonly counters: SourceCounters = { headerBytes: 0, payloadBytes: 0 }
+  /** The files with compressed payloads met so far, by `seq/rank`. */
+  private readonly encoded = new Map<string, EncodedLayout>()
+  /** The last compressed payload decompressed (ranges of one payload come one after another). */
+  private inflated: { key: string; entry: string; bytes: Uint8Array } | undefined
 
   constructor(private readonly store: CheckpointStore) {}
 
@@ -108,7 +127,9 @@ export class DirectorySource implements RankFileSource {
       const info = await readHeaderOnly(path)
       const dataStart = info.fileBytes - info.header.dataLength
       this.counters.headerBytes += dataStart
-      return { header: info.header, dataStart }
+      const layout = encodedLayout(info.header)
+      if (layout) this.encoded.set(`${seq}/${rank}`, layout)
+      return { header: layout ? layout.logical : info.header, dataStart }
     } catch (e) {
       if (errorCode(e) === 'ENOENT') throw new CheckpointCorruptError(path, 'the file is missing')
       if (e instanceof CheckpointCorruptError) throw e
@@ -122,6 +143,56 @@ export class DirectorySource implements RankFileSource {
 
   async readRanges(seq: number, rank: number, dataStart: number, ranges: readonly ByteRange[], into?: readonly (Uint8Array | undefined)[]): Promise<Uint8Array[]> {
     if (ranges.length === 0) return []
+    const key = `${seq}/${rank}`
+    // A rank serving another's ranges may not have read this file's header yet.
+    if (!this.encoded.has(key)) await this.header(seq, rank)
+    const layout = this.encoded.get(key)
+    if (layout) return this.readEncoded(seq, rank, dataStart, layout, ranges, into)
+    return this.readStored(seq, rank, dataStart, ranges, into)
+  }
+
+  /** `ranges` (raw offsets) of a file with compressed payloads. */
+  private async readEncoded(
+    seq: number,
+    rank: number,
+    dataStart: number,
+    layout: EncodedLayout,
+    ranges: readonly ByteRange[],
+    into?: readonly (Uint8Array | undefined)[],
+  ): Promise<Uint8Array[]> {
+    const path = this.store.fileOf(seq, rank)
+    const key = `${seq}/${rank}`
+    const out: Uint8Array[] = []
+    for (const [i, r] of ranges.entries()) {
+      const e = layout.logical.entries.findIndex((x) => r.offset >= x.offset && r.offset + r.length <= x.offset + x.length)
+      if (e < 0) throw new CheckpointCorruptError(path, `bytes ${r.offset}..${r.offset + r.length} of the data lie in no entry`)
+      const logical = layout.logical.entries[e]
+      const stored = layout.stored[e]
+      const within = r.offset - logical.offset
+      if (!stored.stored) {
+        out.push((await this.readStored(seq, rank, dataStart, [{ offset: stored.offset + within, length: r.length }], [into?.[i]]))[0])
+        continue
+      }
+      let raw = this.inflated?.key === key && this.inflated.entry === stored.name ? this.inflated.bytes : undefined
+      if (!raw) {
+        const [bytes] = await this.readStored(seq, rank, dataStart, [{ offset: stored.offset, length: storedLength(stored) }])
+        const sum = crc32(bytes) >>> 0
+        if (sum !== stored.stored.checksum) {
+          throw new CheckpointCorruptError(path, `checksum mismatch in compressed entry "${stored.name}" (stored 0x${stored.stored.checksum.toString(16).padStart(8, '0')}, computed 0x${sum.toString(16).padStart(8, '0')})`)
+        }
+        raw = decodeStored(stored, bytes, path)
+        this.inflated = { key, entry: stored.name, bytes: raw }
+      }
+      const given = into?.[i]
+      const buf = given && given.byteLength === r.length ? given : new Uint8Array(r.length)
+      buf.set(raw.subarray(within, within + r.length))
+      out.push(buf)
+    }
+    return out
+  }
+
+  /** `ranges` of the file as stored. */
+  private async readStored(seq: number, rank: number, dataStart: number, ranges: readonly ByteRange[], into?: readonly (Uint8Array | undefined)[]): Promise<Uint8Array[]> {
     const path = this.store.fileOf(seq, rank)
     const base = dataStart
     let fh: import('node:fs/promises').FileHandle
@@ -194,6 +265,23 @@ export class SpreadSource implements RankFileSource {
   readAll(seq: number, requests: readonly RangeRequest[]): Promise<Uint8Array[][]> {
     return readEach(this, seq, requests)
   }
+}
+
+/**
+ * A header with compressed payloads as if they were stored raw (raw lengths,
+ * offsets laid out from them), beside its own entries; undefined when every
+ * payload is stored raw.
+ */
+function encodedLayout(header: RankFileHeader): EncodedLayout | undefined {
+  if (!header.entries.some((e) => e.stored !== undefined)) return undefined
+  let offset = 0
+  const entries: EntryRecord[] = header.entries.map((e) => {
+    const { stored: _stored, ...rest } = e
+    const logical = { ...rest, offset }
+    offset = align(offset + e.length)
+    return logical
+  })
+  return { logical: { ...header, entries, dataLength: offset }, stored: header.entries }
 }
 
 /** `readAll` of a source whose every file this process reads itself: each old rank's ranges in turn. */

@@ -10,6 +10,7 @@ import { writeSync, renameSync, openSync, ftruncateSync, closeSync, unlinkSync }
 import { parentPort } from 'node:worker_threads'
 import { crc32 } from 'node:zlib'
 import { compactRuns, copyRuns } from './runs.mjs'
+import { compressPayload } from './payload-codec.mjs'
 
 /**
  * A job for the thread (io-thread.ts posts it; `id` names its replies).
@@ -27,7 +28,8 @@ import { compactRuns, copyRuns } from './runs.mjs'
  *   readonly body?: StageBody,
  * }} StageRequest
  * @typedef {{ id: number, readonly op: 'seal', readonly tmp: string, readonly path: string, readonly header: Uint8Array }} SealRequest
- * @typedef {StageRequest | SealRequest} IoRequest
+ * @typedef {{ id: number, readonly op: 'compress', readonly payloads: readonly { readonly bytes: Uint8Array, readonly width: number }[] }} CompressRequest
+ * @typedef {StageRequest | SealRequest | CompressRequest} IoRequest
  */
 
 /**
@@ -36,7 +38,8 @@ import { compactRuns, copyRuns } from './runs.mjs'
  * header length) or `error` (a file-system error, its code kept).
  *
  * @typedef {{ copied: number[], sums: number[], bytes: number }} StagedValue
- * @typedef {{ id: number, copied?: true, value?: StagedValue | number, error?: { message: string, code?: string } }} IoReply
+ * @typedef {{ stored: Uint8Array, checksum: number } | null} CompressedPayload
+ * @typedef {{ id: number, copied?: true, value?: StagedValue | number | CompressedPayload[], error?: { message: string, code?: string } }} IoReply
  */
 
 // How long a staged job waits at most for `release` (a rank that never calls it only delays its checkpoint).
@@ -111,11 +114,24 @@ function seal(m) {
   return m.header.byteLength
 }
 
+/**
+ * Each payload compressed (see payload-codec.mjs) with the CRC32 of its
+ * stored bytes, or null when compressing would not make it smaller.
+ *
+ * @param {CompressRequest} m @returns {CompressedPayload[]}
+ */
+function compress(m) {
+  return m.payloads.map((p) => {
+    const stored = compressPayload(p.bytes, p.width)
+    return stored === undefined ? null : { stored, checksum: crc32(stored) >>> 0 }
+  })
+}
+
 port.on('message', (/** @type {IoRequest} */ m) => {
   try {
-    port.postMessage(/** @satisfies {IoReply} */ ({ id: m.id, value: m.op === 'stage' ? stage(m) : seal(m) }))
+    port.postMessage(/** @satisfies {IoReply} */ ({ id: m.id, value: m.op === 'stage' ? stage(m) : m.op === 'seal' ? seal(m) : compress(m) }))
   } catch (e) {
-    const tmp = m.op === 'stage' ? m.body?.tmp : m.tmp
+    const tmp = m.op === 'stage' ? m.body?.tmp : m.op === 'seal' ? m.tmp : undefined
     try { if (tmp) unlinkSync(tmp) } catch {} // never created, or already gone: prune deletes leftovers anyway
     const { message, code } = /** @type {NodeJS.ErrnoException} */ (e)
     port.postMessage(/** @satisfies {IoReply} */ ({ id: m.id, error: { message, code } }))
