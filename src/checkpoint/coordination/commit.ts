@@ -13,7 +13,7 @@ import { encodeLight } from '../light/codec.js'
 import { READ_DIGEST, readDigest, replayDigests } from '../recovery/replay-check.js'
 import type { DefaultEntry } from '../registry.js'
 import type { SkeletonState } from '../skeleton-hooks.js'
-import type { CheckpointStore } from '../store/checkpoint-store.js'
+import type { CheckpointStore, RankFileWritten } from '../store/checkpoint-store.js'
 import { CheckpointIoThread, type Staged } from '../store/io-thread.js'
 import type { CommitMarker, RankFileRecord } from '../store/marker.js'
 import { availableMemoryBytes } from '../store/memory-level.js'
@@ -346,6 +346,24 @@ export class CheckpointCommitter {
     }
     const job = { copies, uncompacted, sums: summed.map((e) => (e.bytes instanceof Uint8Array ? [e.bytes] : e.bytes)) }
     const { copied, written } = memory.writeRankFileStaged(seq, rank, this.io, job, reserved.slice(1), headerBytes, header)
+    return this.trackMemoryWrite(state, clock, started, seq, level, written, copies.length > 0 ? copied : undefined)
+  }
+
+  /**
+   * The memory checkpoint in flight, as the commit waits for it: done once
+   * this rank's file is written (or failed). `copied`: the deferred copy of
+   * the domain the next superstep only reads, lent until it ends.
+   */
+  private trackMemoryWrite(
+    state: SkeletonState,
+    clock: ClockState,
+    started: number,
+    seq: number,
+    level: CheckpointLevel,
+    written: Promise<RankFileWritten>,
+    copied: Promise<void> | undefined,
+  ): PendingCheckpoint {
+    const { rank } = this.comm
     const durable = this.background.track(
       written.then(
         (w): WriteResult => ({ written: { rank, file: w.file, bytes: w.bytes, headerChecksum: w.headerChecksum }, ms: performance.now() - started }),
@@ -366,7 +384,7 @@ export class CheckpointCommitter {
     }
     void durable.then(() => (pending.done = true))
     // A superstep that has to wait for the deferred copy stalls too: that wait counts in the stall.
-    if (copies.length > 0) state.write.lend(copied, (ms) => (pending.stallMs += ms))
+    if (copied) state.write.lend(copied, (ms) => (pending.stallMs += ms))
     return pending
   }
 
