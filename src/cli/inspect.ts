@@ -1,12 +1,12 @@
 import { existsSync, readdirSync } from 'node:fs'
 import { basename, dirname, join, resolve } from 'node:path'
+import { LEVEL_KINDS, type LevelKind, type LevelRoots } from '../checkpoint/coordination/levels.js'
 import { readHeaderOnly } from '../checkpoint/format/rank-file.js'
 import { describeBlocker, elasticBlockers } from '../checkpoint/recovery/elastic/line.js'
 import { DirectorySource, SpreadSource, type RankFileSource } from '../checkpoint/recovery/elastic/source.js'
 import { CheckpointStore, validRanks } from '../checkpoint/store/checkpoint-store.js'
 import { alive, lockHolder } from '../checkpoint/store/dir-lock.js'
 import { memoryDirFor, memoryLevelDirectoryIn } from '../checkpoint/store/memory-level.js'
-import { partnerDirOf } from '../checkpoint/store/partner.js'
 import { ConfigError } from '../errors.js'
 import { option } from '../skeletons/options.js'
 import { HELP_OPTION, parseCommand } from './args.js'
@@ -87,7 +87,7 @@ interface Row {
   damaged?: { rank: number; validCopies: { level: LevelName; dir: string }[] }[]
 }
 
-type LevelName = 'memory' | 'disk' | 'partner' | 'shared'
+type LevelName = LevelKind['name']
 
 /** One level's listing; the disk level of several `{node}` directories names them all. */
 interface Level {
@@ -97,6 +97,15 @@ interface Level {
   checkpoints: Row[]
   spares?: { rank: number; bytes: number }[]
 }
+
+/** A level's listing and its kind (the kind stays out of the JSON). */
+interface Listed {
+  kind: LevelKind
+  listing: Level
+}
+
+/** The kinds of level inspect lists, fastest first (see LEVEL_KINDS): the run's own levels and the copies it can find from a directory. */
+const LISTED_KINDS = LEVEL_KINDS.filter((k) => k.inspectTitle !== undefined)
 
 /**
  * Every checkpoint of one level's store, with its validity; `presentOnly`:
@@ -140,11 +149,12 @@ async function rowsOf(store: CheckpointStore, verify: boolean, presentOnly = fal
  * present ones only, on a level holding some ranks' files): the other levels
  * with a valid copy of that file in the same checkpoint of the same run.
  */
-function noteCopies(levels: readonly Level[]): void {
-  for (const l of levels) {
+function noteCopies(listed: readonly Listed[]): void {
+  const levels = listed.map((x) => x.listing)
+  for (const { kind, listing: l } of listed) {
     for (const r of l.checkpoints) {
       if (!r.complete || r.valid || r.ranks === undefined) continue
-      const held = l.level === 'partner' ? r.present : Array.from({ length: r.ranks }, (_, k) => k)
+      const held = kind.someRanks ? r.present : Array.from({ length: r.ranks }, (_, k) => k)
       r.damaged = held
         .filter((rank) => !r.validRanks.includes(rank))
         .map((rank) => ({
@@ -177,31 +187,35 @@ function printRows(rows: readonly Row[], out: (s: string) => void, copies = fals
 }
 
 /** One level in text: its heading, its checkpoints and its spare files. */
-function printLevel(l: Level, verify: boolean, out: (s: string) => void): void {
+function printLevel({ kind, listing: l }: Listed, verify: boolean, out: (s: string) => void): void {
   const where = l.dir ?? (l.dirs ?? []).join(', ')
-  const what = l.level === 'partner' ? 'partner level: copies of other ranks\' files' : `${l.level} level`
+  const what = kind.inspectTitle
   if (l.checkpoints.length === 0) {
     out(`no checkpoints in ${where} (${what})`)
     return
   }
   out(`checkpoints in ${where} (${what})${verify ? ' (checksums verified)' : ''}:`)
-  printRows(l.checkpoints, out, l.level === 'partner')
+  printRows(l.checkpoints, out, kind.someRanks)
   if (l.spares && l.spares.length > 0) {
     const bytes = l.spares.reduce((n, f) => n + f.bytes, 0)
     out(`  spare: ${l.spares.length} rank file${l.spares.length === 1 ? '' : 's'} of pruned checkpoints, ${formatSize(bytes)} (overwritten by the next checkpoints instead of new files)`)
   }
 }
 
-/** A level read from one directory; `presentOnly` for a partner directory (some ranks' files). */
-async function levelOf(level: LevelName, store: CheckpointStore, verify: boolean): Promise<Level> {
-  return { level, dir: store.dir, checkpoints: await rowsOf(store, verify, level === 'partner'), spares: await store.spares() }
+/** A level read from one directory; only the rank files present in a level holding some ranks' files (a partner directory). */
+async function levelOf(kind: LevelKind, dir: string, verify: boolean): Promise<Listed> {
+  const store = new CheckpointStore(dir, kind.volatile ? { volatile: true } : {})
+  return { kind, listing: { level: kind.name, dir: store.dir, checkpoints: await rowsOf(store, verify, kind.someRanks), spares: await store.spares() } }
 }
 
-/** The partner levels of these checkpoint directories: each one's partner/, where present. */
-async function partnerLevels(dirs: readonly string[], verify: boolean): Promise<Level[]> {
-  const found = dirs.map(partnerDirOf).filter((d) => existsSync(d))
-  const levels: Level[] = []
-  for (const d of found) levels.push(await levelOf('partner', new CheckpointStore(d), verify))
+/**
+ * Every level of `kind` found from these roots (one per checkpoint directory
+ * for a level kept inside it, one for a level they share), where present.
+ */
+async function levelsOf(kind: LevelKind, roots: readonly LevelRoots[], verify: boolean): Promise<Listed[]> {
+  const dirs = [...new Set(roots.map((r) => kind.dirOf(r)))].filter((d): d is string => d !== undefined && existsSync(d))
+  const levels: Listed[] = []
+  for (const d of dirs) levels.push(await levelOf(kind, d, verify))
   return levels
 }
 
@@ -251,32 +265,30 @@ export async function inspectCommand(argv: readonly string[], out: (s: string) =
   if (dirs.length > 1) return inspectMany(dirs, f, out)
   if (!existsSync(dir)) throw new ConfigError(`molotof inspect: ${dir} does not exist`)
   const shared = f.sharedDir === undefined ? undefined : sharedLevelDir(f.sharedDir)
-  const listed: Level[] = []
   // A --memory-dir that held the user's files has the level in its sub-directory molotof-memory.
-  const memoryDir = f.memoryDir !== undefined && f.memoryDir !== '' ? memoryLevelDirectoryIn(resolve(f.memoryDir)) : defaultMemoryDir(dir)
-  if (memoryDir !== undefined && existsSync(memoryDir)) listed.push(await levelOf('memory', new CheckpointStore(memoryDir, { volatile: true }), f.verify))
-  const diskStore = new CheckpointStore(dir)
-  const disk = await levelOf('disk', diskStore, f.verify)
-  listed.push(disk, ...(await partnerLevels([dir], f.verify)))
-  if (shared !== undefined) listed.push(await levelOf('shared', new CheckpointStore(shared), f.verify))
+  const memory = f.memoryDir !== undefined && f.memoryDir !== '' ? memoryLevelDirectoryIn(resolve(f.memoryDir)) : defaultMemoryDir(dir)
+  const roots: LevelRoots = { disk: dir, ...(memory !== undefined ? { memory } : {}), ...(shared !== undefined ? { shared } : {}) }
+  const listed: Listed[] = []
+  for (const kind of LISTED_KINDS) listed.push(...(await levelsOf(kind, [roots], f.verify)))
   noteCopies(listed)
-  const holder = await lockHolder(diskStore.dir)
+  const disk = listed.find((l) => l.kind.name === 'disk' && !l.kind.copy)!.listing
+  const holder = await lockHolder(resolve(dir))
   const lock = holder ? { ...holder, running: alive(holder) } : undefined
   if (f.json) {
     // The disk level's fields stay at the top, as before levels existed.
-    out(JSON.stringify({ dir: disk.dir, checkpoints: disk.checkpoints, spares: disk.spares, lock, levels: listed }, null, 2))
+    out(JSON.stringify({ dir: disk.dir, checkpoints: disk.checkpoints, spares: disk.spares, lock, levels: listed.map((l) => l.listing) }, null, 2))
   } else {
     for (const l of listed) {
       printLevel(l, f.verify, out)
-      if (l === disk && lock) {
+      if (l.listing === disk && lock) {
         out(`  lock: pid ${lock.pid} on ${lock.host}, started ${lock.startedAt}${lock.running ? ' (running)' : ' (stale: that run is gone; the next run takes it over)'}`)
       }
     }
   }
   // The newest checkpoint of the memory and disk levels decides the exit code (the copies are only listed).
   const rows = listed
-    .filter((l) => l.level === 'memory' || l.level === 'disk')
-    .flatMap((l) => l.checkpoints)
+    .filter((l) => !l.kind.copy)
+    .flatMap((l) => l.listing.checkpoints)
     .sort((x, y) => x.seq - y.seq || Number(x.valid) - Number(y.valid))
   return exitCodeOf(rows)
 }
@@ -328,15 +340,24 @@ async function inspectMany(dirs: string[], f: InspectFlags, out: (s: string) => 
     }
     if (r.complete && r.valid && r.ranks !== undefined) r.elastic = await elasticityOf(new SpreadSource(fileSources.get(r.seq)!), r.seq, r.ranks)
   }
-  const disk: Level = { level: 'disk', dirs, checkpoints: rows }
-  const levels = [disk, ...(await partnerLevels(dirs, f.verify))]
-  if (shared !== undefined) levels.push(await levelOf('shared', new CheckpointStore(shared), f.verify))
+  // The disk level is the directories together (above); the other levels each directory keeps are listed one by
+  // one. No memory level: its default directory is one checkpoint directory's.
+  const roots: LevelRoots[] = dirs.map((d) => ({ disk: d, ...(shared !== undefined ? { shared } : {}) }))
+  const levels: Listed[] = []
+  for (const kind of LISTED_KINDS) {
+    if (kind.name === 'disk' && !kind.copy) levels.push({ kind, listing: { level: kind.name, dirs, checkpoints: rows } })
+    else levels.push(...(await levelsOf(kind, roots, f.verify)))
+  }
   noteCopies(levels)
-  if (f.json) out(JSON.stringify({ dirs, checkpoints: rows, levels }, null, 2))
+  if (f.json) out(JSON.stringify({ dirs, checkpoints: rows, levels: levels.map((l) => l.listing) }, null, 2))
   else {
-    out(`checkpoints in ${dirs.join(', ')} (disk level)${f.verify ? ' (checksums verified)' : ''}:`)
-    printRows(rows, out)
-    for (const l of levels.slice(1)) printLevel(l, f.verify, out)
+    for (const l of levels) {
+      if (l.listing.dirs === dirs) {
+        // Listed even when empty: every matched directory is named.
+        out(`checkpoints in ${dirs.join(', ')} (${l.kind.inspectTitle})${f.verify ? ' (checksums verified)' : ''}:`)
+        printRows(rows, out)
+      } else printLevel(l, f.verify, out)
+    }
   }
   return exitCodeOf(rows)
 }

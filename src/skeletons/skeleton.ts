@@ -8,7 +8,7 @@ import type { RoutingMode } from '../routing/plan.js'
 import { Router, validateSchedule, type Schedule } from '../routing/router.js'
 import { CheckpointRegistry } from '../checkpoint/registry.js'
 import { parsePolicy, type CheckpointPolicy } from '../checkpoint/policy/policy.js'
-import type { SkeletonState } from '../checkpoint/skeleton-hooks.js'
+import type { RecoveryDecision, RestoreOutcome, SkeletonState } from '../checkpoint/skeleton-hooks.js'
 import { checkRefilledRead } from '../checkpoint/recovery/replay-check.js'
 import { CalcKernel, type StepContext } from './kernel.js'
 import type { RankRuntime } from './runtime.js'
@@ -49,6 +49,9 @@ const RECEIVED = 6
 const POINT = 7
 const SWAP = 8
 const NEXT = 9
+
+/** What a superstep's state machine waits for (see Skeleton.advance): the loop's end, a park with the StepScheduler, or a promise. */
+type Pending = typeof DONE | typeof WOULD_WAIT | Promise<unknown>
 
 /**
  * The GReLoSSS main loop of one skeleton. Each superstep: calculate → route
@@ -141,109 +144,154 @@ export class Skeleton<It, D extends Domain> {
     if (this.finished) throw new ConfigError(`${this.name} has already run`)
     this.finished = true
     this.checkRegistration()
-    const { rt, kernel: k, router } = this
-    const { rank, size } = rt.comm
-    const owner = this.domains[0]
-    let [read, write] = this.domains
-    read.allocator = write.allocator = rt.comm.allocator
-    const parts = (this.parts = new PartitionTracker(owner, rank, size, this.name, rt.partitions?.slot(this.index, this.name)))
-
-    rt.onSkeletonStart?.(this.index, this.total, this.name)
-    const recovery = rt.hooks.recoveryFor(this.index)
+    const recovery = this.open()
     if (recovery.kind === 'skip') {
-      rt.status.set(this.index, -1, 'replay')
-      return read
+      this.rt.status.set(this.index, -1, 'replay')
+      return this.domains[0]
     }
+    this.rt.status.set(this.index, 0, 'init')
+    const s = this.initialize()
+    if (s === undefined) return this.domains[0]
+    if (recovery.kind === 'normal') {
+      await this.routeInitial(s)
+      this.at = BEGIN
+    } else {
+      await this.resume(s, recovery.step)
+      if (this.last) return this.finish(s.read, s.partition, s.step)
+      // The loop goes on with the superstep after the recovery step.
+      this.at = NEXT
+    }
+    await this.loop()
+    return this.finish(s.read, s.partition, s.step)
+  }
 
-    rt.status.set(this.index, 0, 'init')
-    let step = 0
-    let it = k.begin()
-    if (k.end(it)) return read
-    let nextIt = k.next(it)
-    let last = k.end(nextIt)
-    let part = parts.at(0)
-    let partNext = last ? undefined : parts.at(1)
+  /** The domains on the rank's allocator, the partitions tracked, and what a recovery makes of this skeleton. */
+  private open(): RecoveryDecision {
+    const { rt } = this
+    const { rank, size } = rt.comm
+    const [read, write] = this.domains
+    read.allocator = write.allocator = rt.comm.allocator
+    this.parts = new PartitionTracker(this.domains[0], rank, size, this.name, rt.partitions?.slot(this.index, this.name))
+    rt.onSkeletonStart?.(this.index, this.total, this.name)
+    return rt.hooks.recoveryFor(this.index)
+  }
+
+  /**
+   * Step 0: its partition, the domains' boxes and the kernel's initialize;
+   * the state the loop and the checkpoint hooks share from here on.
+   * Undefined when the loop has no step.
+   */
+  private initialize(): Mutable<SkeletonState<It, D>> | undefined {
+    const { kernel: k } = this
+    const { rank, size } = this.rt.comm
+    const owner = this.domains[0]
+    const [read, write] = this.domains
+    const it = k.begin()
+    if (k.end(it)) return undefined
+    this.nextIt = k.next(it)
+    this.last = k.end(this.nextIt)
+    const part = this.parts!.at(0)
+    const partNext = this.last ? undefined : this.parts!.at(1)
     assertDomainsFit(part.needed[rank].hull(part.possessed[rank]).volume, DTYPES[owner.dtype].BYTES_PER_ELEMENT * owner.components, this.name, rank)
-
     read.resize(part.needed[rank])
     write.resize(this.writeBox(part, partNext, rank))
     read.setPossessedBox(part.possessed[rank])
     write.setPossessedBox(part.possessed[rank])
     const initCtx: StepContext = { rank, size, step: 0 }
     k.initialize(read, write, initCtx)
+    return this.state(0, it, read, write, part, partNext)
+  }
 
-    let at = BEGIN
-    if (recovery.kind === 'normal') {
-      // Step 0 reads what its possessors initialized, as every later step reads what they computed:
-      // `initialize` fills possessed cells only, the framework routes the rest of needed(0) (halos in
-      // border mode, the blocks a rank needs beyond its own in circulation). A resume routes after its restore instead.
+  /**
+   * Step 0 reads what its possessors initialized, as every later step reads
+   * what they computed: `initialize` fills possessed cells only, the
+   * framework routes the rest of needed(0) (halos in border mode, the blocks
+   * a rank needs beyond its own in circulation). A resume routes after its
+   * restore instead.
+   */
+  private async routeInitial(s: SkeletonState<It, D>): Promise<void> {
+    const { router } = this
+    this.rt.status.phase('route')
+    const routed = router.route(router.plan(s.partition, s.partition), s.read, s.read, this.tag(INITIAL_ROUTE))
+    if (routed) await routed
+    // A circulation kernel may change its block in `read` at step 0: no peer may still be reading it.
+    const settled = router.settle(s.read)
+    if (settled) await settled
+  }
+
+  /**
+   * The skeleton of the recovery line: replay the iterator to the recovery
+   * step, restore the checkpoint there, have the kernel rebuild what it left
+   * out and route what the next superstep needs; then swap, as the end of
+   * that superstep did.
+   */
+  private async resume(s: Mutable<SkeletonState<It, D>>, recoveryStep: number): Promise<void> {
+    const { rt } = this
+    const { rank } = rt.comm
+    rt.status.set(this.index, 0, 'replay')
+    const replayStart = performance.now()
+    this.replayTo(s, recoveryStep)
+    const replayMs = performance.now() - replayStart
+    rt.status.set(this.index, s.step, 'restore')
+    const restoreStart = performance.now()
+    const restored = await rt.hooks.restore(s)
+    await this.refill(s, restored)
+    // What the failure-free run's next step read, where the checkpoint recorded its digest (a domain left out of it).
+    if (restored.readDigest !== undefined) checkRefilledRead(s, rank, restored.readDigest)
+    rt.hooks.resumed({ skeleton: this.index, step: s.step, replayMs, restoreMs: performance.now() - restoreStart })
+    const was = s.read
+    s.read = s.write
+    s.write = was
+  }
+
+  /** Fast-forward: walk the iterator only (no calculate, no routing) up to `recoveryStep`, and size the domains as that step had them. */
+  private replayTo(s: Mutable<SkeletonState<It, D>>, recoveryStep: number): void {
+    const { kernel: k } = this
+    const { rank } = this.rt.comm
+    while (s.step < recoveryStep) {
+      if (this.last) throw new ConfigError(`${this.name}: the recovery step ${recoveryStep} is past the end of the loop (${s.step})`)
+      s.it = this.nextIt
+      s.step++
+      this.nextIt = k.next(s.it)
+      this.last = k.end(this.nextIt)
+    }
+    const parts = this.parts!
+    s.partition = parts.at(s.step)
+    s.next = this.last ? undefined : parts.at(s.step + 1)
+    // The step's read box is the write box of the step before it.
+    const before = s.step === 0 ? undefined : parts.at(s.step - 1)
+    s.read.resize(before ? this.writeBox(before, s.partition, rank) : s.partition.needed[rank])
+    s.write.resize(this.writeBox(s.partition, s.next, rank))
+  }
+
+  /**
+   * After a restore: a domain the program left out of the checkpoint is the
+   * kernel's to rebuild, seen as the next superstep will (the one the next
+   * step reads: its possessed cells; initialize's values stand otherwise),
+   * and the next superstep's needed cells come from their possessors.
+   */
+  private async refill(s: SkeletonState<It, D>, restored: RestoreOutcome): Promise<void> {
+    const { rt, kernel: k, router } = this
+    const { rank, size } = rt.comm
+    const { read, write, partition: part, next: partNext } = s
+    const refilled = !restored.read
+    if (!restored.read || !restored.write) {
+      const box = (partNext ?? part).possessed[rank]
+      write.setPossessedBox(box)
+      read.setPossessedBox(box)
+      k.rebuild(write, read, { rank, size, step: s.step + 1, it: this.nextIt, restored: { read: restored.read, write: restored.write } })
+    }
+    if (partNext && (restored.reroute || refilled) && (!this.customRoute || (await this.agreeRoute(s.it, s.step)))) {
       rt.status.phase('route')
-      const routed = router.route(router.plan(part, part), read, read, this.tag(INITIAL_ROUTE))
-      if (routed) await routed
-      // A circulation kernel may change its block in `read` at step 0: no peer may still be reading it.
-      const settled = router.settle(read)
-      if (settled) await settled
+      if (refilled) {
+        await router.route(router.plan(partNext, partNext), write, write, this.tag(s.step))
+        // As before step 0: a circulation kernel may change its block while a peer still reads it.
+        const settled = router.settle(write)
+        if (settled) await settled
+      } else {
+        await router.route(router.plan(part, partNext), this.mode === 'border' ? write : read, write, this.tag(s.step))
+      }
     }
-    if (recovery.kind === 'resume') {
-      // Fast-forward: replay the iterator only, up to the recovery step.
-      rt.status.set(this.index, 0, 'replay')
-      const replayStart = performance.now()
-      while (step < recovery.step) {
-        if (last) throw new ConfigError(`${this.name}: the recovery step ${recovery.step} is past the end of the loop (${step})`)
-        it = nextIt
-        step++
-        nextIt = k.next(it)
-        last = k.end(nextIt)
-      }
-      part = parts.at(step)
-      partNext = last ? undefined : parts.at(step + 1)
-      // The step's read box is the write box of the step before it.
-      const before = step === 0 ? undefined : parts.at(step - 1)
-      read.resize(before ? this.writeBox(before, part, rank) : part.needed[rank])
-      write.resize(this.writeBox(part, partNext, rank))
-      const replayMs = performance.now() - replayStart
-      rt.status.set(this.index, step, 'restore')
-      const restoreStart = performance.now()
-      const state = this.state(step, it, read, write, part, partNext)
-      const restored = await rt.hooks.restore(state)
-      // The domain the next superstep reads was left out of the checkpoint: its possessed cells are the
-      // kernel's to refill (rebuild, or initialize's values), the rest comes from their possessors.
-      const refilled = !restored.read
-      if (!restored.read || !restored.write) {
-        // The program left a domain out: its kernel rebuilds it, seen as the next superstep will.
-        const box = (partNext ?? part).possessed[rank]
-        write.setPossessedBox(box)
-        read.setPossessedBox(box)
-        k.rebuild(write, read, { rank, size, step: step + 1, it: nextIt, restored: { read: restored.read, write: restored.write } })
-      }
-      if (partNext && (restored.reroute || refilled) && (!this.customRoute || (await this.agreeRoute(it, step)))) {
-        rt.status.phase('route')
-        if (refilled) {
-          await router.route(router.plan(partNext, partNext), write, write, this.tag(step))
-          // As before step 0: a circulation kernel may change its block while a peer still reads it.
-          const settled = router.settle(write)
-          if (settled) await settled
-        } else {
-          await router.route(router.plan(part, partNext), this.mode === 'border' ? write : read, write, this.tag(step))
-        }
-      }
-      // What the failure-free run's next step read, where the checkpoint recorded its digest (a domain left out of it).
-      if (restored.readDigest !== undefined) checkRefilledRead(state, rank, restored.readDigest)
-      rt.hooks.resumed({ skeleton: this.index, step, replayMs, restoreMs: performance.now() - restoreStart })
-      const was = read
-      read = write
-      write = was
-      if (last) return this.finish(read, part, step)
-      // The loop goes on with the superstep after the recovery step.
-      at = NEXT
-    }
-
-    this.at = at
-    this.nextIt = nextIt
-    this.last = last
-    const loop = this.state(step, it, read, write, part, partNext)
-    await this.loop()
-    return this.finish(loop.read, loop.partition, loop.step)
   }
 
   /**
@@ -266,112 +314,156 @@ export class Skeleton<It, D extends Domain> {
   /**
    * The per-superstep path as a state machine (see Stepper): one
    * superstep is calculate → route (when the kernel says so, agreed by all
-   * ranks) → checkpoint point → swap. No closures, no new objects; a promise
-   * only when something is really pending (an await costs a few hundred
-   * bytes). `driven`: run by the StepScheduler, which yields to the event
-   * loop itself.
+   * ranks) → checkpoint point → swap. Each state is a step method below,
+   * which returns what to wait for, or undefined to go on. No closures, no
+   * new objects; a promise only when something is really pending (an await
+   * costs a few hundred bytes). `driven`: run by the StepScheduler, which
+   * yields to the event loop itself.
    */
-  private advance(driven: boolean): typeof DONE | typeof WOULD_WAIT | Promise<unknown> {
-    const { rt, kernel: k, router } = this
-    const rank = rt.comm.rank
+  private advance(driven: boolean): Pending {
     const s = this.current!
     for (;;) {
+      let pending: Pending | undefined
       switch (this.at) {
-        case BEGIN: {
-          rt.status.set(this.index, s.step, 'calculate')
-          this.at = SETTLE
-          // The memory checkpoint of the point before last may still be copying this domain (read-only since).
-          if (s.write.lent) return s.write.returned()
+        case BEGIN:
+          pending = this.stepBegin(s)
           break
-        }
-        case SETTLE: {
-          this.at = CALCULATE
-          const settled = router.settle(s.write)
-          if (settled) return settled
+        case SETTLE:
+          pending = this.stepSettle(s)
           break
-        }
-        case CALCULATE: {
-          const { read, write, partition: part, next: partNext } = s
-          write.resize(this.writeBox(part, partNext, rank))
-          const mine = part.possessed[rank]
-          read.setPossessedBox(mine)
-          write.setPossessedBox(mine)
-          k.calculate(read, write, s.it, s.step)
-          if (!partNext) {
-            this.at = POINT
-          } else if (this.customRoute) {
-            this.at = AGREED
-            return this.agreeRoute(s.it, s.step)
-          } else {
-            this.at = ROUTE
-          }
+        case CALCULATE:
+          pending = this.stepCalculate(s)
           break
-        }
-        case AGREED: {
-          this.at = this.resumed === true ? ROUTE : POINT
-          this.resumed = undefined
+        case AGREED:
+          this.stepAgreed()
           break
-        }
-        case ROUTE: {
-          rt.status.phase('route')
-          const { read, write } = s
-          const begun = router.begin(router.plan(s.partition, s.next!), this.mode === 'border' ? write : read, write, this.tag(s.step))
-          if (begun === true) {
-            this.at = POINT
-          } else if (begun === false) {
-            this.at = RECEIVE
-          } else {
-            this.at = POINT
-            return begun
-          }
+        case ROUTE:
+          pending = this.stepRoute(s)
           break
-        }
-        case RECEIVE: {
-          if (router.takeArrived()) {
-            this.at = POINT
-            break
-          }
-          if (rt.scheduler) return WOULD_WAIT
-          this.at = RECEIVED
-          return router.nextMessage()
-        }
-        case RECEIVED: {
-          const m = this.resumed as Message
-          this.resumed = undefined
-          this.at = RECEIVE
-          router.accept(m)
+        case RECEIVE:
+          pending = this.stepReceive()
           break
-        }
-        case POINT: {
-          rt.status.phase('checkpoint')
-          this.at = SWAP
-          const point = rt.hooks.checkpointPoint(s, this.last)
-          if (point) return point
+        case RECEIVED:
+          this.stepReceived()
           break
-        }
-        case SWAP: {
-          rt.status.phase('swap')
-          const was = s.read
-          s.read = s.write
-          s.write = was
-          rt.onStep?.(this.index, s.step, this.total)
-          if (this.last) return DONE
-          this.at = NEXT
-          if (!driven && this.yieldClock.due()) return this.yieldToEventLoop()
+        case POINT:
+          pending = this.stepPoint(s)
           break
-        }
-        case NEXT: {
-          s.it = this.nextIt
-          s.step++
-          s.partition = s.next!
-          this.nextIt = k.next(s.it)
-          this.last = k.end(this.nextIt)
-          s.next = this.last ? undefined : this.parts!.at(s.step + 1)
-          this.at = BEGIN
+        case SWAP:
+          pending = this.stepSwap(s, driven)
           break
-        }
+        case NEXT:
+          this.stepNext(s)
+          break
       }
+      if (pending !== undefined) return pending
     }
+  }
+
+  /** The memory checkpoint of the point before last may still be copying the domain about to be written (read-only since): wait for it. */
+  private stepBegin(s: SkeletonState<It, D>): Pending | undefined {
+    this.rt.status.set(this.index, s.step, 'calculate')
+    this.at = SETTLE
+    return s.write.lent ? s.write.returned() : undefined
+  }
+
+  /** Sends of the previous superstep may still read the domain about to be written: wait for them. */
+  private stepSettle(s: SkeletonState<It, D>): Pending | undefined {
+    this.at = CALCULATE
+    return this.router.settle(s.write)
+  }
+
+  /** The kernel computes this rank's possessed cells; then routing (agreed first when the kernel decides it) or the checkpoint point. */
+  private stepCalculate(s: SkeletonState<It, D>): Pending | undefined {
+    const rank = this.rt.comm.rank
+    const { read, write, partition: part, next: partNext } = s
+    write.resize(this.writeBox(part, partNext, rank))
+    const mine = part.possessed[rank]
+    read.setPossessedBox(mine)
+    write.setPossessedBox(mine)
+    this.kernel.calculate(read, write, s.it, s.step)
+    if (!partNext) {
+      this.at = POINT
+    } else if (this.customRoute) {
+      this.at = AGREED
+      return this.agreeRoute(s.it, s.step)
+    } else {
+      this.at = ROUTE
+    }
+    return undefined
+  }
+
+  /** The ranks agreed whether to route this superstep (the value of agreeRoute). */
+  private stepAgreed(): void {
+    this.at = this.resumed === true ? ROUTE : POINT
+    this.resumed = undefined
+  }
+
+  /** Send what the next superstep needs; receive at once what is there, otherwise wait for messages. */
+  private stepRoute(s: SkeletonState<It, D>): Pending | undefined {
+    this.rt.status.phase('route')
+    const { read, write } = s
+    const router = this.router
+    const begun = router.begin(router.plan(s.partition, s.next!), this.mode === 'border' ? write : read, write, this.tag(s.step))
+    if (begun === true) {
+      this.at = POINT
+    } else if (begun === false) {
+      this.at = RECEIVE
+    } else {
+      this.at = POINT
+      return begun
+    }
+    return undefined
+  }
+
+  /** Every message arrived: the checkpoint point; otherwise wait for the next one (or let the StepScheduler park this rank). */
+  private stepReceive(): Pending | undefined {
+    if (this.router.takeArrived()) {
+      this.at = POINT
+      return undefined
+    }
+    if (this.rt.scheduler) return WOULD_WAIT
+    this.at = RECEIVED
+    return this.router.nextMessage()
+  }
+
+  /** A message came (the value of nextMessage): take it in, then look for the rest. */
+  private stepReceived(): void {
+    const m = this.resumed as Message
+    this.resumed = undefined
+    this.at = RECEIVE
+    this.router.accept(m)
+  }
+
+  /** The checkpoint point: the hooks return a promise only when they have something to do. */
+  private stepPoint(s: SkeletonState<It, D>): Pending | undefined {
+    this.rt.status.phase('checkpoint')
+    this.at = SWAP
+    return this.rt.hooks.checkpointPoint(s, this.last)
+  }
+
+  /** The domains swap (a pointer swap); the last superstep ends the loop; now and then the event loop runs. */
+  private stepSwap(s: Mutable<SkeletonState<It, D>>, driven: boolean): Pending | undefined {
+    this.rt.status.phase('swap')
+    const was = s.read
+    s.read = s.write
+    s.write = was
+    this.rt.onStep?.(this.index, s.step, this.total)
+    if (this.last) return DONE
+    this.at = NEXT
+    if (!driven && this.yieldClock.due()) return this.yieldToEventLoop()
+    return undefined
+  }
+
+  /** The next superstep: its iterator, step number and partitions. */
+  private stepNext(s: Mutable<SkeletonState<It, D>>): void {
+    s.it = this.nextIt
+    s.step++
+    s.partition = s.next!
+    this.nextIt = this.kernel.next(s.it)
+    this.last = this.kernel.end(this.nextIt)
+    s.next = this.last ? undefined : this.parts!.at(s.step + 1)
+    this.at = BEGIN
   }
 
   /**

@@ -8,19 +8,19 @@ import type { FaultToleranceConfig, ProgramIdentity } from '../config.js'
 import type { CheckpointAt, CheckpointControl } from '../control.js'
 import type { CheckpointEvent, CheckpointLevel } from '../events.js'
 import type { CodeIdentity } from '../format/code-record.js'
-import { encodeRankFile, PLACEHOLDER_CHECKSUM, type EntryInput } from '../format/rank-file.js'
+import { encodeRankFile, PLACEHOLDER_CHECKSUM, type EntryInput, type RankFileMeta } from '../format/rank-file.js'
 import { encodeLight } from '../light/codec.js'
 import { READ_DIGEST, readDigest, replayDigests } from '../recovery/replay-check.js'
 import type { DefaultEntry } from '../registry.js'
 import type { SkeletonState } from '../skeleton-hooks.js'
-import type { CheckpointStore } from '../store/checkpoint-store.js'
+import type { CheckpointStore, RankFileWritten } from '../store/checkpoint-store.js'
 import { CheckpointIoThread, type Staged } from '../store/io-thread.js'
 import type { CommitMarker, RankFileRecord } from '../store/marker.js'
 import { availableMemoryBytes } from '../store/memory-level.js'
 import { domainPayload, StagingBuffers } from '../store/staging.js'
 import { BackgroundWork } from './background.js'
 import type { CheckpointCopies } from './copies.js'
-import { ownLevel, type Level } from './levels.js'
+import type { Level } from './levels.js'
 import type { ClockState } from './vote.js'
 import { formatSize } from '../../util/bytes.js'
 
@@ -30,6 +30,12 @@ interface WriteResult {
   failure?: string
   /** From the checkpoint point to the file being there (ms). */
   ms: number
+}
+
+/** One rank's record of a disk checkpoint's write, as the commit gathers it. */
+interface DurableRecord extends WriteResult {
+  /** Rank 0's word: this checkpoint also goes to the shared level. */
+  shared: boolean
 }
 
 /** A checkpoint whose file is being written on this rank and that is not committed yet. */
@@ -53,6 +59,18 @@ interface PendingCheckpoint {
 }
 
 /**
+ * A level the committer writes to (memory and disk: the levels the vote
+ * writes to), what is in flight on it and the copies it feeds.
+ */
+interface OwnLevel {
+  readonly level: Level
+  /** Its checkpoint being written (memory) or flushed (disk) in the background, not committed yet. */
+  pending: PendingCheckpoint | undefined
+  /** The copies of its committed checkpoints to the levels it feeds (levels.ts), when the run makes any. */
+  readonly copies: CheckpointCopies | undefined
+}
+
+/**
  * Writing this rank's file of a checkpoint and committing it with the other
  * ranks, on a level.
  *
@@ -72,6 +90,11 @@ interface PendingCheckpoint {
  * own: `{node}` or `{rank}` in the directory name); a failure anywhere fails every rank alike and leaves the
  * previous checkpoint of that level intact.
  *
+ * The levels it writes are a list, fastest first (`own`: memory, disk),
+ * walked where every level is treated alike (what is in flight, the poll,
+ * committing everything); the memory and disk entries of that list are also
+ * named where the protocol differs (the memory write, the flush from it).
+ *
  * ```ts
  * const commits = new CheckpointCommitter(comm, cfg, id, await openLevels(comm, cfg, policies), firstSeq, { onCheckpoint, control })
  * await commits.write(state, clock, performance.now(), 'memory')
@@ -79,10 +102,12 @@ interface PendingCheckpoint {
  * ```
  */
 export class CheckpointCommitter {
-  /** A memory checkpoint being written in the background, not committed yet. */
-  private pendingMemory: PendingCheckpoint | undefined
-  /** A disk checkpoint being flushed in the background, not committed yet. */
-  private pending: PendingCheckpoint | undefined
+  /** The levels this committer writes, fastest first: memory (when the run has it), disk. */
+  private readonly own: OwnLevel[]
+  /** The memory level of `own`, when the run has one: checkpoints are written there and flushed to disk. */
+  private readonly memory: OwnLevel | undefined
+  /** The disk level of `own`. */
+  private readonly disk: OwnLevel
   /** Rank 0: the commit marker (and prune) of a flushed disk checkpoint, written in the background; resolves to a failure message. */
   private markerWrite: Promise<string | undefined> | undefined
   private readonly staging = new StagingBuffers()
@@ -93,8 +118,6 @@ export class CheckpointCommitter {
   private readonly flushIo: CheckpointIoThread | undefined
   /** Every write, flush and marker started in the background, until it ends (see `settle`). */
   private readonly background = new BackgroundWork()
-  private readonly store: CheckpointStore
-  private readonly memory: CheckpointStore | undefined
   /** Memory checkpoints present (rank 0 discards all but the newest and the one being flushed). */
   private memoryKept: number[]
   /** Skeletons whose memory checkpoints were checked against free RAM. */
@@ -119,23 +142,15 @@ export class CheckpointCommitter {
      */
     private readonly allCopies: readonly CheckpointCopies[] = [],
   ) {
-    const disk = ownLevel(levels, 'disk')
+    // The levels the vote writes to, in the order of the run's levels (fastest first).
+    this.own = levels.filter((l) => l.policy !== undefined && !l.copy).map((level) => ({ level, pending: undefined, copies: allCopies.find((c) => c.from === level.name) }))
+    const disk = this.own.find((w) => w.level.name === 'disk')
     if (!disk) throw new InternalError('a run without a disk level')
-    const memory = ownLevel(levels, 'memory')
-    this.store = disk.store
-    this.memory = memory?.store
-    // Whether this rank writes the `COMMIT` markers and prunes, on each level: the lowest rank of its directory.
-    this.writesMarker = { disk: disk.writesMarker, memory: memory?.writesMarker === true }
-    this.memoryKept = memory ? memory.listed.map((s) => s.seq) : []
-    this.copies = allCopies.find((c) => c.from === 'disk')
-    this.memoryCopies = allCopies.find((c) => c.from === 'memory')
+    this.disk = disk
+    this.memory = this.own.find((w) => w.level.name === 'memory')
+    this.memoryKept = this.memory ? this.memory.level.listed.map((s) => s.seq) : []
     this.flushIo = cfg.compress === true ? new CheckpointIoThread() : undefined
   }
-
-  private readonly writesMarker: { disk: boolean; memory: boolean }
-  /** The copies of disk checkpoints, and of memory checkpoints, when the run makes any. */
-  private readonly copies: CheckpointCopies | undefined
-  private readonly memoryCopies: CheckpointCopies | undefined
 
   /** The number the next checkpoint will get. */
   get nextSeq(): number {
@@ -156,59 +171,79 @@ export class CheckpointCommitter {
     await this.flushIo?.close()
   }
 
-  /** A checkpoint is being written or flushed in the background and not committed yet. */
+  /** A checkpoint is being written or flushed in the background and not committed yet (plain loops: asked at checkpoint points). */
   get inFlight(): boolean {
-    return this.pending !== undefined || this.pendingMemory !== undefined || this.copying
-  }
-
-  /** Copies of some level are in flight (a plain loop: asked at checkpoint points). */
-  private get copying(): boolean {
-    for (const c of this.allCopies) if (c.inFlight) return true
+    for (let j = 0; j < this.own.length; j++) if (this.own[j].pending !== undefined) return true
+    for (let i = 0; i < this.allCopies.length; i++) if (this.allCopies[i].inFlight) return true
     return false
   }
 
   /**
    * Commit what was written in the background if every rank's write is done
    * (collective: one allreduce while anything is in flight). One sum answers
-   * every level, one digit in base size+1 each: flushes not done count 1,
-   * memory writes size+1, the copies of level i of `allCopies` (size+1)^(2+i);
-   * the highest digit is committed first.
+   * every level, one digit in base size+1 each: the own levels' writes not
+   * done count 1 in theirs, the slowest level lowest (with a memory level: a
+   * flush not done counts 1, a memory write size+1), and the copies of
+   * level i of `allCopies` count 1 in the digit above them, (size+1)^(n+i)
+   * for n own levels; the highest digit is committed first.
    */
   async commitIfAllDurable(): Promise<void> {
-    const memory = this.pendingMemory
-    const flush = this.pending
-    if (!memory && !flush && !this.copying) return
-    const inFlight = this.allCopies.map((c) => c.inFlight)
+    if (!this.inFlight) return
+    const n = this.own.length
+    // What was in flight when this rank polled: only that is committed (a commit may start a flush meanwhile).
+    const polled = this.own.map((w) => w.pending)
+    const copying = this.allCopies.map((c) => c.inFlight)
     const base = this.comm.size + 1
-    let notDone = (flush && !flush.done ? 1 : 0) + (memory && !memory.done ? base : 0)
-    for (const [i, c] of this.allCopies.entries()) if (inFlight[i] && !c.done) notDone += base ** (2 + i)
+    let notDone = 0
+    for (const [j, p] of polled.entries()) if (p && !p.done) notDone += base ** (n - 1 - j)
+    for (const [i, c] of this.allCopies.entries()) if (copying[i] && !c.done) notDone += base ** (n + i)
     const sum = await this.comm.allreduce(notDone, 'sum')
-    for (let i = this.allCopies.length - 1; i >= 0; i--) if (inFlight[i] && Math.floor(sum / base ** (2 + i)) % base === 0) await this.allCopies[i].finish()
-    if (memory && Math.floor(sum / base) % base === 0) await this.finishMemory()
-    if (flush && sum % base === 0 && this.pending === flush) await this.finishPending()
+    const doneEverywhere = (digit: number) => Math.floor(sum / base ** digit) % base === 0
+    for (let i = this.allCopies.length - 1; i >= 0; i--) if (copying[i] && doneEverywhere(n + i)) await this.allCopies[i].finish()
+    for (const [j, p] of polled.entries()) if (p && doneEverywhere(n - 1 - j) && this.own[j].pending === p) await this.commitUpTo(j)
   }
 
   /**
    * Commit everything in flight (collective: all ranks reach it together):
-   * the memory checkpoint, then the disk flush. `final` (end of a skeleton,
-   * preemption, interruption) also waits for a flush started by that commit
-   * and, on rank 0, for the disk commit marker written in the background.
+   * every own level's checkpoint, fastest first (the memory checkpoint, then
+   * the disk flush). `final` (end of a skeleton, preemption, interruption)
+   * also waits for a flush started by that commit, for the copies and, on
+   * rank 0, for the disk commit marker written in the background.
    */
   async finishPending(final = false): Promise<void> {
-    await this.finishMemory()
-    const p = this.pending
-    this.pending = undefined
-    if (p) await this.commit(p)
+    await this.commitUpTo(this.own.length - 1)
     // The end of a skeleton, a preemption or an interruption also waits for the copies of the last checkpoints.
     if (final) for (const c of this.allCopies) await c.finish(true)
-    if (final && this.memory) {
-      // Every rank leaves a final point only once rank 0's background marker is written: a run stopped
-      // right after it (interruption, preemption, the end) has that checkpoint committed, and a failure
-      // to write it fails every rank alike.
-      const failure = await this.markerFailure()
-      const why = (await this.comm.allgather(failure)).find((f) => f !== undefined)
-      if (why !== undefined) throw new CheckpointError(why)
+    if (final && this.memory) await this.agreeOnBackgroundMarker()
+  }
+
+  /**
+   * Commit the checkpoints in flight on the own levels up to `j`, fastest
+   * first: a slower level's checkpoint is committed only after the faster
+   * ones (a disk flush after the memory checkpoint it may come from).
+   */
+  private async commitUpTo(j: number): Promise<void> {
+    for (let k = 0; k <= j; k++) {
+      const w = this.own[k]
+      if (w === this.memory) await this.finishMemory()
+      else {
+        const p = w.pending
+        w.pending = undefined
+        if (p) await this.commit(p)
+      }
     }
+  }
+
+  /**
+   * Every rank leaves a final point only once rank 0's background marker is
+   * written: a run stopped right after it (interruption, preemption, the
+   * end) has that checkpoint committed, and a failure to write it fails
+   * every rank alike.
+   */
+  private async agreeOnBackgroundMarker(): Promise<void> {
+    const failure = await this.markerFailure()
+    const why = (await this.comm.allgather(failure)).find((f) => f !== undefined)
+    if (why !== undefined) throw new CheckpointError(why)
   }
 
   /** Rank 0: wait for the background marker write; its failure message, if any. */
@@ -226,28 +261,69 @@ export class CheckpointCommitter {
    * returning.
    */
   async write(state: SkeletonState, clock: ClockState, started: number, level: CheckpointLevel, final = false): Promise<void> {
-    const { rank, size } = this.comm
-    const memory = this.memory
-    // The staging buffers are reused: the previous memory checkpoint must be written (and is committed) first.
-    if (memory) await this.finishMemory()
-    if (level === 'disk') await this.finishPending()
-    // A background checkpoint commits at a later vote: its level's interval runs from this point, or that
-    // vote would find the level due again and write a second checkpoint right behind this one.
-    if (memory && clock.memory) clock.memory.lastAt = started
-    if (memory && level === 'disk') clock.lastAt = started
+    await this.makeRoom(clock, started, level)
     const seq = this.seq++
-    const at = { skeleton: state.index, step: state.step }
+    const meta = this.metaOf(state)
+    const memory = this.memory?.level.store
+    if (memory === undefined) {
+      await this.writeAndCommitDisk(state, clock, started, seq, meta)
+      return
+    }
+    const pending = await this.stageMemoryWrite(state, clock, started, seq, meta, level, memory)
+    this.memory!.pending = pending
+    // The point is over: the I/O thread may take a core now.
+    this.io.release()
+    if (final) await this.finishPending(true)
+  }
+
+  /**
+   * Before a checkpoint: commit the one in flight on the levels it goes to.
+   * The staging buffers are reused, so the previous memory checkpoint must be
+   * written (and is committed) first; a disk checkpoint commits the previous
+   * flush. A background checkpoint commits at a later vote: its level's
+   * interval runs from this point, or that vote would find the level due
+   * again and write a second checkpoint right behind this one.
+   */
+  private async makeRoom(clock: ClockState, started: number, level: CheckpointLevel): Promise<void> {
+    if (this.memory) await this.finishMemory()
+    if (level === 'disk') await this.finishPending()
+    if (this.memory && clock.memory) clock.memory.lastAt = started
+    if (this.memory && level === 'disk') clock.lastAt = started
+  }
+
+  /** The header fields of this rank's file of a checkpoint of `state`, with the digests a replay checks. */
+  private metaOf(state: SkeletonState): RankFileMeta {
+    const { rank, size } = this.comm
     const digests = replayDigests(state)
     // The domain the next step reads, when left out: its digest lets a recovery check what refills it.
     const read = this.saves(state, 'read') ? undefined : readDigest(state, rank)
     if (read !== undefined) digests[READ_DIGEST] = read
-    const meta = { fingerprint: this.id.fingerprint, skeleton: state.index, step: state.step, rank, size, settings: this.id.settings, digests, ...this.stamp }
-    if (memory === undefined) {
-      const parts = encodeRankFile(meta, this.entries(state, this.staging))
-      const durable = this.background.track(this.writeDisk(seq, at, parts, started))
-      await this.commit({ seq, skeleton: state.index, step: state.step, clock, started, durable, done: false, background: false, stallMs: 0 })
-      return
-    }
+    return { fingerprint: this.id.fingerprint, skeleton: state.index, step: state.step, rank, size, settings: this.id.settings, digests, ...this.stamp }
+  }
+
+  /** No memory level: this rank's file written to disk at the checkpoint point, and committed there with the others'. */
+  private async writeAndCommitDisk(state: SkeletonState, clock: ClockState, started: number, seq: number, meta: RankFileMeta): Promise<void> {
+    const parts = encodeRankFile(meta, this.entries(state, this.staging))
+    const durable = this.background.track(this.writeDisk(seq, { skeleton: state.index, step: state.step }, parts, started))
+    await this.commit({ seq, skeleton: state.index, step: state.step, clock, started, durable, done: false, background: false, stallMs: 0 })
+  }
+
+  /**
+   * A memory checkpoint: copy at the point what the next superstep may
+   * change and hand the rest to the I/O thread (see below); the file is then
+   * written in the background, and its commit waits for a collective place.
+   */
+  private async stageMemoryWrite(
+    state: SkeletonState,
+    clock: ClockState,
+    started: number,
+    seq: number,
+    meta: RankFileMeta,
+    level: CheckpointLevel,
+    memory: CheckpointStore,
+  ): Promise<PendingCheckpoint> {
+    const { rank } = this.comm
+    const at = { skeleton: state.index, step: state.step }
     // The stall: copy the payloads the next superstep may change (the program's arrays, the domain it
     // writes). Domain payloads are already copies in a shared buffer; views of arrays are copied here.
     const staged = this.entries(state, this.shared, true).map((e) => (e.kind === 'heavy' && !e.staged ? { ...e, bytes: this.shared.copy(e.name, e.bytes) } : e))
@@ -276,6 +352,24 @@ export class CheckpointCommitter {
     }
     const job = { copies, uncompacted, sums: summed.map((e) => (e.bytes instanceof Uint8Array ? [e.bytes] : e.bytes)) }
     const { copied, written } = memory.writeRankFileStaged(seq, rank, this.io, job, reserved.slice(1), headerBytes, header)
+    return this.trackMemoryWrite(state, clock, started, seq, level, written, copies.length > 0 ? copied : undefined)
+  }
+
+  /**
+   * The memory checkpoint in flight, as the commit waits for it: done once
+   * this rank's file is written (or failed). `copied`: the deferred copy of
+   * the domain the next superstep only reads, lent until it ends.
+   */
+  private trackMemoryWrite(
+    state: SkeletonState,
+    clock: ClockState,
+    started: number,
+    seq: number,
+    level: CheckpointLevel,
+    written: Promise<RankFileWritten>,
+    copied: Promise<void> | undefined,
+  ): PendingCheckpoint {
+    const { rank } = this.comm
     const durable = this.background.track(
       written.then(
         (w): WriteResult => ({ written: { rank, file: w.file, bytes: w.bytes, headerChecksum: w.headerChecksum }, ms: performance.now() - started }),
@@ -297,20 +391,18 @@ export class CheckpointCommitter {
     }
     void durable.then(() => (pending.done = true))
     // A superstep that has to wait for the deferred copy stalls too: that wait counts in the stall.
-    if (copies.length > 0) state.write.lend(copied, (ms) => (pending.stallMs += ms))
-    this.pendingMemory = pending
-    // The point is over: the I/O thread may take a core now.
-    this.io.release()
-    if (final) await this.finishPending(true)
+    if (copied) state.write.lend(copied, (ms) => (pending.stallMs += ms))
+    return pending
   }
 
   /** This rank's file written to the disk level at the checkpoint point (no memory level). */
   private async writeDisk(seq: number, at: CheckpointAt, parts: Uint8Array[], started: number): Promise<WriteResult> {
     const { rank } = this.comm
+    const store = this.disk.level.store
     try {
-      const torn = this.hooks.control?.faults?.tornWrite(at, { dir: this.store.pathOf(seq), path: this.store.fileOf(seq, rank), parts })
+      const torn = this.hooks.control?.faults?.tornWrite(at, { dir: store.pathOf(seq), path: store.fileOf(seq, rank), parts })
       if (torn) await torn
-      const w = await this.store.writeRankFile(seq, rank, parts)
+      const w = await store.writeRankFile(seq, rank, parts)
       return { written: { rank, file: w.file, bytes: w.bytes, headerChecksum: w.headerChecksum }, ms: performance.now() - started }
     } catch (e) {
       return { failure: (e as Error).message, ms: performance.now() - started }
@@ -324,24 +416,26 @@ export class CheckpointCommitter {
    * starts here, from the committed memory copy.
    */
   private async finishMemory(): Promise<void> {
-    const p = this.pendingMemory
-    if (!p) return
-    this.pendingMemory = undefined
-    const memory = this.memory!
+    const own = this.memory
+    const p = own?.pending
+    if (!own || !p) return
+    own.pending = undefined
+    const memory = own.level
     const { seq } = p
     const r = await p.durable
     const all = await this.comm.allgather({ written: r.written, failure: r.failure, ms: r.ms, stallMs: p.stallMs })
     const failed = all.map((a, i) => (a.failure ? `rank ${i}: ${a.failure}` : '')).filter(Boolean)
     if (failed.length > 0) {
-      throw new CheckpointError(`memory checkpoint ${seq} could not be written in ${memory.dir} (${await this.previousOf(memory, seq)}):\n  ${failed.join('\n  ')}`)
+      throw new CheckpointError(`memory checkpoint ${seq} could not be written in ${memory.store.dir} (${await this.previousOf(memory, seq)}):\n  ${failed.join('\n  ')}`)
     }
     const marker = this.markerOf(p, all)
     // Kept besides this one: the checkpoint a flush reads, and those the partner copies still need (see CheckpointCopies.pinned).
-    const kept = new Set([seq, ...(!p.flush && this.pending ? [this.pending.seq] : []), ...(this.memoryCopies?.pinned ?? [])])
-    if (this.writesMarker.memory) {
-      await memory.commit(seq, marker)
+    const flushing = this.disk.pending
+    const kept = new Set([seq, ...(!p.flush && flushing ? [flushing.seq] : []), ...(own.copies?.pinned ?? [])])
+    if (memory.writesMarker) {
+      await memory.store.commit(seq, marker)
       // Double buffering: the previous memory checkpoint goes only now that this one is complete everywhere.
-      for (const old of this.memoryKept) if (!kept.has(old)) memory.discardSync(old)
+      for (const old of this.memoryKept) if (!kept.has(old)) memory.store.discardSync(old)
     }
     this.memoryKept = [...new Set([...this.memoryKept.filter((old) => kept.has(old)), seq])]
     const mem = p.clock.memory
@@ -356,24 +450,22 @@ export class CheckpointCommitter {
     this.hooks.onCheckpoint?.({ seq, skeleton: p.skeleton, step: p.step, bytes: r.written!.bytes, totalBytes, ms, level: 'memory', stallMs: p.stallMs })
     if (p.flush) this.startFlush(p, r.written!)
     // The partner's copy, in its memory level.
-    await startCopies(this.memoryCopies, marker, p.started, false)
+    await startCopies(own.copies, marker, p.started, false)
   }
 
   /** Copy this rank's memory file of a committed memory checkpoint to disk, in the background. */
   private startFlush(p: PendingCheckpoint, inMemory: RankFileRecord): void {
-    const memory = this.memory!
+    const memory = this.memory!.level.store
+    const store = this.disk.level.store
     const { rank } = this.comm
     const { seq, started } = p
     const durable = this.background.track(
       (async (): Promise<WriteResult> => {
         try {
-          const torn = this.hooks.control?.faults?.tornWrite(
-            { skeleton: p.skeleton, step: p.step },
-            { dir: this.store.pathOf(seq), path: this.store.fileOf(seq, rank), parts: [] },
-          )
+          const torn = this.hooks.control?.faults?.tornWrite({ skeleton: p.skeleton, step: p.step }, { dir: store.pathOf(seq), path: store.fileOf(seq, rank), parts: [] })
           if (torn) await torn
           const compress = this.flushIo ? { io: this.flushIo, raw: p.raw ?? new Set<string>() } : undefined
-          const w = await this.store.flushRankFile(seq, rank, memory, inMemory.headerChecksum, compress)
+          const w = await store.flushRankFile(seq, rank, memory, inMemory.headerChecksum, compress)
           return { written: { rank, file: w.file, bytes: w.bytes, headerChecksum: w.headerChecksum }, ms: performance.now() - started }
         } catch (e) {
           return { failure: (e as Error).message, ms: performance.now() - started }
@@ -382,7 +474,7 @@ export class CheckpointCommitter {
     )
     const flush: PendingCheckpoint = { ...p, durable, done: false, background: true, stallMs: 0, flush: false }
     void durable.then(() => (flush.done = true))
-    this.pending = flush
+    this.disk.pending = flush
   }
 
   /** Rank 0: wait for the disk commit marker being written in the background; its failure is thrown here. */
@@ -403,12 +495,13 @@ export class CheckpointCommitter {
     const total = await this.comm.allreduce(mine, 'sum')
     const available = availableMemoryBytes(memory.dir)
     const flushes = !('kind' in this.cfg.policy && this.cfg.policy.kind === 'off')
+    const partnerCopies = this.memory?.copies !== undefined
     // With partner copies: up to three checkpoints more kept for them here, and two of the partner's held for it.
-    const copies = (flushes ? 3 : 2) + (this.memoryCopies ? 5 : 0)
+    const copies = (flushes ? 3 : 2) + (partnerCopies ? 5 : 0)
     if (available !== undefined && copies * total > available) {
       throw new ConfigError(
         `the memory level needs ${formatMiB(copies * total)} in ${memory.dir} (${copies} copies of ${formatMiB(total)}: ` +
-          `the newest checkpoint, the next one${flushes ? ', the one being flushed to disk' : ''}${this.memoryCopies ? ', those being copied to the partner and the partner’s copies' : ''}) and this node has ${formatMiB(available)} free; ` +
+          `the newest checkpoint, the next one${flushes ? ', the one being flushed to disk' : ''}${partnerCopies ? ', those being copied to the partner and the partner’s copies' : ''}) and this node has ${formatMiB(available)} free; ` +
           'write fewer bytes (unregister what replay rebuilds), or use the disk level only',
       )
     }
@@ -420,13 +513,13 @@ export class CheckpointCommitter {
    * full disk before the first commit leaves none). Read from the
    * directory: only on a failure.
    */
-  private async previousOf(store: CheckpointStore, failed: number): Promise<string> {
+  private async previousOf(level: Level, failed: number): Promise<string> {
     // Unreadable now: say what can be said without it.
-    const listed = await store.list().catch(() => undefined)
+    const listed = await level.store.list().catch(() => undefined)
     if (listed === undefined) return 'the previous checkpoint, if any, is untouched'
     const previous = listed.filter((c) => c.complete && c.seq < failed && (this.stamp.runId === undefined || c.marker?.runId === this.stamp.runId)).pop()
-    const level = store === this.memory ? 'memory checkpoint' : 'checkpoint'
-    return previous ? `the previous ${level}, ${previous.seq}, is intact` : `no earlier ${level} of this run was committed`
+    const what = level.name === 'memory' ? 'memory checkpoint' : 'checkpoint'
+    return previous ? `the previous ${what}, ${previous.seq}, is intact` : `no earlier ${what} of this run was committed`
   }
 
   /** The commit marker of `p` from every rank's record. */
@@ -444,54 +537,85 @@ export class CheckpointCommitter {
     }
   }
 
-  /** Commit a disk checkpoint whose write was started: collective, every rank calls it at the same point. */
+  /**
+   * Commit a disk checkpoint whose write was started: collective, every rank
+   * calls it at the same point. The steps: every rank's write is known to be
+   * durable (or the checkpoint fails everywhere), then the marker — in the
+   * background for a flushed checkpoint, at the point otherwise — and the
+   * copies.
+   */
   private async commit(p: PendingCheckpoint): Promise<void> {
-    const { seq, clock, started } = p
-    const { written, failure, ms: durableMs } = await p.durable
-    // Commit only when every rank's file is durable; any failure fails every rank alike.
-    // Rank 0's clock decides whether this checkpoint also goes to the shared level.
-    const all = await this.comm.allgather({ written, failure, ms: durableMs, shared: this.copies?.sharedDue() === true })
-    const failed = all.map((a, r) => (a.failure ? `rank ${r}: ${a.failure}` : '')).filter(Boolean)
-    if (failed.length > 0) {
-      // Every rank's write has ended (the allgather above): the partial checkpoint is removed rather than left
-      // to fill the disk, before any rank throws (the first error ends the attempt).
-      if (this.writesMarker.disk) await this.store.remove(seq).catch(() => undefined)
-      await this.comm.allreduce(0, 'max')
-      throw new CheckpointError(`checkpoint ${seq} could not be written (${await this.previousOf(this.store, seq)}):\n  ${failed.join('\n  ')}`)
-    }
+    const all = await this.allDurable(p)
     const marker = this.markerOf(p, all)
     const totalBytes = all.reduce((s, a) => s + (a.written?.bytes ?? 0), 0)
+    // Rank 0's clock decides whether this checkpoint also goes to the shared level.
     const shared = all[0].shared
-    if (p.background) {
-      // Every rank's file is durable: rank 0 writes the marker in the background (the others need not
-      // wait for its fsyncs), after the previous one; a failure surfaces at the next commit or at the end.
-      const ms = Math.max(...all.map((a) => a.ms))
-      clock.costs.push(ms)
-      clock.lastAt = performance.now()
-      if (this.writesMarker.disk) {
-        await this.settleMarker()
-        const event: CheckpointEvent = { seq, skeleton: p.skeleton, step: p.step, bytes: written!.bytes, totalBytes, ms, level: 'disk', stallMs: 0 }
-        this.markerWrite = this.background.track(
-          (async () => {
-            try {
-              await this.store.commit(seq, marker)
-              await this.store.prune(this.cfg.keep, { runId: this.stamp.runId, pinned: this.copies?.pinned })
-            } catch (e) {
-              return `checkpoint ${seq} could not be committed (${await this.previousOf(this.store, seq)}): ${(e as Error).message}`
-            }
-            this.hooks.onCheckpoint?.(event)
-            return undefined
-          })(),
-        )
-      }
-      await startCopies(this.copies, marker, started, shared)
-      return
+    if (p.background) await this.commitFlushed(p, all, marker, totalBytes, shared)
+    else await this.commitAtPoint(p, all, marker, totalBytes, shared)
+  }
+
+  /**
+   * Every rank's record of its write of `p` (one allgather). Commit only when
+   * every rank's file is durable: any failure fails every rank alike, and the
+   * partial checkpoint is removed rather than left to fill the disk.
+   */
+  private async allDurable(p: PendingCheckpoint): Promise<DurableRecord[]> {
+    const { seq } = p
+    const disk = this.disk.level
+    const { written, failure, ms } = await p.durable
+    const all = await this.comm.allgather({ written, failure, ms, shared: this.disk.copies?.sharedDue() === true })
+    const failed = all.map((a, r) => (a.failure ? `rank ${r}: ${a.failure}` : '')).filter(Boolean)
+    if (failed.length > 0) {
+      // Every rank's write has ended (the allgather above): the partial checkpoint is removed before any rank
+      // throws (the first error ends the attempt).
+      if (disk.writesMarker) await disk.store.remove(seq).catch(() => undefined)
+      await this.comm.allreduce(0, 'max')
+      throw new CheckpointError(`checkpoint ${seq} could not be written (${await this.previousOf(disk, seq)}):\n  ${failed.join('\n  ')}`)
     }
+    return all
+  }
+
+  /**
+   * A flushed checkpoint, durable on every rank: rank 0 writes the marker in
+   * the background (the others need not wait for its fsyncs), after the
+   * previous one; a failure surfaces at the next commit or at the end.
+   */
+  private async commitFlushed(p: PendingCheckpoint, all: readonly DurableRecord[], marker: CommitMarker, totalBytes: number, shared: boolean): Promise<void> {
+    const { seq, clock } = p
+    const disk = this.disk.level
+    const ms = Math.max(...all.map((a) => a.ms))
+    clock.costs.push(ms)
+    clock.lastAt = performance.now()
+    if (disk.writesMarker) {
+      await this.settleMarker()
+      const event: CheckpointEvent = { seq, skeleton: p.skeleton, step: p.step, bytes: all[this.comm.rank].written!.bytes, totalBytes, ms, level: 'disk', stallMs: 0 }
+      this.markerWrite = this.background.track(
+        (async () => {
+          try {
+            await this.commitAndPrune(seq, marker)
+          } catch (e) {
+            return `checkpoint ${seq} could not be committed (${await this.previousOf(disk, seq)}): ${(e as Error).message}`
+          }
+          this.hooks.onCheckpoint?.(event)
+          return undefined
+        })(),
+      )
+    }
+    await startCopies(this.disk.copies, marker, p.started, shared)
+  }
+
+  /**
+   * A checkpoint written at the point (no memory level): the marker is
+   * written now and every rank waits for it; its cost, for Young/Daly, is
+   * the slowest rank's time from the point to the commit.
+   */
+  private async commitAtPoint(p: PendingCheckpoint, all: readonly DurableRecord[], marker: CommitMarker, totalBytes: number, shared: boolean): Promise<void> {
+    const { seq, clock, started } = p
+    const disk = this.disk.level
     let commitFailure: string | undefined
-    if (this.writesMarker.disk) {
+    if (disk.writesMarker) {
       try {
-        await this.store.commit(seq, marker)
-        await this.store.prune(this.cfg.keep, { runId: this.stamp.runId, pinned: this.copies?.pinned })
+        await this.commitAndPrune(seq, marker)
       } catch (e) {
         commitFailure = (e as Error).message
       }
@@ -499,15 +623,22 @@ export class CheckpointCommitter {
     const ms = await this.comm.allreduce(commitFailure ? Infinity : performance.now() - started, 'max')
     if (!Number.isFinite(ms)) {
       const why = (await this.comm.allgather(commitFailure)).find((x) => x !== undefined) ?? 'the commit marker could not be written'
-      throw new CheckpointError(`checkpoint ${seq} could not be committed (${await this.previousOf(this.store, seq)}): ${why}`)
+      throw new CheckpointError(`checkpoint ${seq} could not be committed (${await this.previousOf(disk, seq)}): ${why}`)
     }
     clock.costs.push(ms)
     clock.lastAt = performance.now()
     // After the commit: the copies' I/O must not slow this checkpoint point's own writes. Starting them
     // (and committing the previous ones) is part of the stall.
-    await startCopies(this.copies, marker, started, shared)
-    const stallMs = this.copies ? performance.now() - started : ms
-    this.hooks.onCheckpoint?.({ seq, skeleton: p.skeleton, step: p.step, bytes: written!.bytes, totalBytes, ms, level: 'disk', stallMs })
+    await startCopies(this.disk.copies, marker, started, shared)
+    const stallMs = this.disk.copies ? performance.now() - started : ms
+    this.hooks.onCheckpoint?.({ seq, skeleton: p.skeleton, step: p.step, bytes: all[this.comm.rank].written!.bytes, totalBytes, ms, level: 'disk', stallMs })
+  }
+
+  /** The disk level's marker of `seq`, then its prune (keeping what the copies still read). */
+  private async commitAndPrune(seq: number, marker: CommitMarker): Promise<void> {
+    const { store } = this.disk.level
+    await store.commit(seq, marker)
+    await store.prune(this.cfg.keep, { runId: this.stamp.runId, pinned: this.disk.copies?.pinned })
   }
 
 

@@ -4,7 +4,7 @@ import { FRAMEWORK_TAGS } from '../../routing/tags.js'
 import type { FaultToleranceConfig, SharedLevelConfig } from '../config.js'
 import type { CheckpointLevel, CopyLevel } from '../events.js'
 import type { CheckpointPolicy } from '../policy/policy.js'
-import type { LevelSource } from '../recovery/negotiate.js'
+import type { LevelMedium, LevelSource } from '../recovery/negotiate.js'
 import { CheckpointStore, type CheckpointSummary } from '../store/checkpoint-store.js'
 import { claimMemoryDirectory, memoryDirFor } from '../store/memory-level.js'
 import { PARTNER_COPY_TAG, PartnerRing, partnerDirOf } from '../store/partner.js'
@@ -29,7 +29,7 @@ export type LevelFeed =
 /**
  * One checkpoint level of a run, built once when the run opens (openLevels):
  * everything the commit, the copies, the events and a resume's negotiation
- * need to know of it. A new level is a new record here, with its feed.
+ * need to know of it, opened from its kind (LEVEL_KINDS).
  */
 export interface Level extends LevelSource {
   /** Its checkpoints when the run opened it (oldest first; filled in by the coordinator). */
@@ -45,15 +45,136 @@ export interface Level extends LevelSource {
   writesMarker: boolean
 }
 
+/** The directories a run's levels derive theirs from. */
+export interface LevelRoots {
+  /** The checkpoint directory (the disk level). */
+  disk: string
+  /** The memory level's directory, when the run (or the listing) has one. */
+  memory?: string
+  /** The shared level's directory, when the run (or the listing) has one. */
+  shared?: string
+}
+
+/** What a run's configuration says of its levels, for LevelKind.open. */
+export interface LevelRun {
+  cfg: FaultToleranceConfig
+  policies: { disk: CheckpointPolicy; memory?: CheckpointPolicy }
+  /** Who keeps whose partner copies, when the run makes any. */
+  ring?: PartnerRing
+  /** This rank's partner copies are of rank `holds` (partner levels). */
+  holds?: number
+}
+
+/** How a run opens a level of some kind: its feed, and its policy when the vote writes to it. */
+export interface LevelOpening {
+  feed: LevelFeed
+  policy?: CheckpointPolicy
+  holds?: number
+}
+
 /**
- * The run's levels, fastest first (collective): memory and its partner
- * copies (in the holder's RAM), disk and its partner copies, shared.
- *
- * Partner copies in these directories are opened also when this run keeps
- * none: a resume reads them (on fewer nodes than the run that wrote them,
- * which is how a run that lost a node goes on), a fresh start discards them
- * (left there, an earlier run's copies could share numbers with this run's
+ * A kind of level, whatever the run: where its directory is, what it holds,
+ * how a run opens it and how `molotof inspect` names it. LEVEL_KINDS lists
+ * them fastest first; openLevels walks that list for a run, inspect walks it
+ * for a listing. A new level is one more kind there (and a writer for a new
+ * feed: see copyTargetsOf).
+ */
+export interface LevelKind {
+  readonly name: CheckpointLevel | CopyLevel
+  readonly medium: LevelMedium
+  /** Its files live in RAM (no fsync; gone with the node). */
+  readonly volatile: boolean
+  /** Holds copies derived from another level's checkpoints: a fresh start discards them, inspect's exit code passes them over. */
+  readonly copy: boolean
+  /** Holds the files of some ranks only (a partner directory: those of the ranks it keeps copies for): only those are checked. */
+  readonly someRanks: boolean
+  /** Its directory from the run's (undefined: no level of this kind). */
+  dirOf(roots: LevelRoots): string | undefined
+  /**
+   * Whether the run opens it, and how; undefined: it does not. `present`
+   * asks every rank whether the directory exists (collective: every rank of
+   * the run decides the same way whether to ask).
+   */
+  open(run: LevelRun, present: () => Promise<boolean>): Promise<LevelOpening | undefined>
+  /** What `molotof inspect` calls it in a listing's heading; none: inspect does not list it. */
+  readonly inspectTitle?: string
+}
+
+/**
+ * Partner copies in a directory are opened also when this run keeps none: a
+ * resume reads them (on fewer nodes than the run that wrote them, which is
+ * how a run that lost a node goes on), a fresh start discards them (left
+ * there, an earlier run's copies could share numbers with this run's
  * checkpoints). Every rank opens such a level when any has it.
+ */
+async function partnerOpening(run: LevelRun, present: () => Promise<boolean>, feed: LevelFeed): Promise<LevelOpening | undefined> {
+  if (run.ring === undefined && !(await present())) return undefined
+  return { feed, ...(run.holds !== undefined ? { holds: run.holds } : {}) }
+}
+
+/**
+ * The kinds of level, fastest first: memory and its partner copies (in the
+ * holder's RAM), disk and its partner copies, shared.
+ */
+export const LEVEL_KINDS: readonly LevelKind[] = [
+  {
+    name: 'memory',
+    medium: 'ram',
+    volatile: true,
+    copy: false,
+    someRanks: false,
+    dirOf: (r) => r.memory,
+    open: async ({ policies }) => (policies.memory === undefined ? undefined : { feed: { kind: 'written' }, policy: policies.memory }),
+    inspectTitle: 'memory level',
+  },
+  {
+    // The partner copies of memory checkpoints live in the holder's memory level (RAM), beside its own.
+    name: 'partner',
+    medium: 'ram',
+    volatile: true,
+    copy: true,
+    someRanks: true,
+    dirOf: (r) => (r.memory === undefined ? undefined : partnerDirOf(r.memory)),
+    // Not when memory is only the staging of background disk writes (`async` alone): their disk copies go anyway.
+    // The partner's memory level keeps the newest copy only (RAM is dear).
+    open: (run, present) =>
+      partnerOpening(run, present, run.ring && run.cfg.memory ? { kind: 'partner', from: 'memory', ring: run.ring, tag: FRAMEWORK_TAGS.partnerCopyMemory, keep: 1 } : { kind: 'left' }),
+  },
+  {
+    name: 'disk',
+    medium: 'node',
+    volatile: false,
+    copy: false,
+    someRanks: false,
+    dirOf: (r) => r.disk,
+    open: async ({ policies }) => ({ feed: policies.memory !== undefined ? { kind: 'flushed', from: 'memory' } : { kind: 'written' }, policy: policies.disk }),
+    inspectTitle: 'disk level',
+  },
+  {
+    name: 'partner',
+    medium: 'node',
+    volatile: false,
+    copy: true,
+    someRanks: true,
+    dirOf: (r) => partnerDirOf(r.disk),
+    open: (run, present) => partnerOpening(run, present, run.ring ? { kind: 'partner', from: 'disk', ring: run.ring, tag: PARTNER_COPY_TAG, keep: run.cfg.keep } : { kind: 'left' }),
+    inspectTitle: "partner level: copies of other ranks' files",
+  },
+  {
+    name: 'shared',
+    medium: 'shared',
+    volatile: false,
+    copy: true,
+    someRanks: false,
+    dirOf: (r) => r.shared,
+    open: async ({ cfg }) => ({ feed: cfg.shared ? { kind: 'shared', from: 'disk', config: cfg.shared, keep: cfg.keep } : { kind: 'left' } }),
+    inspectTitle: 'shared level',
+  },
+]
+
+/**
+ * The run's levels, fastest first (collective): each kind of LEVEL_KINDS
+ * the run opens, at its directory, with its feed.
  *
  * ```ts
  * // cfg: a memory level, partner copies, a shared level
@@ -64,33 +185,29 @@ export interface Level extends LevelSource {
  */
 export async function openLevels(comm: Communicator, cfg: FaultToleranceConfig, policies: { disk: CheckpointPolicy; memory?: CheckpointPolicy }): Promise<Level[]> {
   const ring = cfg.partner ? new PartnerRing(comm.size, cfg.partner.ranksPerNode) : undefined
-  const holds = ring ? { holds: ring.sourceOf(comm.rank) } : {}
-  const readsPartner = async (dir: string) => ring !== undefined || (await comm.allreduce(existsSync(dir) ? 1 : 0, 'max')) === 1
-  const disk = new CheckpointStore(cfg.dir)
+  const run: LevelRun = { cfg, policies, ...(ring ? { ring, holds: ring.sourceOf(comm.rank) } : {}) }
   // The memory level writes only in a directory of molotof's own (a sub-directory of a given one holding the user's files).
-  const memory = policies.memory === undefined ? undefined : new CheckpointStore(claimMemoryDirectory(cfg.memory?.dir ?? memoryDirFor(cfg.dir)), { volatile: true })
-  const diskPartner = (await readsPartner(partnerDirOf(cfg.dir))) ? new CheckpointStore(partnerDirOf(cfg.dir)) : undefined
-  // The partner copies of memory checkpoints live in the holder's memory level (RAM), beside its own.
-  const memoryPartner = memory && (await readsPartner(partnerDirOf(memory.dir))) ? new CheckpointStore(partnerDirOf(memory.dir), { volatile: true }) : undefined
-  const sharedDir = cfg.shared?.dir ?? (cfg.resume ? cfg.resumeSharedDir : undefined)
-
+  const memory = policies.memory === undefined ? undefined : claimMemoryDirectory(cfg.memory?.dir ?? memoryDirFor(cfg.dir))
+  const shared = cfg.shared?.dir ?? (cfg.resume ? cfg.resumeSharedDir : undefined)
+  const roots: LevelRoots = { disk: cfg.dir, ...(memory !== undefined ? { memory } : {}), ...(shared !== undefined ? { shared } : {}) }
   const levels: Omit<Level, 'writesMarker'>[] = []
-  const add = (l: Omit<Level, 'writesMarker' | 'listed' | 'volatile'>) => levels.push({ ...l, listed: [], volatile: l.store.volatile })
-  if (memory) {
-    add({ name: 'memory', store: memory, medium: 'ram', policy: policies.memory, feed: { kind: 'written' }, copy: false })
-    // Not when memory is only the staging of background disk writes (`async` alone): their disk copies go anyway.
-    // The partner's memory level keeps the newest copy only (RAM is dear).
-    const feed: LevelFeed = ring && cfg.memory ? { kind: 'partner', from: 'memory', ring, tag: FRAMEWORK_TAGS.partnerCopyMemory, keep: 1 } : { kind: 'left' }
-    if (memoryPartner) add({ name: 'partner', store: memoryPartner, medium: 'ram', ...holds, feed, copy: true })
-  }
-  add({ name: 'disk', store: disk, medium: 'node', policy: policies.disk, feed: memory ? { kind: 'flushed', from: 'memory' } : { kind: 'written' }, copy: false })
-  if (diskPartner) {
-    const feed: LevelFeed = ring ? { kind: 'partner', from: 'disk', ring, tag: PARTNER_COPY_TAG, keep: cfg.keep } : { kind: 'left' }
-    add({ name: 'partner', store: diskPartner, medium: 'node', ...holds, feed, copy: true })
-  }
-  if (sharedDir !== undefined) {
-    const feed: LevelFeed = cfg.shared ? { kind: 'shared', from: 'disk', config: cfg.shared, keep: cfg.keep } : { kind: 'left' }
-    add({ name: 'shared', store: new CheckpointStore(sharedDir), medium: 'shared', feed, copy: true })
+  for (const kind of LEVEL_KINDS) {
+    const dir = kind.dirOf(roots)
+    if (dir === undefined) continue
+    const opening = await kind.open(run, async () => (await comm.allreduce(existsSync(dir) ? 1 : 0, 'max')) === 1)
+    if (!opening) continue
+    const { feed, policy, holds } = opening
+    levels.push({
+      name: kind.name,
+      store: new CheckpointStore(dir, kind.volatile ? { volatile: true } : {}),
+      medium: kind.medium,
+      ...(holds !== undefined ? { holds } : {}),
+      ...(policy ? { policy } : {}),
+      feed,
+      copy: kind.copy,
+      listed: [],
+      volatile: kind.volatile,
+    })
   }
   // Ranks may have directories of their own (`{node}`, `{rank}`): the lowest rank of each commits there (and in the
   // partner directory inside it; rank 0 in the shared one).

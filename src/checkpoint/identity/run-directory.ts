@@ -94,18 +94,59 @@ interface RunRecord {
 export async function openRunDirectory(o: RunDirectoryOptions, programFile: string): Promise<RunDirectory> {
   const { dir } = o
   if (o.fresh && o.resume) throw new ConfigError('--fresh discards the checkpoints that --resume would continue from: give one or the other')
+  await createDirectory(dir)
+  const store = new CheckpointStore(dir)
+  const notes: string[] = []
+  const lock = await lockDirectory(dir, store, notes)
+  try {
+    const listed = await tidyUnderLock(dir, store, notes)
+    const record = await readRunRecord(dir)
+    // The memory levels an earlier run may have kept: its checkpoints there are as much the directory's as those on disk.
+    const memoryLevels = await earlierMemoryLevels(o, record)
+    const earlier = { dir, store, listed, record, memoryLevels }
+    const { runId, lineageUnknown } = o.fresh
+      ? await startFresh(earlier, notes)
+      : !o.resume
+        ? await startAfterFinishedRun(earlier, programFile)
+        : await adoptLineage(o, earlier, programFile)
+    return await recordRun(o, lock, { runId, lineageUnknown, notes, record, memoryLevels })
+  } catch (e) {
+    await lock.release()
+    if (e instanceof MolotofError) throw e
+    throw new CheckpointDirectoryError(dir, `cannot use the checkpoint directory ${dir}: ${explainFsError(e)}`, { cause: e })
+  }
+}
+
+/** What the directory holds from earlier runs when this one opens it (under its lock). */
+interface EarlierRuns {
+  /** The directory as named (messages name it so). */
+  dir: string
+  store: CheckpointStore
+  /** molotof's checkpoints in it (not the user's folders named like them). */
+  listed: CheckpointSummary[]
+  record: RunRecord | undefined
+  memoryLevels: EarlierMemoryLevel[]
+}
+
+/** 1a. The directory, created when missing: an unwritable place is reported here, with the real reason. */
+async function createDirectory(dir: string): Promise<void> {
   try {
     await makeDirectory(dir)
   } catch (e) {
     throw new CheckpointDirectoryError(dir, `cannot create the checkpoint directory ${dir}: ${explainFsError(e)}`, { cause: e })
   }
-  const store = new CheckpointStore(dir)
-  const notes: string[] = []
+}
+
+/**
+ * 1b. Its lock: the run's first write. A disk too full for the lock file
+ * may be full of an earlier run's interrupted writes: those are freed when
+ * no live run holds the directory (none is writing there), then the lock is
+ * tried again. A stale lock taken over is noted.
+ */
+async function lockDirectory(dir: string, store: CheckpointStore, notes: string[]): Promise<DirectoryLock> {
   let lock: DirectoryLock
   try {
     lock = await acquireDirectoryLock(dir).catch(async (e: unknown) => {
-      // A disk too full for the lock file: the leftovers of an earlier run's interrupted writes may be what
-      // fills it. Freed only when no live run holds the directory (none is writing there), then tried again.
       const full = errorCode(e) === 'ENOSPC' || errorCode(e) === 'EDQUOT'
       const holder = full ? await lockHolder(dir) : undefined
       if (!full || (holder !== undefined && alive(holder))) throw e
@@ -118,82 +159,108 @@ export async function openRunDirectory(o: RunDirectoryOptions, programFile: stri
     if (e instanceof MolotofError) throw e
     throw new CheckpointDirectoryError(dir, `cannot write to the checkpoint directory ${dir}: ${explainFsError(e)}`, { cause: e })
   }
-  try {
-    if (lock.tookOver) {
-      const h = lock.tookOver
-      notes.push(`the lock of ${dir} was left by a run that no longer runs (pid ${h.pid} on ${h.host}, started ${h.startedAt}): taken over`)
+  if (lock.tookOver) {
+    const h = lock.tookOver
+    notes.push(`the lock of ${dir} was left by a run that no longer runs (pid ${h.pid} on ${h.host}, started ${h.startedAt}): taken over`)
+  }
+  return lock
+}
+
+/**
+ * 1c. With the lock held nothing else writes here: an earlier run's
+ * leftovers go before this run needs the room. molotof's checkpoints in the
+ * directory; folders of the user's named like checkpoints are noted and
+ * never discarded (see isMolotofFolder).
+ */
+async function tidyUnderLock(dir: string, store: CheckpointStore, notes: string[]): Promise<CheckpointSummary[]> {
+  const freed = await freeLeftovers(store)
+  if (freed !== undefined) notes.push(freed)
+  const all = await store.list()
+  const foreign = all.filter((c) => c.foreign).map((c) => c.path)
+  if (foreign.length > 0) notes.push(foreignNote(dir, foreign))
+  return all.filter((c) => !c.foreign)
+}
+
+/** 2a. `fresh`: every checkpoint of an earlier run goes, on disk and in its memory levels; a new lineage. */
+async function startFresh({ dir, store, listed, memoryLevels }: EarlierRuns, notes: string[]): Promise<{ runId: string; lineageUnknown: boolean }> {
+  await discard(store, listed)
+  if (listed.length > 0) notes.push(`--fresh: discarded ${listed.length} checkpoint(s) of an earlier run in ${dir}`)
+  for (const l of memoryLevels) {
+    discardMemoryLevel(l.dir)
+    if (l.listed.length > 0) notes.push(`--fresh: discarded ${l.listed.length} checkpoint(s) of an earlier run in the memory level ${l.dir}`)
+  }
+  return { runId: newRunId(), lineageUnknown: false }
+}
+
+/**
+ * 2b. Neither `fresh` nor `resume`: the checkpoints of a run that finished
+ * are discarded (its result was delivered); those of a run that did not
+ * refuse the start (EarlierRunError, saying how to proceed). A new lineage.
+ */
+async function startAfterFinishedRun({ dir, store, listed, record, memoryLevels }: EarlierRuns, programFile: string): Promise<{ runId: string; lineageUnknown: boolean }> {
+  const committed = listed.filter((c) => c.marker !== undefined)
+  const inMemory = memoryLevels.flatMap((l) => l.listed.filter((c) => c.marker !== undefined))
+  if (committed.length > 0 || inMemory.length > 0) {
+    const finished = record !== undefined && record.finished && [...committed, ...inMemory].every((c) => c.marker!.runId === record.runId)
+    if (!finished) {
+      const level = memoryLevels.find((l) => l.listed.some((c) => c.marker !== undefined))
+      const where = committed.length > 0 ? undefined : level?.dir
+      throw new EarlierRunError(dir, earlierRunMessage(dir, committed.length > 0 ? committed : inMemory.sort((a, b) => a.seq - b.seq), programFile, where))
     }
-    // With the lock held nothing else writes here: an earlier run's leftovers go before this run needs the room.
-    const freed = await freeLeftovers(store)
-    if (freed !== undefined) notes.push(freed)
-    const all = await store.list()
-    const foreign = all.filter((c) => c.foreign).map((c) => c.path)
-    if (foreign.length > 0) notes.push(foreignNote(dir, foreign))
-    // Folders of the user's named like checkpoints are never discarded (see isMolotofFolder).
-    const listed = all.filter((c) => !c.foreign)
-    const committed = listed.filter((c) => c.marker !== undefined)
-    const record = await readRunRecord(dir)
-    // The memory levels an earlier run may have kept: its checkpoints there are as much the directory's as those on disk.
-    const memoryLevels = await earlierMemoryLevels(o, record)
-    let runId: string
-    let lineageUnknown = false
-    if (o.fresh) {
-      await discard(store, listed)
-      if (listed.length > 0) notes.push(`--fresh: discarded ${listed.length} checkpoint(s) of an earlier run in ${dir}`)
-      for (const l of memoryLevels) {
-        discardMemoryLevel(l.dir)
-        if (l.listed.length > 0) notes.push(`--fresh: discarded ${l.listed.length} checkpoint(s) of an earlier run in the memory level ${l.dir}`)
-      }
-      runId = newRunId()
-    } else if (!o.resume) {
-      const inMemory = memoryLevels.flatMap((l) => l.listed.filter((c) => c.marker !== undefined))
-      if (committed.length > 0 || inMemory.length > 0) {
-        const finished = record !== undefined && record.finished && [...committed, ...inMemory].every((c) => c.marker!.runId === record.runId)
-        if (!finished) {
-          const level = memoryLevels.find((l) => l.listed.some((c) => c.marker !== undefined))
-          const where = committed.length > 0 ? undefined : level?.dir
-          throw new EarlierRunError(dir, earlierRunMessage(dir, committed.length > 0 ? committed : inMemory.sort((a, b) => a.seq - b.seq), programFile, where))
-        }
-        // That run delivered its result: its checkpoints can restore nothing this run needs.
-        await discard(store, listed)
-        for (const l of memoryLevels) discardMemoryLevel(l.dir)
-      }
-      runId = newRunId()
-    } else {
-      const copies: CheckpointSummary[] = []
-      for (const d of o.copies ?? []) copies.push(...(await new CheckpointStore(d).list()))
-      const newest = newestComplete([...listed, ...copies].sort((a, b) => a.seq - b.seq))
-      const m = newest?.marker
-      if (newest !== undefined && m !== undefined) {
-        // Another program file's checkpoint is left to the ranks: they refuse another program by its name.
-        const changes = m.code && includesProgramFile(m.code, programFile) ? codeChangesOnDisk(m.code, programFile) : []
-        // Refused here, before any rank starts; when allowed, the ranks warn (they compare everything they loaded).
-        if (changes.length > 0 && !o.allowCodeChange) codeChangeVerdict(changes, { seq: newest.seq, allow: false, programFile })
-      }
-      runId = m === undefined ? newRunId() : (m.runId ?? '')
-      lineageUnknown = m === undefined
-    }
-    // A resume keeps the earlier run's memory directory on record while it may still hold checkpoints of the lineage.
-    const recordedMemory = o.resume ? record?.memoryDir : undefined
-    const memoryDir = o.memoryDir ?? recordedMemory
-    const keep = memoryDir === undefined ? {} : { memoryDir }
-    await writeRunRecord(dir, { runId, finished: false, startedAt: lock.holder.startedAt, ...keep })
-    return {
-      runId,
-      lineageUnknown,
-      notes,
-      memoryDir: recordedMemory,
-      finish: async () => {
-        await writeRunRecord(dir, { runId, finished: true, startedAt: lock.holder.startedAt, ...keep })
-        // A finished run frees the memory levels it resumed from, as it frees its own (only the files molotof wrote).
-        if (o.resume) for (const l of memoryLevels) discardMemoryLevel(l.dir)
-      },
-      release: () => lock.release(),
-    }
-  } catch (e) {
-    await lock.release()
-    if (e instanceof MolotofError) throw e
-    throw new CheckpointDirectoryError(dir, `cannot use the checkpoint directory ${dir}: ${explainFsError(e)}`, { cause: e })
+    // That run delivered its result: its checkpoints can restore nothing this run needs.
+    await discard(store, listed)
+    for (const l of memoryLevels) discardMemoryLevel(l.dir)
+  }
+  return { runId: newRunId(), lineageUnknown: false }
+}
+
+/**
+ * 3. `resume`: the lineage of the newest complete checkpoint (here or among
+ * the copies), refused (CodeChangedError) when files of the code that wrote
+ * it changed on disk, unless `allowCodeChange`. No checkpoint: a new
+ * lineage, marked unknown (the ranks may find one elsewhere).
+ */
+async function adoptLineage(o: RunDirectoryOptions, { listed }: EarlierRuns, programFile: string): Promise<{ runId: string; lineageUnknown: boolean }> {
+  const copies: CheckpointSummary[] = []
+  for (const d of o.copies ?? []) copies.push(...(await new CheckpointStore(d).list()))
+  const newest = newestComplete([...listed, ...copies].sort((a, b) => a.seq - b.seq))
+  const m = newest?.marker
+  if (newest !== undefined && m !== undefined) {
+    // Another program file's checkpoint is left to the ranks: they refuse another program by its name.
+    const changes = m.code && includesProgramFile(m.code, programFile) ? codeChangesOnDisk(m.code, programFile) : []
+    // Refused here, before any rank starts; when allowed, the ranks warn (they compare everything they loaded).
+    if (changes.length > 0 && !o.allowCodeChange) codeChangeVerdict(changes, { seq: newest.seq, allow: false, programFile })
+  }
+  return { runId: m === undefined ? newRunId() : (m.runId ?? ''), lineageUnknown: m === undefined }
+}
+
+/**
+ * 4. The `RUN` record of this run (unfinished until `finish`), and the
+ * handle. A resume keeps the earlier run's memory directory on record while
+ * it may still hold checkpoints of the lineage.
+ */
+async function recordRun(
+  o: RunDirectoryOptions,
+  lock: DirectoryLock,
+  run: { runId: string; lineageUnknown: boolean; notes: string[]; record: RunRecord | undefined; memoryLevels: readonly EarlierMemoryLevel[] },
+): Promise<RunDirectory> {
+  const { dir } = o
+  const { runId, memoryLevels } = run
+  const recordedMemory = o.resume ? run.record?.memoryDir : undefined
+  const memoryDir = o.memoryDir ?? recordedMemory
+  const keep = memoryDir === undefined ? {} : { memoryDir }
+  await writeRunRecord(dir, { runId, finished: false, startedAt: lock.holder.startedAt, ...keep })
+  return {
+    runId,
+    lineageUnknown: run.lineageUnknown,
+    notes: run.notes,
+    memoryDir: recordedMemory,
+    finish: async () => {
+      await writeRunRecord(dir, { runId, finished: true, startedAt: lock.holder.startedAt, ...keep })
+      // A finished run frees the memory levels it resumed from, as it frees its own (only the files molotof wrote).
+      if (o.resume) for (const l of memoryLevels) discardMemoryLevel(l.dir)
+    },
+    release: () => lock.release(),
   }
 }
 

@@ -1,5 +1,6 @@
 import { Worker } from 'node:worker_threads'
 import { CheckpointError } from '../../errors.js'
+import { GATE } from './io-worker/gate.mjs'
 import type { CompressedPayload, IoReply, IoRequest } from './io-worker/thread.mjs'
 import type { DeferredCopy, UncompactedPayload } from './staging.js'
 
@@ -68,8 +69,8 @@ export class CheckpointIoThread {
   private worker: Worker | undefined
   private nextId = 0
   private readonly waiting = new Map<number, Waiter>()
-  /** 1 once the rank has released the staged job (see `release`); the thread sets it back to 0. */
-  private readonly gate = new Int32Array(new SharedArrayBuffer(4))
+  /** Where a staged job waits for `release` (slots: io-worker/gate.mjs). */
+  private readonly gate = new Int32Array(new SharedArrayBuffer(GATE.length * Int32Array.BYTES_PER_ELEMENT))
 
   /**
    * Copy, compact, checksum and write the body of `job`, in that order,
@@ -90,8 +91,13 @@ export class CheckpointIoThread {
 
   /** Let the staged job start: the rank has left its checkpoint point. A release ahead of the job lets it start at once. */
   release(): void {
-    Atomics.store(this.gate, 0, 1)
-    Atomics.notify(this.gate, 0)
+    Atomics.store(this.gate, GATE.open, 1)
+    Atomics.notify(this.gate, GATE.open)
+  }
+
+  /** How many staged jobs reached the gate, and how many left it on a `release` (not after GATE_MS): what a test waits for and checks. */
+  get gateCounts(): { arrived: number; released: number } {
+    return { arrived: Atomics.load(this.gate, GATE.arrived), released: Atomics.load(this.gate, GATE.released) }
   }
 
   /**

@@ -56,20 +56,23 @@ describe('CheckpointIoThread: a rank file written in one go once the rank releas
     const spare = join(root, 'spare.mlf')
     writeFileSync(spare, new Uint8Array(early.reduce((n, p) => n + p.byteLength, 0) + 4096).fill(0xee))
     const tmp = join(dir, 'rank-0.mlf.tmp')
+    const before = io.gateCounts
     const { copied, done } = io.stage({
       copies: staging.takeDeferred(),
       uncompacted: staging.takeUncompacted(),
       sums: [[counter]],
       body: { tmp, reuse: spare, at: early[0].byteLength, parts: early.slice(1) },
     })
-    // The job waits for the rank to leave its checkpoint point.
+    // The job waits for the rank to leave its checkpoint point: it reaches the gate, has not started there,
+    // and leaves it on the release (not after the thread's GATE_MS).
     let started = false
     void copied.then(() => (started = true))
-    await new Promise((r) => setTimeout(r, 30))
+    while (io.gateCounts.arrived < before.arrived + 1) await new Promise((r) => setImmediate(r))
     expect(started).toBe(false)
     io.release()
     await copied
     const staged = await done
+    expect(io.gateCounts.released).toBe(before.released + 1)
     expect(existsSync(spare)).toBe(false)
     const late = encodeRankFile(meta, [{ ...entries[0], checksum: staged.copied[0] }, { ...entries[1], checksum: staged.sums[0] }, entries[2]], { headerBytes: early[0].byteLength })
     await io.seal(tmp, join(dir, 'rank-0.mlf'), late[0])

@@ -8,7 +8,7 @@ import { decodeLight, digestOf } from '../../light/codec.js'
 import type { RestoreOutcome, SkeletonState } from '../../skeleton-hooks.js'
 import type { SkipReason } from '../line.js'
 import { RecoveryLineDamagedError, type ElasticLine } from './line.js'
-import { boxLayout, planRanges, slicePieces, type Layout, type Piece } from './slices.js'
+import { boxLayout, planRanges, slicePieces, type Layout, type Piece, type RangePlan } from './slices.js'
 import { verifyCollectively, type Holding } from './verify.js'
 
 /** What an elastic restore read, on one rank. */
@@ -54,23 +54,64 @@ interface Target {
  * ```
  */
 export async function restoreElastic(state: SkeletonState, line: ElasticLine, comm: Communicator): Promise<{ outcome: RestoreOutcome; figures: ElasticFigures }> {
-  const { rank, size } = comm
-  const { headers, source, seq, oldSize } = line
-
-  // 1. Plan (local; every refusal agreed so that no rank waits alone in a collective).
-  let plan: { targets: Target[]; pieces: Piece[][]; light: EntryRecord[][]; read: boolean; write: boolean } | undefined
-  let failure: ErrorRecord | undefined
-  try {
-    checkPosition(state, headers[0], seq)
-    checkReplayAcross(state, headers)
-    plan = planTargets(state, line, rank)
-  } catch (e) {
-    failure = errorRecord(e)
+  const plan = await agreeOnPlan(state, line, comm)
+  const reads = rangesToRead(line, plan)
+  const { buffers, bytesRead } = await readRanges(line, reads, comm)
+  const verifyBytes = await verifyTogether(line, reads, buffers, comm)
+  copyInPlace(line, reads, buffers)
+  await agree(comm, settle(() => restoreLight(state, line, plan.light, reads.byRank, reads.plans, buffers, comm.rank, comm.size)))
+  const { targets, light } = plan
+  const bytesNeeded =
+    targets.reduce((n, t) => n + t.box.volume * t.components * DTYPES[t.dtype].BYTES_PER_ELEMENT, 0) + light.reduce((n, l) => n + l.reduce((m, e) => m + e.length, 0), 0)
+  return {
+    outcome: { reroute: state.mode === 'border', read: plan.read, write: plan.write },
+    figures: { fromRanks: line.oldSize, bytesRead, bytesNeeded, headerBytes: line.source.counters.headerBytes, verifyBytes },
   }
-  await agree(comm, failure)
-  const { targets, pieces, light } = plan!
+}
 
-  // 2. Read the ranges of every old file this rank needs.
+/** What this rank restores (see planTargets). */
+type RestorePlan = ReturnType<typeof planTargets>
+
+/** Per old rank: the pieces and light entries to read, their byte ranges, and the ranges read straight into a target. */
+interface RangesToRead {
+  byRank: Piece[][]
+  plans: RangePlan[]
+  direct: (Uint8Array | undefined)[][]
+  targetOf: Map<string, Target>
+}
+
+/** Run `f`; its error as plain data (for `agree`), or undefined. */
+function settle(f: () => void): ErrorRecord | undefined {
+  try {
+    f()
+    return undefined
+  } catch (e) {
+    return errorRecord(e)
+  }
+}
+
+/**
+ * 1. Plan (local): the position and replay checks, then this rank's
+ * targets and the pieces of old files they need. Every refusal is agreed,
+ * so that no rank waits alone in a later collective.
+ */
+async function agreeOnPlan(state: SkeletonState, line: ElasticLine, comm: Communicator): Promise<RestorePlan> {
+  let plan: RestorePlan | undefined
+  const failure = settle(() => {
+    checkPosition(state, line.headers[0], line.seq)
+    checkReplayAcross(state, line.headers)
+    plan = planTargets(state, line, comm.rank)
+  })
+  await agree(comm, failure)
+  return plan!
+}
+
+/**
+ * 2a. The byte ranges of every old file this rank needs (pieces that touch
+ * read as one); a range that is one whole run of a target is read straight
+ * into the target's memory.
+ */
+function rangesToRead({ oldSize }: ElasticLine, { targets, pieces, light }: RestorePlan): RangesToRead {
   const byRank = Array.from({ length: oldSize }, (_, r) => {
     const list = [...pieces[r]]
     for (const rec of light[r]) list.push({ rank: r, entry: rec.name, fileOffset: rec.offset, elements: rec.length, target: -1 })
@@ -79,7 +120,6 @@ export async function restoreElastic(state: SkeletonState, line: ElasticLine, co
   const dtypeOfEntry = new Map<string, DType>(targets.map((t) => [t.name, t.dtype]))
   const bpe = (p: Piece) => (p.target < 0 ? 1 : DTYPES[dtypeOfEntry.get(p.entry)!].BYTES_PER_ELEMENT)
   const plans = byRank.map((list) => planRanges(list, bpe))
-  // A range that is one whole run of a target is read straight into the target's memory.
   const targetOf = new Map(targets.map((t) => [t.name, t]))
   const direct = plans.map((p, r) => {
     const into: (Uint8Array | undefined)[] = new Array(p.ranges.length).fill(undefined)
@@ -95,28 +135,44 @@ export async function restoreElastic(state: SkeletonState, line: ElasticLine, co
     })
     return into
   })
+  return { byRank, plans, direct, targetOf }
+}
+
+/**
+ * 2b. Read those ranges (collective when the old files are spread over the
+ * ranks' directories: each rank serves the files it holds). A damaged file
+ * found on any rank passes the line over on every rank.
+ */
+async function readRanges(line: ElasticLine, { plans, direct }: RangesToRead, comm: Communicator): Promise<{ buffers: Uint8Array[][]; bytesRead: number }> {
+  const { seq, source } = line
   const buffers: Uint8Array[][] = []
+  let failure: ErrorRecord | undefined
   let damage: SkipReason | undefined
   let bytesRead = 0
   try {
-    // Collective when the old files are spread over the ranks' directories: each rank serves the files it holds.
     buffers.push(...(await source.readAll(seq, plans.map((p, r) => ({ dataStart: line.dataStarts[r], ranges: p.ranges, into: direct[r] })))))
     for (const p of plans) for (const g of p.ranges) bytesRead += g.length
   } catch (e) {
     if (!(e instanceof CheckpointCorruptError)) failure = errorRecord(e)
-    else damage = { seq, rank, file: e.file, reason: e.reason }
+    else damage = { seq, rank: comm.rank, file: e.file, reason: e.reason }
   }
   await agree(comm, failure)
   const damaged = (await comm.allgather(damage)).filter((d): d is SkipReason => d !== undefined)
   if (damaged.length > 0) throw new RecoveryLineDamagedError(seq, damaged)
+  return { buffers, bytesRead }
+}
 
-  // 3. Every old payload against its checksum, together.
+/** 3. Every old payload against its checksum, together (verifyCollectively); the bytes this rank read only for that. */
+async function verifyTogether(line: ElasticLine, { plans }: RangesToRead, buffers: readonly Uint8Array[][], comm: Communicator): Promise<number> {
   const holdings: Holding[] = []
   plans.forEach((p, r) => p.ranges.forEach((g, i) => holdings.push({ rank: r, entry: p.entries[i], offset: g.offset, bytes: buffers[r][i] })))
   const { problems, extraBytes } = await verifyCollectively(comm, line, holdings)
-  if (problems.length > 0) throw new RecoveryLineDamagedError(seq, problems)
+  if (problems.length > 0) throw new RecoveryLineDamagedError(line.seq, problems)
+  return extraBytes
+}
 
-  // 4. Copy the runs in place (those read straight into place are there already), then the light values.
+/** 4. Copy the runs in place (those read straight into place are there already); the light values follow. */
+function copyInPlace({ oldSize }: ElasticLine, { byRank, plans, direct, targetOf }: RangesToRead, buffers: readonly Uint8Array[][]): void {
   for (let r = 0; r < oldSize; r++) {
     const list = byRank[r]
     const at = plans[r].at
@@ -127,19 +183,6 @@ export async function restoreElastic(state: SkeletonState, line: ElasticLine, co
       const buf = buffers[r][at[i].range]
       t.data.set(arrayOver(t.dtype, buf.buffer, buf.byteOffset + at[i].within, p.elements) as never, p.target)
     }
-  }
-  try {
-    restoreLight(state, line, light, byRank, plans, buffers, rank, size)
-  } catch (e) {
-    failure = errorRecord(e)
-  }
-  await agree(comm, failure)
-
-  const bytesNeeded =
-    targets.reduce((n, t) => n + t.box.volume * t.components * DTYPES[t.dtype].BYTES_PER_ELEMENT, 0) + light.reduce((n, l) => n + l.reduce((m, e) => m + e.length, 0), 0)
-  return {
-    outcome: { reroute: state.mode === 'border', read: plan!.read, write: plan!.write },
-    figures: { fromRanks: oldSize, bytesRead, bytesNeeded, headerBytes: source.counters.headerBytes, verifyBytes: extraBytes },
   }
 }
 
@@ -236,7 +279,7 @@ function restoreLight(
   line: ElasticLine,
   light: EntryRecord[][],
   byRank: Piece[][],
-  plans: ReturnType<typeof planRanges>[],
+  plans: RangePlan[],
   buffers: Uint8Array[][],
   rank: number,
   size: number,

@@ -35,10 +35,36 @@ export interface Verification {
  * ```
  */
 export async function verifyCollectively(comm: Communicator, line: ElasticLine, holdings: readonly Holding[]): Promise<Verification> {
-  const { seq, source, headers, dataStarts } = line
-  const me = comm.rank
+  const index = line.headers.map((h) => new Map(h.entries.map((e, i) => [e.name, i])))
+  const intervals = await exchangeHoldings(comm, line, index, holdings)
+  const { segments, extraRanges } = planSegments(line, intervals, comm.rank, comm.size)
+  const { held, unreadable, extraBytes } = await readUnneeded(line, extraRanges, holdings)
+  // One allgather for all: the files this rank could not read, then the CRCs of the segments it computes.
+  const gathered = await comm.allgather([...unreadable, ...segmentCrcs(line, index, segments, held, comm.rank)])
+  return { problems: judge(line, segments, gathered), extraBytes }
+}
+
+/** Each old payload's segments (cut at every boundary of a range some rank holds) and the rank computing each one's CRC. */
+interface Segments {
+  cuts: number[]
+  holder: Int32Array
+}
+
+/** The key of old rank `r`'s entry `e` (its index in the header). */
+const keyOf = (r: number, e: number) => `${r}:${e}`
+
+/**
+ * The ranks tell each other which byte ranges of which old payloads they
+ * hold (one allgather, plain numbers): for each old (rank, entry), the
+ * entry-relative intervals held, each with the rank holding it.
+ */
+async function exchangeHoldings(
+  comm: Communicator,
+  { headers }: ElasticLine,
+  index: readonly Map<string, number>[],
+  holdings: readonly Holding[],
+): Promise<Map<string, [number, number, number][]>> {
   // Entry-relative intervals, as plain numbers: [old rank, entry index, from, to].
-  const index = headers.map((h) => new Map(h.entries.map((e, i) => [e.name, i])))
   const mine: number[] = []
   for (const h of holdings) {
     const e = index[h.rank].get(h.entry)!
@@ -47,10 +73,6 @@ export async function verifyCollectively(comm: Communicator, line: ElasticLine, 
     mine.push(h.rank, e, from, from + h.bytes.byteLength)
   }
   const all = await comm.allgather(mine)
-
-  // For each (old rank, entry): the cuts, and who computes each segment's CRC.
-  const segments = new Map<string, { cuts: number[]; holder: Int32Array }>()
-  const keyOf = (r: number, e: number) => `${r}:${e}`
   const intervals = new Map<string, [number, number, number][]>()
   all.forEach((list, q) => {
     for (let k = 0; k < list.length; k += 4) {
@@ -60,6 +82,23 @@ export async function verifyCollectively(comm: Communicator, line: ElasticLine, 
       l.push([list[k + 2], list[k + 3], q])
     }
   })
+  return intervals
+}
+
+/**
+ * Cut each old payload at every boundary of a held range; the lowest rank
+ * holding a segment computes its CRC. A segment nobody holds goes to one
+ * rank (the file's home when it has one, otherwise spread over the ranks):
+ * `extraRanges`, this rank's share of them by old rank. The same plan on
+ * every rank (it is made from the same gathered data).
+ */
+function planSegments(
+  { headers, source }: ElasticLine,
+  intervals: ReadonlyMap<string, [number, number, number][]>,
+  me: number,
+  size: number,
+): { segments: Map<string, Segments>; extraRanges: Map<number, { e: number; from: number; to: number }[]> } {
+  const segments = new Map<string, Segments>()
   const extraRanges = new Map<number, { e: number; from: number; to: number }[]>()
   headers.forEach((h, r) => {
     h.entries.forEach((rec, e) => {
@@ -75,7 +114,7 @@ export async function verifyCollectively(comm: Communicator, line: ElasticLine, 
         }
       }
       // What nobody read is read by one rank: the file's home when it has one, otherwise spread over the ranks.
-      const assignee = source.homeOf?.(r) ?? (r + e) % comm.size
+      const assignee = source.homeOf?.(r) ?? (r + e) % size
       for (let s = 0; s < holder.length; s++) {
         if (holder[s] >= 0) continue
         holder[s] = assignee
@@ -88,9 +127,19 @@ export async function verifyCollectively(comm: Communicator, line: ElasticLine, 
       segments.set(key, { cuts, holder })
     })
   })
+  return { segments, extraRanges }
+}
 
-  // Read the unneeded parts assigned to this rank. A file that cannot be read
-  // is reported with the CRCs (entry -1), so that every rank learns it at once.
+/**
+ * Read the parts no rank needs that fell to this rank, beside what it holds.
+ * A file that cannot be read is reported with the CRCs (entry -1), so that
+ * every rank learns it at once.
+ */
+async function readUnneeded(
+  { seq, source, headers, dataStarts }: ElasticLine,
+  extraRanges: ReadonlyMap<number, { e: number; from: number; to: number }[]>,
+  holdings: readonly Holding[],
+): Promise<{ held: Holding[]; unreadable: number[]; extraBytes: number }> {
   const held: Holding[] = [...holdings]
   const crcs: number[] = []
   let extraBytes = 0
@@ -114,8 +163,18 @@ export async function verifyCollectively(comm: Communicator, line: ElasticLine, 
       extraBytes += x.to - x.from
     })
   }
+  return { held, unreadable: crcs, extraBytes }
+}
 
-  // CRCs of the segments this rank computes: [old rank, entry, segment, crc].
+/** The CRCs of the segments this rank computes, each once, as plain numbers: [old rank, entry, segment, crc]. */
+function segmentCrcs(
+  { headers }: ElasticLine,
+  index: readonly Map<string, number>[],
+  segments: ReadonlyMap<string, Segments>,
+  held: readonly Holding[],
+  me: number,
+): number[] {
+  const crcs: number[] = []
   const done = new Set<string>()
   for (const h of held) {
     const e = index[h.rank].get(h.entry)!
@@ -129,10 +188,17 @@ export async function verifyCollectively(comm: Communicator, line: ElasticLine, 
       crcs.push(h.rank, e, s, crc32(h.bytes.subarray(cuts[s] - from, cuts[s + 1] - from)) >>> 0)
     }
   }
-  const gathered = await comm.allgather(crcs)
+  return crcs
+}
+
+/**
+ * Every rank's CRCs together: the files some rank could not read, then each
+ * payload whose segments' CRCs, combined in order, do not give the one its
+ * header records (or that misses a segment's).
+ */
+function judge({ seq, source, headers }: ElasticLine, segments: ReadonlyMap<string, Segments>, gathered: readonly number[][]): SkipReason[] {
   const found = new Map<string, number>()
   for (const list of gathered) for (let k = 0; k < list.length; k += 4) found.set(`${list[k]}:${list[k + 1]}:${list[k + 2]}`, list[k + 3])
-
   const problems: SkipReason[] = []
   const unreadable = new Set<number>()
   for (const list of gathered) for (let k = 0; k < list.length; k += 4) if (list[k + 1] === -1) unreadable.add(list[k])
@@ -155,7 +221,7 @@ export async function verifyCollectively(comm: Communicator, line: ElasticLine, 
       }
     })
   })
-  return { problems, extraBytes }
+  return problems
 }
 
 /** The index of the first element of sorted `xs` that is ≥ `x`. */

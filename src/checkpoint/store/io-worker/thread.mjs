@@ -9,13 +9,14 @@
 import { writeSync, renameSync, openSync, ftruncateSync, closeSync, unlinkSync } from 'node:fs'
 import { parentPort } from 'node:worker_threads'
 import { crc32 } from 'node:zlib'
+import { GATE } from './gate.mjs'
 import { compactRuns, copyRuns } from './runs.mjs'
 import { compressPayload } from './payload-codec.mjs'
 
 /**
  * A job for the thread (io-thread.ts posts it; `id` names its replies).
  * `stage`: copy, compact, checksum and write the body of a rank file once
- * `gate[0]` is 1; `seal`: write the header and rename.
+ * the gate is open (see gate.mjs); `seal`: write the header and rename.
  *
  * @typedef {{ readonly tmp: string, readonly reuse?: string, readonly at: number, readonly parts: readonly Uint8Array[] }} StageBody
  * @typedef {{
@@ -85,9 +86,11 @@ function writeBody(b) {
 
 /** @param {StageRequest} m @returns {StagedValue} */
 function stage(m) {
-  // Start once the rank has left its checkpoint point (release), or after GATE_MS at the latest.
-  Atomics.wait(m.gate, 0, 0, GATE_MS)
-  Atomics.store(m.gate, 0, 0)
+  // Start once the rank has left its checkpoint point (release), or after GATE_MS at the latest. The counts
+  // let a test see the job wait and leave on the release rather than guess it from the clock.
+  Atomics.add(m.gate, GATE.arrived, 1)
+  if (Atomics.wait(m.gate, GATE.open, 0, GATE_MS) !== 'timed-out') Atomics.add(m.gate, GATE.released, 1)
+  Atomics.store(m.gate, GATE.open, 0)
   for (const c of m.copies) copyRuns(c)
   // The domains are free again: the owner may write them while the rest goes on.
   port.postMessage(/** @satisfies {IoReply} */ ({ id: m.id, copied: true }))
