@@ -17,6 +17,7 @@ import type { CheckpointStore } from '../store/checkpoint-store.js'
 import { CheckpointIoThread, type Staged } from '../store/io-thread.js'
 import type { CommitMarker, RankFileRecord } from '../store/marker.js'
 import { availableMemoryBytes } from '../store/memory-level.js'
+import { DeltaChain } from '../store/delta-chain.js'
 import { domainPayload, StagingBuffers } from '../store/staging.js'
 import { BackgroundWork } from './background.js'
 import type { CheckpointCopies } from './copies.js'
@@ -130,7 +131,13 @@ export class CheckpointCommitter {
     this.copies = allCopies.find((c) => c.from === 'disk')
     this.memoryCopies = allCopies.find((c) => c.from === 'memory')
     this.flushIo = cfg.compress === true ? new CheckpointIoThread() : undefined
+    // Deltas are made by the background flush from the memory copy: the disk level only, never with compression.
+    if (cfg.incremental && (!memory || cfg.compress)) throw new ConfigError(cfg.compress ? 'incremental checkpoints are not compressed: use one of incremental and compress' : 'incremental checkpoints need a memory level (memory or async): the background flush makes the deltas')
+    this.chain = cfg.incremental ? new DeltaChain(cfg.incremental.every) : undefined
   }
+
+  /** This rank's chain of incremental disk checkpoints (`incremental`). */
+  private readonly chain: DeltaChain | undefined
 
   private readonly writesMarker: { disk: boolean; memory: boolean }
   /** The copies of disk checkpoints, and of memory checkpoints, when the run makes any. */
@@ -373,7 +380,7 @@ export class CheckpointCommitter {
           )
           if (torn) await torn
           const compress = this.flushIo ? { io: this.flushIo, raw: p.raw ?? new Set<string>() } : undefined
-          const w = await this.store.flushRankFile(seq, rank, memory, inMemory.headerChecksum, compress)
+          const w = await this.store.flushRankFile(seq, rank, memory, inMemory.headerChecksum, compress, this.chain)
           return { written: { rank, file: w.file, bytes: w.bytes, headerChecksum: w.headerChecksum }, ms: performance.now() - started }
         } catch (e) {
           return { failure: (e as Error).message, ms: performance.now() - started }
@@ -453,12 +460,14 @@ export class CheckpointCommitter {
     const all = await this.comm.allgather({ written, failure, ms: durableMs, shared: this.copies?.sharedDue() === true })
     const failed = all.map((a, r) => (a.failure ? `rank ${r}: ${a.failure}` : '')).filter(Boolean)
     if (failed.length > 0) {
+      this.chain?.reset()
       // Every rank's write has ended (the allgather above): the partial checkpoint is removed rather than left
       // to fill the disk, before any rank throws (the first error ends the attempt).
       if (this.writesMarker.disk) await this.store.remove(seq).catch(() => undefined)
       await this.comm.allreduce(0, 'max')
       throw new CheckpointError(`checkpoint ${seq} could not be written (${await this.previousOf(this.store, seq)}):\n  ${failed.join('\n  ')}`)
     }
+    this.chain?.committed(seq)
     const marker = this.markerOf(p, all)
     const totalBytes = all.reduce((s, a) => s + (a.written?.bytes ?? 0), 0)
     const shared = all[0].shared
