@@ -45,11 +45,12 @@ const complete = (dir: string) => readdirSync(dir).filter((n) => n.startsWith('c
 const stepOf = (dir: string, c: string) => (JSON.parse(readFileSync(join(dir, c, 'COMMIT'), 'utf8')) as { step: number }).step
 const headerOf = (path: string) => decodeRankFileHeader(new Uint8Array(readFileSync(path)), path)
 
-/** A run whose rank 1 is killed at step 33 for good, its memory level then lost: only the disk chain is left. */
+/** A run whose rank 1 is killed at step 33 (or as `--inject` first in `extra` says) for good, its memory level then lost: only the disk chain is left. */
 async function killedRun(name: string, ...extra: string[]): Promise<string> {
+  const inject = extra[0] === '--inject' ? extra.splice(0, 2)[1] : 'rank=1,step=33'
   const dir = join(root, name)
   ramDirs.push(memoryDirFor(dir))
-  const first = await run(2, '--checkpoint-dir', dir, '--checkpoint', 'every:5', '--async-checkpoints', '--incremental', '--inject', 'rank=1,step=33', '--restarts', '0', '--quiet', ...extra)
+  const first = await run(2, '--checkpoint-dir', dir, '--checkpoint', 'every:5', '--async-checkpoints', '--incremental', '--inject', inject, '--restarts', '0', '--quiet', ...extra)
   expect(first.code, first.err).toBe(1)
   rmSync(memoryDirFor(dir), { recursive: true, force: true })
   expect(complete(dir).length).toBeGreaterThanOrEqual(2)
@@ -109,8 +110,9 @@ describe.skipIf(!existsSync(RAM_ROOT))('--incremental', () => {
   }, 120_000)
 
   it('a damaged base is found and named; the newest checkpoint of an intact chain is used', async () => {
-    // A full one every 3 and keep 5: two chains on disk; the newer one's base is damaged.
-    const dir = await killedRun('damaged-base', '--full-every', '3', '--keep', '5')
+    // A full one every 4 (steps 4, 24) and keep 8: two chains on disk, the newer one's deltas at steps 29 and 34
+    // (the kill at 38 leaves time for a flush or two); its base is damaged.
+    const dir = await killedRun('damaged-base', '--inject', 'rank=1,step=38', '--full-every', '4', '--keep', '8')
     const kept = complete(dir)
     const newest = headerOf(join(dir, kept.at(-1)!, 'rank-0.mlf')).header
     const base = newest.delta!.base

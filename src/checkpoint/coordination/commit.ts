@@ -90,7 +90,7 @@ export class CheckpointCommitter {
   /** Copies of the payloads of the memory checkpoint in flight (SharedArrayBuffers: the checksum thread reads them). */
   private readonly shared = new StagingBuffers(true)
   private readonly io = new CheckpointIoThread()
-  /** The disk flush's compression thread (`compress`): its own, so the memory level's copies never wait behind it. */
+  /** The disk flush's thread (`compress`: compression; `incremental`: block digests): its own, so the memory level's copies never wait behind it. */
   private readonly flushIo: CheckpointIoThread | undefined
   /** Every write, flush and marker started in the background, until it ends (see `settle`). */
   private readonly background = new BackgroundWork()
@@ -130,7 +130,7 @@ export class CheckpointCommitter {
     this.memoryKept = memory ? memory.listed.map((s) => s.seq) : []
     this.copies = allCopies.find((c) => c.from === 'disk')
     this.memoryCopies = allCopies.find((c) => c.from === 'memory')
-    this.flushIo = cfg.compress === true ? new CheckpointIoThread() : undefined
+    this.flushIo = cfg.compress === true || cfg.incremental ? new CheckpointIoThread() : undefined
     // Deltas are made by the background flush from the memory copy: the disk level only, never with compression.
     if (cfg.incremental && (!memory || cfg.compress)) throw new ConfigError(cfg.compress ? 'incremental checkpoints are not compressed: use one of incremental and compress' : 'incremental checkpoints need a memory level (memory or async): the background flush makes the deltas')
     this.chain = cfg.incremental ? new DeltaChain(cfg.incremental.every) : undefined
@@ -379,8 +379,9 @@ export class CheckpointCommitter {
             { dir: this.store.pathOf(seq), path: this.store.fileOf(seq, rank), parts: [] },
           )
           if (torn) await torn
-          const compress = this.flushIo ? { io: this.flushIo, raw: p.raw ?? new Set<string>() } : undefined
-          const w = await this.store.flushRankFile(seq, rank, memory, inMemory.headerChecksum, compress, this.chain)
+          const compress = this.flushIo && this.cfg.compress === true ? { io: this.flushIo, raw: p.raw ?? new Set<string>() } : undefined
+          const incremental = this.chain ? { chain: this.chain, ...(this.flushIo ? { io: this.flushIo } : {}) } : undefined
+          const w = await this.store.flushRankFile(seq, rank, memory, inMemory.headerChecksum, compress, incremental)
           return { written: { rank, file: w.file, bytes: w.bytes, headerChecksum: w.headerChecksum }, ms: performance.now() - started }
         } catch (e) {
           return { failure: (e as Error).message, ms: performance.now() - started }

@@ -1,7 +1,7 @@
-import { createHash } from 'node:crypto'
 import { crc32 } from 'node:zlib'
 import { CheckpointCorruptError } from '../../errors.js'
 import { isPlainObject } from './json.js'
+import { blockDigests as digestsOf, DIGEST_BYTES } from '../store/io-worker/block-digests.mjs'
 
 /*
  * Incremental (delta) rank files. A heavy payload is cut into blocks of
@@ -56,17 +56,15 @@ export function blockCount(length: number, blockSize: number = DELTA_BLOCK_BYTES
  * the old one would be left out of the delta and restored wrong with every
  * check passing (the payload CRC collides too); SHA-1 makes a missed change
  * negligible and costs about twice a CRC32 (hardware-accelerated in OpenSSL),
- * paid in the background flush.
+ * paid in the background flush, on its own thread.
  *
  * ```ts
  * const digests = blockDigests(bytes)   // 20 × blockCount(bytes.byteLength) bytes
  * ```
  */
 export function blockDigests(bytes: Uint8Array, blockSize: number = DELTA_BLOCK_BYTES): Uint8Array {
-  const n = blockCount(bytes.byteLength, blockSize)
-  const out = new Uint8Array(n * 20)
-  for (let i = 0; i < n; i++) out.set(createHash('sha1').update(bytes.subarray(i * blockSize, (i + 1) * blockSize)).digest(), i * 20)
-  return out
+  // The flush computes them on its thread (CheckpointIoThread.digest), with the same code.
+  return digestsOf(bytes, blockSize)
 }
 
 /**
@@ -78,7 +76,7 @@ export function blockDigests(bytes: Uint8Array, blockSize: number = DELTA_BLOCK_
  * ```
  */
 export function changedBlocks(before: Uint8Array | undefined, after: Uint8Array): number[] {
-  const n = after.byteLength / 20
+  const n = after.byteLength / DIGEST_BYTES
   const out: number[] = []
   const same = before !== undefined && before.byteLength === after.byteLength
   for (let i = 0; i < n; i++) {
@@ -86,7 +84,7 @@ export function changedBlocks(before: Uint8Array | undefined, after: Uint8Array)
       out.push(i)
       continue
     }
-    for (let k = i * 20; k < i * 20 + 20; k++) {
+    for (let k = i * DIGEST_BYTES; k < (i + 1) * DIGEST_BYTES; k++) {
       if (before[k] !== after[k]) {
         out.push(i)
         break

@@ -24,7 +24,8 @@ import {
 import { PAYLOAD_CODEC } from './io-worker/payload-codec.mjs'
 import { checkpointFsError, errorCode, explainFsError } from './fs-errors.js'
 import { encodeMarker, parseMarker, type CommitMarker, type RankFileRecord } from './marker.js'
-import { assembleChain, type DeltaChain, type DeltaWritten } from './delta-chain.js'
+import { assembleChain, deltaCandidates, type DeltaChain, type DeltaWritten } from './delta-chain.js'
+import { DELTA_BLOCK_BYTES } from '../format/delta.js'
 
 /** What writeRankFile reports: the marker record for this rank plus where and how long. */
 export interface RankFileWritten extends RankFileRecord {
@@ -379,9 +380,9 @@ export class CheckpointStore {
    * checksum is carried over from the source as it is, so a payload damaged
    * before or during the compression is found when it is read back.
    */
-  async flushRankFile(seq: number, rank: number, from: CheckpointStore, headerChecksum: number, compress?: FlushCompression, chain?: DeltaChain): Promise<RankFileWritten & { delta?: DeltaWritten }> {
+  async flushRankFile(seq: number, rank: number, from: CheckpointStore, headerChecksum: number, compress?: FlushCompression, incremental?: { chain: DeltaChain; io?: CheckpointIoThread }): Promise<RankFileWritten & { delta?: DeltaWritten }> {
     if (compress) return this.flushCompressed(seq, rank, from, compress)
-    if (chain) return this.flushIncremental(seq, rank, from, chain)
+    if (incremental) return this.flushIncremental(seq, rank, from, incremental.chain, incremental.io)
     const t0 = performance.now()
     const dir = this.pathOf(seq)
     const path = this.fileOf(seq, rank)
@@ -404,12 +405,13 @@ export class CheckpointStore {
    * write only the blocks changed since the chain's previous file, or the
    * file as it is when the chain says full (see DeltaChain).
    */
-  private async flushIncremental(seq: number, rank: number, from: CheckpointStore, chain: DeltaChain): Promise<RankFileWritten & { delta: DeltaWritten }> {
+  private async flushIncremental(seq: number, rank: number, from: CheckpointStore, chain: DeltaChain, io?: CheckpointIoThread): Promise<RankFileWritten & { delta: DeltaWritten }> {
     const t0 = performance.now()
     const source = from.fileOf(seq, rank)
     let file: Uint8Array
     try {
-      file = await readWhole(source, plainAllocator)
+      // Shared memory when a thread digests the payloads: they cross to it as views.
+      file = await readWhole(source, io ? sharedAllocator : plainAllocator)
     } catch (e) {
       throw checkpointFsError('cannot read checkpoint file to flush', source, e)
     }
@@ -418,7 +420,8 @@ export class CheckpointStore {
     // The previous file of the chain must still be here (it is committed: pruning keeps what a delta needs).
     const previous = chain.previousSeq
     const present = previous !== undefined && (await exists(this.fileOf(previous, rank)))
-    const { parts, written } = chain.encode(seq, header, payload, present)
+    const digests = io ? await io.digest(deltaCandidates(header).map(payload), DELTA_BLOCK_BYTES) : undefined
+    const { parts, written } = chain.encode(seq, header, payload, present, digests)
     const w = await this.writeRankFile(seq, rank, parts ?? [file])
     return { ...w, delta: written, durationMs: performance.now() - t0 }
   }

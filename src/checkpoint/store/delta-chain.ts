@@ -51,7 +51,14 @@ export class DeltaChain {
    * payloads by `payloadOf`): the parts of a delta file, or undefined parts
    * when the file is written full (copied as it is).
    */
-  encode(seq: number, header: RankFileHeader, payloadOf: (e: EntryRecord) => Uint8Array, previousPresent: boolean): { parts?: Uint8Array[]; written: DeltaWritten } {
+  encode(
+    seq: number,
+    header: RankFileHeader,
+    payloadOf: (e: EntryRecord) => Uint8Array,
+    previousPresent: boolean,
+    /** The block digests of the heavy payloads (deltaCandidates, in order), when computed elsewhere (the flush's thread). */
+    given?: readonly Uint8Array[],
+  ): { parts?: Uint8Array[]; written: DeltaWritten } {
     const digests = new Map<string, Uint8Array>()
     const changed = new Map<string, number[]>()
     let changedBytes = 0
@@ -59,9 +66,8 @@ export class DeltaChain {
     let changedCount = 0
     let total = 0
     const last = previousPresent ? this.last : undefined
-    for (const e of header.entries) {
-      if (e.kind !== 'heavy' || e.stored !== undefined || e.blocks !== undefined) continue
-      const d = blockDigests(payloadOf(e))
+    for (const [i, e] of deltaCandidates(header).entries()) {
+      const d = given?.[i] ?? blockDigests(payloadOf(e))
       digests.set(e.name, d)
       const c = changedBlocks(last?.digests.get(e.name), d)
       changed.set(e.name, c)
@@ -102,6 +108,17 @@ export class DeltaChain {
     this.last = undefined
     this.written = undefined
   }
+}
+
+/**
+ * The entries a delta may hold only some blocks of: heavy payloads stored raw.
+ *
+ * ```ts
+ * const digests = await io.digest(deltaCandidates(header).map(payloadOf), DELTA_BLOCK_BYTES)
+ * ```
+ */
+export function deltaCandidates(header: RankFileHeader): EntryRecord[] {
+  return header.entries.filter((e) => e.kind === 'heavy' && e.stored === undefined && e.blocks === undefined)
 }
 
 /**
