@@ -1,7 +1,6 @@
 import { crc32 } from 'node:zlib'
 import { CheckpointCorruptError } from '../../errors.js'
 import { isPlainObject } from './json.js'
-import { blockDigests as digestsOf, DIGEST_BYTES } from '../store/io-worker/block-digests.mjs'
 
 /*
  * Incremental (delta) rank files. A heavy payload is cut into blocks of
@@ -47,51 +46,6 @@ export interface EntryBlocks {
  */
 export function blockCount(length: number, blockSize: number = DELTA_BLOCK_BYTES): number {
   return Math.ceil(length / blockSize)
-}
-
-/**
- * The change-detection digests of a payload, one SHA-1 (20 bytes) per block,
- * back to back. Kept in memory from the last file written, never stored.
- * Not CRC32: a CRC is linear, so a changed block whose CRC happens to equal
- * the old one would be left out of the delta and restored wrong with every
- * check passing (the payload CRC collides too); SHA-1 makes a missed change
- * negligible and costs about twice a CRC32 (hardware-accelerated in OpenSSL),
- * paid in the background flush, on its own thread.
- *
- * ```ts
- * const digests = blockDigests(bytes)   // 20 × blockCount(bytes.byteLength) bytes
- * ```
- */
-export function blockDigests(bytes: Uint8Array, blockSize: number = DELTA_BLOCK_BYTES): Uint8Array {
-  // The flush computes them on its thread (CheckpointIoThread.digest), with the same code.
-  return digestsOf(bytes, blockSize)
-}
-
-/**
- * The blocks whose digest differs between `before` and `after` (both from
- * blockDigests); every block when their lengths differ.
- *
- * ```ts
- * changedBlocks(blockDigests(old), blockDigests(now))   // [0, 7]
- * ```
- */
-export function changedBlocks(before: Uint8Array | undefined, after: Uint8Array): number[] {
-  const n = after.byteLength / DIGEST_BYTES
-  const out: number[] = []
-  const same = before !== undefined && before.byteLength === after.byteLength
-  for (let i = 0; i < n; i++) {
-    if (!same) {
-      out.push(i)
-      continue
-    }
-    for (let k = i * DIGEST_BYTES; k < (i + 1) * DIGEST_BYTES; k++) {
-      if (before[k] !== after[k]) {
-        out.push(i)
-        break
-      }
-    }
-  }
-  return out
 }
 
 /**

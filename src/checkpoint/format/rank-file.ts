@@ -490,7 +490,7 @@ function readPreamble(bytes: Uint8Array, name: string, fileBytes: number): Pream
   const view = new DataView(bytes.buffer, bytes.byteOffset, PREAMBLE_BYTES)
   const version = view.getUint32(8, true)
   if (!VERSIONS.includes(version)) {
-    throw new CheckpointCorruptError(name, `format version ${version} is not supported (this molotof reads versions ${VERSIONS.join(' and ')})`)
+    throw new CheckpointCorruptError(name, `format version ${version} is not supported (this molotof reads versions ${VERSIONS.slice(0, -1).join(', ')} and ${VERSIONS[VERSIONS.length - 1]})`)
   }
   const headerLength = view.getUint32(12, true)
   const headerChecksum = view.getUint32(16, true)

@@ -1,8 +1,54 @@
 import { crc32 } from 'node:zlib'
 import { CheckpointCorruptError, ConfigError } from '../../errors.js'
 import type { BufferAllocator } from '../../domains/dtype.js'
-import { assemblePayload, blockCount, blockDigests, changedBlocks, deltaPieces, DELTA_BLOCK_BYTES, type DeltaRecord, type PayloadLayer } from '../format/delta.js'
+import { assemblePayload, blockCount, deltaPieces, DELTA_BLOCK_BYTES, type DeltaRecord, type PayloadLayer } from '../format/delta.js'
+import { blockDigests as digestsOf, DIGEST_BYTES } from './io-worker/block-digests.mjs'
 import { encodeRankFile, metaOfHeader, type DecodedEntry, type DecodedRankFile, type EntryInput, type EntryRecord, type RankFileHeader } from '../format/rank-file.js'
+
+/**
+ * The change-detection digests of a payload, one SHA-1 (20 bytes) per block,
+ * back to back. Kept in memory from the last file written, never stored.
+ * Not CRC32: a CRC is linear, so a changed block whose CRC happens to equal
+ * the old one would be left out of the delta and restored wrong with every
+ * check passing (the payload CRC collides too); SHA-1 makes a missed change
+ * negligible and costs about twice a CRC32 (hardware-accelerated in OpenSSL),
+ * paid in the background flush, on its own thread.
+ *
+ * ```ts
+ * const digests = blockDigests(bytes)   // 20 × blockCount(bytes.byteLength) bytes
+ * ```
+ */
+export function blockDigests(bytes: Uint8Array, blockSize: number = DELTA_BLOCK_BYTES): Uint8Array {
+  // The flush computes them on its thread (CheckpointIoThread.digest), with the same code.
+  return digestsOf(bytes, blockSize)
+}
+
+/**
+ * The blocks whose digest differs between `before` and `after` (both from
+ * blockDigests); every block when their lengths differ.
+ *
+ * ```ts
+ * changedBlocks(blockDigests(old), blockDigests(now))   // [0, 7]
+ * ```
+ */
+export function changedBlocks(before: Uint8Array | undefined, after: Uint8Array): number[] {
+  const n = after.byteLength / DIGEST_BYTES
+  const out: number[] = []
+  const same = before !== undefined && before.byteLength === after.byteLength
+  for (let i = 0; i < n; i++) {
+    if (!same) {
+      out.push(i)
+      continue
+    }
+    for (let k = i * DIGEST_BYTES; k < (i + 1) * DIGEST_BYTES; k++) {
+      if (before[k] !== after[k]) {
+        out.push(i)
+        break
+      }
+    }
+  }
+  return out
+}
 
 /** A file's share of changed blocks above which a full checkpoint is written instead of a delta. */
 export const FULL_ABOVE_CHANGED_SHARE = 0.5

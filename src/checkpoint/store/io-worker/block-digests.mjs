@@ -1,8 +1,8 @@
 // @ts-check
-// The change-detection digests of incremental checkpoints (format/delta.ts
-// says why SHA-1 and not a CRC): plain JavaScript beside the I/O thread,
-// which computes them for a flush off the rank's own thread, and read by the
-// format's tests through format/delta.ts.
+// The change-detection digests of incremental checkpoints (store/delta-chain.ts
+// says why SHA-1 and not a CRC): plain JavaScript, so that the I/O thread
+// computes them for a flush off the rank's own thread with the same code
+// DeltaChain uses when no thread is given.
 import { createHash } from 'node:crypto'
 
 /** Bytes of one block's digest (SHA-1). */
