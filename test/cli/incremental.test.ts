@@ -153,5 +153,8 @@ describe.skipIf(!existsSync(RAM_ROOT))('--incremental', () => {
     const compressed = await run(2, '--checkpoint-dir', join(root, 'refused'), '--checkpoint', 'every:5', '--async-checkpoints', '--incremental', '--compress')
     expect(compressed.code).toBe(2)
     expect(compressed.err).toMatch(/--incremental and --compress/)
+    const shared = await run(2, '--checkpoint-dir', join(root, 'refused'), '--checkpoint', 'every:5', '--async-checkpoints', '--incremental', '--shared-checkpoint', 'every:2', '--shared-dir', join(root, 'shared'))
+    expect(shared.code).toBe(2)
+    expect(shared.err).toMatch(/--incremental .*--shared-checkpoint/)
   })
 })

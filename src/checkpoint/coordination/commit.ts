@@ -132,7 +132,10 @@ export class CheckpointCommitter {
     this.memoryCopies = allCopies.find((c) => c.from === 'memory')
     this.flushIo = cfg.compress === true || cfg.incremental ? new CheckpointIoThread() : undefined
     // Deltas are made by the background flush from the memory copy: the disk level only, never with compression.
-    if (cfg.incremental && (!memory || cfg.compress)) throw new ConfigError(cfg.compress ? 'incremental checkpoints are not compressed: use one of incremental and compress' : 'incremental checkpoints need a memory level (memory or async): the background flush makes the deltas')
+    if (cfg.incremental && (!memory || cfg.compress || cfg.partner || cfg.shared)) {
+      const why = cfg.compress ? 'are not compressed: use one of incremental and compress' : !memory ? 'need a memory level (memory or async): the background flush makes the deltas' : 'need their chain, which partner and shared copies (one file per checkpoint) do not keep: leave out partner and shared'
+      throw new ConfigError(`incremental checkpoints ${why}`)
+    }
     this.chain = cfg.incremental ? new DeltaChain(cfg.incremental.every) : undefined
   }
 
