@@ -1,6 +1,6 @@
 /**
  * Bytes per checkpoint: for each program (Jacobi, whose every cell changes;
- * swing) and each way of storing its checkpoints (a variant: raw,
+ * swing; sparse, which changes 5 % of its state per disk checkpoint) and each way of storing its checkpoints (a variant: raw,
  * compressed, …), the bytes written per disk checkpoint over all ranks, the
  * ratio to raw, the time at the checkpoint point (the memory level's stall)
  * and in the background (checkpoint point to durable on disk, compression
@@ -9,7 +9,7 @@
  * Then the memory level's CRC32 next to its copy, per core, on the same
  * bytes (where the CRC is taken: docs/ARCHITECTURE.md).
  *
- *   npm run bench:bytes -- [--programs jacobi,jacobi-spread,swing] [--variants raw,compressed] [--repeats 2] [--ranks 2]
+ *   npm run bench:bytes -- [--programs jacobi,jacobi-spread,swing,sparse] [--variants raw,compressed,incremental] [--repeats 2] [--ranks 2]
  *
  * A new way of storing checkpoints (redundancy, incremental) is one more
  * entry of VARIANTS; a new program one more entry of PROGRAMS.
@@ -40,15 +40,20 @@ const PROGRAMS: Record<string, BytesProgram> = {
   'jacobi-spread': { file: 'examples/jacobi/jacobi.ts', argv: ['--n', '512', '--iterations', '3000'], disk: { every: 500 } },
   // The large benchmark preset (180 dates): up to 25 MB of value function per rank and checkpoint.
   swing: { file: 'examples/swing/swing.ts', argv: ['--preset', 'large-g2d'], disk: { every: 45 } },
+  // 32 MiB of doubles (16 MiB per rank on 2), 1 % of them rewritten per superstep: 5 % per disk checkpoint interval
+  // (the incremental tests' fixture).
+  sparse: { file: 'test/fixtures/sparse-update.ts', argv: ['--kib', '32768', '--steps', '200'], disk: { every: 5 } },
 }
 
 /** How a run stores its checkpoints, as settings added to the run's configuration. */
 const VARIANTS: Record<string, Partial<FaultToleranceConfig>> = {
   raw: {},
   compressed: { compress: true },
+  // A full disk checkpoint every 8, deltas of the changed 64 KiB blocks between.
+  incremental: { incremental: { every: 8 } },
 }
 
-const USAGE = 'npm run bench:bytes -- [--programs jacobi,jacobi-spread,swing] [--variants raw,compressed] [--repeats 2] [--ranks 2]'
+const USAGE = 'npm run bench:bytes -- [--programs jacobi,jacobi-spread,swing,sparse] [--variants raw,compressed,incremental] [--repeats 2] [--ranks 2]'
 const { values } = benchArgs(USAGE, () =>
   parseArgs({
     options: {
@@ -107,13 +112,16 @@ for (const [name, program] of programs) {
     const ratio = rawBytes === undefined ? NaN : rawBytes / b
     const key = `${name} ${vname}`
     record.figure(`${key}: bytes per disk checkpoint (all ranks)`, bytes, 'B')
+    // The mean counts the full checkpoints of an incremental chain too (the median is a delta's).
+    record.figure(`${key}: mean bytes per disk checkpoint (all ranks)`, bytes.reduce((a, x) => a + x, 0) / Math.max(1, bytes.length), 'B')
     record.figure(`${key}: stall at the checkpoint point`, stall, 'ms')
     record.figure(`${key}: checkpoint point to durable (background)`, background, 'ms')
     if (Number.isFinite(ratio)) record.figure(`${key}: raw / stored bytes`, ratio, '×')
-    rows.push([name, vname, (b / 2 ** 20).toFixed(2), Number.isFinite(ratio) ? ratio.toFixed(2) : '–', med(stall).toFixed(1), med(background).toFixed(0), String(bytes.length)])
+    const mean = bytes.reduce((a, x) => a + x, 0) / Math.max(1, bytes.length)
+    rows.push([name, vname, (b / 2 ** 20).toFixed(2), (mean / 2 ** 20).toFixed(2), Number.isFinite(ratio) ? ratio.toFixed(2) : '–', med(stall).toFixed(1), med(background).toFixed(0), String(bytes.length)])
   }
 }
-console.log(table(['program', 'variant', 'MiB / disk ckpt', 'raw / stored', 'stall ms', 'background ms', 'n'], rows))
+console.log(table(['program', 'variant', 'MiB / disk ckpt', 'mean MiB', 'raw / stored', 'stall ms', 'background ms', 'n'], rows))
 
 // The memory level's CRC32 next to its copy, one core each, on 16 MiB of doubles.
 const src = new Uint8Array(new Float64Array(2 ** 21).map((_, i) => Math.sin(i) * 1e3).buffer)

@@ -49,6 +49,15 @@ export interface FaultToleranceConfig {
    */
   compress?: boolean
   /**
+   * Incremental disk checkpoints (with `memory` or `async`): a flushed disk
+   * checkpoint stores, per heavy payload, only the 64 KiB blocks changed
+   * since the previous one, with a full one every `every` checkpoints or
+   * when more than half of the bytes changed; readers assemble the chain.
+   * Not with `compress`. Off by default: see docs/REFERENCE.md ("Incremental
+   * checkpoints").
+   */
+  incremental?: { every: number }
+  /**
    * Partner copies (a run of several nodes): each rank's file of every disk
    * checkpoint is also kept by the same local rank on the next node, sent
    * over the communicator in the background (see store/partner.ts).

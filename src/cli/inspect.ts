@@ -2,6 +2,8 @@ import { existsSync, readdirSync } from 'node:fs'
 import { basename, dirname, join, resolve } from 'node:path'
 import { LEVEL_KINDS, type LevelKind, type LevelRoots } from '../checkpoint/coordination/levels.js'
 import { readHeaderOnly } from '../checkpoint/format/rank-file.js'
+import type { DeltaRecord } from '../checkpoint/format/delta.js'
+import { deltaShare } from '../checkpoint/store/delta-chain.js'
 import { describeBlocker, elasticBlockers } from '../checkpoint/recovery/elastic/line.js'
 import { DirectorySource, SpreadSource, type RankFileSource } from '../checkpoint/recovery/elastic/source.js'
 import { CheckpointStore, validRanks } from '../checkpoint/store/checkpoint-store.js'
@@ -72,6 +74,8 @@ interface Row {
   ranks: number | undefined
   bytes: number
   entries: string[]
+  /** An incremental checkpoint: which chain it belongs to and how many heavy blocks it holds (over its rank files). */
+  chain?: string
   /** The run lineage that wrote the checkpoint. */
   runId: string | undefined
   /** The hash of the program code that wrote it, and its files. */
@@ -107,6 +111,21 @@ interface Listed {
 /** The kinds of level inspect lists, fastest first (see LEVEL_KINDS): the run's own levels and the copies it can find from a directory. */
 const LISTED_KINDS = LEVEL_KINDS.filter((k) => k.inspectTitle !== undefined)
 
+/** `delta 2 of #5 (needs #5, #6), 12/256 blocks changed`: a delta checkpoint's chain and share, over its rank files. */
+async function chainOf(dir: string, files: readonly { file: string }[], delta: DeltaRecord): Promise<string> {
+  let changed = 0
+  let total = 0
+  for (const f of files) {
+    // A header that cannot be read is reported by validation; the share counts the others.
+    const info = await readHeaderOnly(`${dir}/${f.file}`).catch(() => undefined)
+    if (!info) continue
+    const share = deltaShare(info.header)
+    changed += share.changed
+    total += share.total
+  }
+  return `delta ${delta.depth} of #${delta.base} (needs ${delta.needs.map((n) => `#${n}`).join(', ')}), ${changed}/${total} blocks changed`
+}
+
 /**
  * Every checkpoint of one level's store, with its validity; `presentOnly`:
  * check only the rank files this directory holds (one of several, or a partner directory).
@@ -122,8 +141,10 @@ async function rowsOf(store: CheckpointStore, verify: boolean, presentOnly = fal
     const header = first ? await readHeaderOnly(`${c.path}/${first.file}`).catch(() => undefined) : undefined
     // Re-slicing needs every old rank's header: one directory of several is judged with the others (inspectMany).
     const elastic = report?.ok && !presentOnly ? await elasticityOf(new DirectorySource(store), c.seq, size) : undefined
+    const chain = header?.header.delta ? await chainOf(c.path, c.files, header.header.delta) : undefined
     rows.push({
       ...(elastic ? { elastic } : {}),
+      ...(chain ? { chain } : {}),
       seq: c.seq,
       complete: c.complete,
       ...(c.uncommitted ? { uncommitted: true } : {}),
@@ -175,7 +196,7 @@ function printRows(rows: readonly Row[], out: (s: string) => void, copies = fals
     // A partner directory holds other ranks' files: which ones.
     const held = copies ? `  copies of rank${r.present.length === 1 ? '' : 's'} ${r.present.join(', ') || '-'}` : ''
     out(
-      `  #${r.seq}  ${state.padEnd(11)} skeleton ${r.skeleton ?? '?'} step ${r.step ?? '?'}  ${r.ranks ?? '?'} ranks${held}  ${formatSize(r.bytes)}  entries: ${r.entries.join(', ') || '-'}${identityOf(r)}${elastic}`,
+      `  #${r.seq}  ${state.padEnd(11)} skeleton ${r.skeleton ?? '?'} step ${r.step ?? '?'}  ${r.ranks ?? '?'} ranks${held}  ${formatSize(r.bytes)}  entries: ${r.entries.join(', ') || '-'}${r.chain ? `  ${r.chain}` : ''}${identityOf(r)}${elastic}`,
     )
     for (const p of r.problems) out(`      ${p}`)
     if (r.elastic && !r.elastic.ok) out(`      on another rank count: ${r.elastic.blockers.join('; ')}`)

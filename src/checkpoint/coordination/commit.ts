@@ -17,6 +17,7 @@ import type { CheckpointStore, RankFileWritten } from '../store/checkpoint-store
 import { CheckpointIoThread, type Staged } from '../store/io-thread.js'
 import type { CommitMarker, RankFileRecord } from '../store/marker.js'
 import { availableMemoryBytes } from '../store/memory-level.js'
+import { DeltaChain } from '../store/delta-chain.js'
 import { domainPayload, StagingBuffers } from '../store/staging.js'
 import { BackgroundWork } from './background.js'
 import type { CheckpointCopies } from './copies.js'
@@ -114,7 +115,7 @@ export class CheckpointCommitter {
   /** Copies of the payloads of the memory checkpoint in flight (SharedArrayBuffers: the checksum thread reads them). */
   private readonly shared = new StagingBuffers(true)
   private readonly io = new CheckpointIoThread()
-  /** The disk flush's compression thread (`compress`): its own, so the memory level's copies never wait behind it. */
+  /** The disk flush's thread (`compress`: compression; `incremental`: block digests): its own, so the memory level's copies never wait behind it. */
   private readonly flushIo: CheckpointIoThread | undefined
   /** Every write, flush and marker started in the background, until it ends (see `settle`). */
   private readonly background = new BackgroundWork()
@@ -149,8 +150,17 @@ export class CheckpointCommitter {
     this.disk = disk
     this.memory = this.own.find((w) => w.level.name === 'memory')
     this.memoryKept = this.memory ? this.memory.level.listed.map((s) => s.seq) : []
-    this.flushIo = cfg.compress === true ? new CheckpointIoThread() : undefined
+    this.flushIo = cfg.compress === true || cfg.incremental ? new CheckpointIoThread() : undefined
+    // Deltas are made by the background flush from the memory copy: the disk level only, never with compression.
+    if (cfg.incremental && (!this.memory || cfg.compress || cfg.partner || cfg.shared)) {
+      const why = cfg.compress ? 'are not compressed: use one of incremental and compress' : !this.memory ? 'need a memory level (memory or async): the background flush makes the deltas' : 'need their chain, which partner and shared copies (one file per checkpoint) do not keep: leave out partner and shared'
+      throw new ConfigError(`incremental checkpoints ${why}`)
+    }
+    this.chain = cfg.incremental ? new DeltaChain(cfg.incremental.every) : undefined
   }
+
+  /** This rank's chain of incremental disk checkpoints (`incremental`). */
+  private readonly chain: DeltaChain | undefined
 
   /** The number the next checkpoint will get. */
   get nextSeq(): number {
@@ -464,8 +474,9 @@ export class CheckpointCommitter {
         try {
           const torn = this.hooks.control?.faults?.tornWrite({ skeleton: p.skeleton, step: p.step }, { dir: store.pathOf(seq), path: store.fileOf(seq, rank), parts: [] })
           if (torn) await torn
-          const compress = this.flushIo ? { io: this.flushIo, raw: p.raw ?? new Set<string>() } : undefined
-          const w = await store.flushRankFile(seq, rank, memory, inMemory.headerChecksum, compress)
+          const compress = this.flushIo && this.cfg.compress === true ? { io: this.flushIo, raw: p.raw ?? new Set<string>() } : undefined
+          const incremental = this.chain ? { chain: this.chain, ...(this.flushIo ? { io: this.flushIo } : {}) } : undefined
+          const w = await store.flushRankFile(seq, rank, memory, inMemory.headerChecksum, compress, incremental)
           return { written: { rank, file: w.file, bytes: w.bytes, headerChecksum: w.headerChecksum }, ms: performance.now() - started }
         } catch (e) {
           return { failure: (e as Error).message, ms: performance.now() - started }
@@ -546,6 +557,7 @@ export class CheckpointCommitter {
    */
   private async commit(p: PendingCheckpoint): Promise<void> {
     const all = await this.allDurable(p)
+    this.chain?.committed(p.seq)
     const marker = this.markerOf(p, all)
     const totalBytes = all.reduce((s, a) => s + (a.written?.bytes ?? 0), 0)
     // Rank 0's clock decides whether this checkpoint also goes to the shared level.
@@ -566,6 +578,7 @@ export class CheckpointCommitter {
     const all = await this.comm.allgather({ written, failure, ms, shared: this.disk.copies?.sharedDue() === true })
     const failed = all.map((a, r) => (a.failure ? `rank ${r}: ${a.failure}` : '')).filter(Boolean)
     if (failed.length > 0) {
+      this.chain?.reset()
       // Every rank's write has ended (the allgather above): the partial checkpoint is removed before any rank
       // throws (the first error ends the attempt).
       if (disk.writesMarker) await disk.store.remove(seq).catch(() => undefined)

@@ -5,6 +5,7 @@ import { DTYPES, isDType, type DType } from '../../domains/dtype.js'
 import { isCodeIdentity, type CodeIdentity } from './code-record.js'
 import { decompressPayload, PAYLOAD_CODEC, type StoredEncoding } from '../store/io-worker/payload-codec.mjs'
 import { checkJsonObject, isPlainObject, type JsonObject } from './json.js'
+import { checkHeldBlocks, heldBytes, isDeltaRecord, isEntryBlocks, type DeltaRecord, type EntryBlocks } from './delta.js'
 
 /*
  * Layout of a rank file (all integers little-endian):
@@ -37,7 +38,9 @@ import { checkJsonObject, isPlainObject, type JsonObject } from './json.js'
 export const FORMAT_VERSION = 1
 /** The version of a file with compressed payloads (`stored` records): an older reader refuses it by its version. */
 export const ENCODED_FORMAT_VERSION = 2
-const VERSIONS: readonly number[] = [FORMAT_VERSION, ENCODED_FORMAT_VERSION]
+/** The version of a delta file (header `delta`, entries with `blocks`: see format/delta.ts), readable only with its chain. */
+export const DELTA_FORMAT_VERSION = 3
+const VERSIONS: readonly number[] = [FORMAT_VERSION, ENCODED_FORMAT_VERSION, DELTA_FORMAT_VERSION]
 /** `MOLOTOF\0`: first 8 bytes of every rank file. */
 export const MAGIC: Readonly<Uint8Array> = new Uint8Array([0x4d, 0x4f, 0x4c, 0x4f, 0x54, 0x4f, 0x46, 0x00])
 /** Bytes before the JSON header: magic, version, header length, header checksum. */
@@ -76,6 +79,8 @@ export interface EntryRecord {
   checksum: number
   /** Absent: stored raw. Present: stored compressed, `stored.length` bytes from `offset`. */
   stored?: StoredEncoding
+  /** Present in a delta file: the payload's blocks held, stored back to back from `offset` (`length`, `checksum`: the whole assembled payload's). */
+  blocks?: EntryBlocks
 }
 
 /** What the caller says about a rank file; the format adds version, layout and checksums. */
@@ -98,6 +103,8 @@ export interface RankFileMeta {
   runId?: string
   /** The program's code (see identity/code.ts), when known. */
   code?: CodeIdentity
+  /** A delta file: the chain it applies to (see format/delta.ts). */
+  delta?: DeltaRecord
 }
 
 /** The decoded JSON header of a rank file. */
@@ -115,6 +122,8 @@ export interface RankFileHeader {
   runId?: string
   /** The program's code, when the writer knew it. */
   code?: CodeIdentity
+  /** A delta file (version 3): the chain it needs; its entries with `blocks` hold only the changed blocks. */
+  delta?: DeltaRecord
   /** Length of the data section in bytes (the file is exactly data start + this). */
   dataLength: number
   entries: EntryRecord[]
@@ -143,9 +152,14 @@ export interface EntryInput {
    * compressed; `checksum` above is then the stored bytes' CRC.
    */
   encoded?: { codec: StoredEncoding['codec']; shuffle: number; length: number; checksum: number }
+  /**
+   * `bytes` are only the held blocks of the payload, back to back
+   * (deltaPieces): `length` and `checksum` are the whole payload's.
+   */
+  delta?: { blocks: EntryBlocks; length: number; checksum: number }
 }
 
-/** A decoded entry: its record plus its payload (a view inside the file buffer; a fresh buffer when it was stored compressed). */
+/** A decoded entry: its record plus its payload (a view inside the file buffer; a fresh buffer when it was stored compressed; only the held blocks, back to back, when it has `blocks`). */
 export interface DecodedEntry extends EntryRecord {
   bytes: Uint8Array
 }
@@ -202,6 +216,22 @@ export function encodeRankFile(meta: RankFileMeta, entries: readonly EntryInput[
     }
     if (e.checksum !== undefined) checksum = e.checksum
     const enc = e.encoded
+    const delta = e.delta
+    if (delta) {
+      records.push({
+        name: e.name,
+        kind: e.kind,
+        ...(e.dtype !== undefined ? { dtype: e.dtype } : {}),
+        ...(e.box !== undefined ? { box: { lower: [...e.box.lower], upper: [...e.box.upper] } } : {}),
+        offset,
+        length: delta.length,
+        checksum: delta.checksum >>> 0,
+        blocks: { size: delta.blocks.size, held: [...delta.blocks.held], sums: [...delta.blocks.sums] },
+      })
+      payloads.push({ pieces, length })
+      offset = align(offset + length)
+      continue
+    }
     records.push({
       name: e.name,
       kind: e.kind,
@@ -215,7 +245,8 @@ export function encodeRankFile(meta: RankFileMeta, entries: readonly EntryInput[
     payloads.push({ pieces, length })
     offset = align(offset + length)
   }
-  const version = records.some((r) => r.stored !== undefined) ? ENCODED_FORMAT_VERSION : FORMAT_VERSION
+  if (records.some((r) => r.blocks !== undefined) && meta.delta === undefined) throw new ConfigError('an entry holds delta blocks in a file that is not a delta (give meta.delta)')
+  const version = meta.delta !== undefined ? DELTA_FORMAT_VERSION : records.some((r) => r.stored !== undefined) ? ENCODED_FORMAT_VERSION : FORMAT_VERSION
   const header: RankFileHeader = {
     formatVersion: version,
     fingerprint: meta.fingerprint,
@@ -228,6 +259,7 @@ export function encodeRankFile(meta: RankFileMeta, entries: readonly EntryInput[
     createdAt: meta.createdAt ?? new Date().toISOString(),
     ...(meta.runId !== undefined ? { runId: meta.runId } : {}),
     ...(meta.code !== undefined ? { code: meta.code } : {}),
+    ...(meta.delta !== undefined ? { delta: { ...meta.delta, needs: [...meta.delta.needs] } } : {}),
     dataLength: offset,
     entries: records,
   }
@@ -284,6 +316,13 @@ export function decodeRankFile(file: Uint8Array, name: string): DecodedRankFile 
     checkZero(file, base + expected, base + rec.offset, name, `padding before entry "${rec.name}"`)
     const stored = storedLength(rec)
     const bytes = file.subarray(base + rec.offset, base + rec.offset + stored)
+    if (rec.blocks) {
+      // Only the held blocks are here: each has its CRC; the payload's own is checked once the chain is assembled.
+      checkHeldBlocks(rec.name, rec.length, rec.blocks, bytes, name)
+      entries.set(rec.name, { ...rec, bytes })
+      expected = rec.offset + stored
+      continue
+    }
     const sum = crc32(bytes) >>> 0
     const want = rec.stored?.checksum ?? rec.checksum
     if (sum !== want) {
@@ -334,6 +373,7 @@ export function decodeStored(rec: EntryRecord, stored: Uint8Array, name: string)
  * ```
  */
 export function storedLength(rec: EntryRecord): number {
+  if (rec.blocks) return heldBytes(rec.length, rec.blocks)
   return rec.stored ? rec.stored.length : rec.length
 }
 
@@ -450,7 +490,7 @@ function readPreamble(bytes: Uint8Array, name: string, fileBytes: number): Pream
   const view = new DataView(bytes.buffer, bytes.byteOffset, PREAMBLE_BYTES)
   const version = view.getUint32(8, true)
   if (!VERSIONS.includes(version)) {
-    throw new CheckpointCorruptError(name, `format version ${version} is not supported (this molotof reads versions ${VERSIONS.join(' and ')})`)
+    throw new CheckpointCorruptError(name, `format version ${version} is not supported (this molotof reads versions ${VERSIONS.slice(0, -1).join(', ')} and ${VERSIONS[VERSIONS.length - 1]})`)
   }
   const headerLength = view.getUint32(12, true)
   const headerChecksum = view.getUint32(16, true)
@@ -521,6 +561,8 @@ function checkHeader(h: unknown, name: string, version: number): RankFileHeader 
   if (typeof h.createdAt !== 'string') bad('createdAt is not a string')
   if (h.runId !== undefined && typeof h.runId !== 'string') bad('runId is not a string')
   if (h.code !== undefined && !isCodeIdentity(h.code)) bad('code is not a code identity')
+  if (h.delta !== undefined && !isDeltaRecord(h.delta)) bad('delta is not a valid chain record')
+  if ((h.delta !== undefined) !== (version === DELTA_FORMAT_VERSION)) bad(h.delta !== undefined ? `a delta in a version ${version} file` : 'a version 3 file without its delta record')
   if (!Array.isArray(h.entries)) return bad('entries is not an array')
   const names = new Set<string>()
   let expected = 0
@@ -538,6 +580,7 @@ function checkHeader(h: unknown, name: string, version: number): RankFileHeader 
     if (!Number.isInteger(e.checksum) || (e.checksum as number) < 0 || (e.checksum as number) > 0xffffffff) bad(`${where} checksum is invalid`)
     if (e.stored !== undefined && !isStoredEncoding(e.stored)) bad(`${where} has an invalid stored encoding`)
     if (e.stored !== undefined && version !== ENCODED_FORMAT_VERSION) bad(`${where} is compressed in a version ${version} file`)
+    if (e.blocks !== undefined && (h.delta === undefined || e.kind !== 'heavy' || e.stored !== undefined || !isEntryBlocks(e.blocks, e.length as number))) bad(`${where} has invalid delta blocks`)
     if (e.offset !== expected) bad(`${where} starts at ${String(e.offset)}, expected ${expected}`)
     if (typeof e.dtype === 'string' && isDType(e.dtype) && (e.length as number) % DTYPES[e.dtype].BYTES_PER_ELEMENT !== 0) {
       bad(`${where} length ${String(e.length)} is not a whole number of ${e.dtype} elements`)
@@ -588,7 +631,7 @@ function checkEntryInput(e: EntryInput, names: Set<string>): readonly Uint8Array
     if (e.kind === 'light') throw new ConfigError(`checkpoint entry "${e.name}": a light entry has no dtype`)
     if (!isDType(e.dtype)) throw new ConfigError(`checkpoint entry "${e.name}": unknown dtype "${String(e.dtype)}"`)
     const bpe = DTYPES[e.dtype].BYTES_PER_ELEMENT
-    const length = e.encoded ? e.encoded.length : pieces.reduce((n, p) => n + p.byteLength, 0)
+    const length = e.encoded ? e.encoded.length : e.delta ? e.delta.length : pieces.reduce((n, p) => n + p.byteLength, 0)
     if (length % bpe !== 0) {
       throw new ConfigError(`checkpoint entry "${e.name}": ${length} bytes is not a whole number of ${e.dtype} elements`)
     }

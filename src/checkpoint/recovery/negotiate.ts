@@ -380,6 +380,8 @@ async function fetchFromPartner(
           const parts = await receiveRankFile(comm, holder, PARTNER_RESTORE_TAG, record, name)
           const file = decodeRankFile(joinBytes(parts), name)
           if (file.header.rank !== rank) throw new CheckpointCorruptError(name, `the file holds rank ${file.header.rank}'s data`)
+          // A delta needs the earlier files of its chain, which a partner sends none of: the next level is read.
+          if (file.header.delta) throw new CheckpointCorruptError(name, `a delta of checkpoint ${file.header.delta.previous} cannot be restored without its chain`)
           result = { file }
         } catch (e) {
           result = { problem: { seq, rank, file: name, reason: e instanceof CheckpointCorruptError ? e.reason : (e as Error).message } }

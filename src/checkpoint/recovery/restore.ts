@@ -1,6 +1,6 @@
 import { DomainDesc } from '../../domains/desc.js'
 import { forEachRun, type Domain } from '../../domains/domain.js'
-import { CheckpointMismatchError, ReplayDivergenceError } from '../../errors.js'
+import { CheckpointMismatchError, InternalError, ReplayDivergenceError } from '../../errors.js'
 import { entryArray } from '../format/payload.js'
 import type { DecodedEntry, DecodedRankFile } from '../format/rank-file.js'
 import { decodeLight } from '../light/codec.js'
@@ -22,6 +22,8 @@ export function restoreFromFile(state: SkeletonState, file: DecodedRankFile, seq
   if (h.skeleton !== state.index || h.step !== state.step) {
     throw new ReplayDivergenceError('the replay position', `checkpoint ${seq} holds skeleton ${h.skeleton} step ${h.step}, but replay reached skeleton ${state.index} step ${state.step}`)
   }
+  // Defensive: a delta file is restorable only assembled with its chain (CheckpointStore.loadRankFile).
+  for (const e of file.entries.values()) if (e.blocks) throw new InternalError(`checkpoint ${seq}: entry "${e.name}" is a delta's blocks, not assembled with its chain`)
   checkReplay(state, file)
 
   // A domain left out of the checkpoint is the kernel's to rebuild (`rebuild`). The

@@ -24,6 +24,8 @@ import {
 import { PAYLOAD_CODEC } from './io-worker/payload-codec.mjs'
 import { checkpointFsError, errorCode, explainFsError } from './fs-errors.js'
 import { encodeMarker, parseMarker, type CommitMarker, type RankFileRecord } from './marker.js'
+import { assembleChain, deltaCandidates, type DeltaChain, type DeltaWritten } from './delta-chain.js'
+import { DELTA_BLOCK_BYTES } from '../format/delta.js'
 
 /** What writeRankFile reports: the marker record for this rank plus where and how long. */
 export interface RankFileWritten extends RankFileRecord {
@@ -378,8 +380,9 @@ export class CheckpointStore {
    * checksum is carried over from the source as it is, so a payload damaged
    * before or during the compression is found when it is read back.
    */
-  async flushRankFile(seq: number, rank: number, from: CheckpointStore, headerChecksum: number, compress?: FlushCompression): Promise<RankFileWritten> {
+  async flushRankFile(seq: number, rank: number, from: CheckpointStore, headerChecksum: number, compress?: FlushCompression, incremental?: { chain: DeltaChain; io?: CheckpointIoThread }): Promise<RankFileWritten & { delta?: DeltaWritten }> {
     if (compress) return this.flushCompressed(seq, rank, from, compress)
+    if (incremental) return this.flushIncremental(seq, rank, from, incremental.chain, incremental.io)
     const t0 = performance.now()
     const dir = this.pathOf(seq)
     const path = this.fileOf(seq, rank)
@@ -395,6 +398,32 @@ export class CheckpointStore {
       throw checkpointFsError('cannot flush checkpoint file', path, e)
     }
     return { rank, file: `rank-${rank}.mlf`, path, bytes, headerChecksum, durationMs: performance.now() - t0 }
+  }
+
+  /**
+   * flushRankFile with a delta chain (`incremental`): read the source whole,
+   * write only the blocks changed since the chain's previous file, or the
+   * file as it is when the chain says full (see DeltaChain).
+   */
+  private async flushIncremental(seq: number, rank: number, from: CheckpointStore, chain: DeltaChain, io?: CheckpointIoThread): Promise<RankFileWritten & { delta: DeltaWritten }> {
+    const t0 = performance.now()
+    const source = from.fileOf(seq, rank)
+    let file: Uint8Array
+    try {
+      // Shared memory when a thread digests the payloads: they cross to it as views.
+      file = await readWhole(source, io ? sharedAllocator : plainAllocator)
+    } catch (e) {
+      throw checkpointFsError('cannot read checkpoint file to flush', source, e)
+    }
+    const { header, dataStart } = decodeRankFileHeader(file, source)
+    const payload = (e: EntryRecord) => file.subarray(dataStart + e.offset, dataStart + e.offset + storedLength(e))
+    // The previous file of the chain must still be here (it is committed: pruning keeps what a delta needs).
+    const previous = chain.previousSeq
+    const present = previous !== undefined && (await exists(this.fileOf(previous, rank)))
+    const digests = io ? await io.digest(deltaCandidates(header).map(payload), DELTA_BLOCK_BYTES) : undefined
+    const { parts, written } = chain.encode(seq, header, payload, present, digests)
+    const w = await this.writeRankFile(seq, rank, parts ?? [file])
+    return { ...w, delta: written, durationMs: performance.now() - t0 }
   }
 
   /** flushRankFile with `compress`: read the source whole, compress on the thread, write the file anew. */
@@ -539,6 +568,13 @@ export class CheckpointStore {
    * from `allocate` (a rank's communicator's: a warm spare's is touched ahead).
    */
   async loadRankFile(seq: number, rank: number, allocate: BufferAllocator = plainAllocator): Promise<DecodedRankFile> {
+    const file = await this.loadOneFile(seq, rank, allocate)
+    // A delta file comes back whole: its chain read and assembled (every block and payload checksum checked).
+    return assembleChain(file, this.fileOf(seq, rank), (s) => this.loadOneFile(s, rank, plainAllocator), allocate)
+  }
+
+  /** One rank file read and checked on its own (a delta file's entries hold only their blocks). */
+  private async loadOneFile(seq: number, rank: number, allocate: BufferAllocator): Promise<DecodedRankFile> {
     const path = this.fileOf(seq, rank)
     let bytes: Uint8Array
     try {
@@ -568,6 +604,8 @@ export class CheckpointStore {
     if (complete.length === 0) return { removed: [], temporaryFiles: 0 }
     const newest = complete[complete.length - 1]
     const kept = new Set([...complete.slice(-keep), ...(options.pinned ?? [])])
+    // A kept delta keeps every file of its chain (its base and the deltas before it), whatever their age.
+    for (const s of all) if (kept.has(s.seq)) for (const need of await this.chainNeeds(s)) kept.add(need)
     const removed: number[] = []
     const left: { seq: number; reason: string }[] = []
     for (const s of all) {
@@ -734,6 +772,17 @@ export class CheckpointStore {
     return seqs.sort((a, b) => a - b)
   }
 
+  /** The checkpoints the delta files of `s` need (read from their headers; a header that cannot be read needs none). */
+  private async chainNeeds(s: CheckpointSummary): Promise<number[]> {
+    const needs = new Set<number>()
+    for (const f of s.files) {
+      // An unreadable header is that checkpoint's problem (it is not restorable); it protects nothing.
+      const info = await readHeaderOnly(join(s.path, f.file)).catch(() => undefined)
+      for (const n of info?.header.delta?.needs ?? []) needs.add(n)
+    }
+    return [...needs]
+  }
+
   /** Why rank `rank`'s file of `seq` is unusable, or undefined when it is fine. */
   private async checkRankFile(seq: number, rank: number, marker: CommitMarker, checksums: boolean): Promise<string | undefined> {
     const path = this.fileOf(seq, rank)
@@ -745,9 +794,15 @@ export class CheckpointStore {
       let header: RankFileHeader
       let headerChecksum: number
       if (checksums) {
-        ;({ header, headerChecksum } = decodeRankFile(await readWhole(path, plainAllocator), path))
+        const file = decodeRankFile(await readWhole(path, plainAllocator), path)
+        ;({ header, headerChecksum } = file)
+        // A delta is usable only with its whole chain: assembling it checks every file of it.
+        if (header.delta) await assembleChain(file, path, (s) => this.loadOneFile(s, rank, plainAllocator))
       } else {
         ;({ header, headerChecksum } = await readHeaderOnly(path))
+        for (const need of header.delta?.needs ?? []) {
+          if (!(await exists(this.fileOf(need, rank)))) return `checkpoint ${need}, which this delta needs, has no file for rank ${rank}`
+        }
       }
       if (headerChecksum !== rec.headerChecksum) return 'the header differs from the one the commit marker records (overwritten?)'
       const mismatch = headerMismatch(header, marker, rank)

@@ -111,6 +111,15 @@ export class CheckpointIoThread {
     return this.call<CompressedPayload[]>({ id: -1, op: 'compress', payloads })
   }
 
+  /**
+   * The block digests of each payload (io-worker/block-digests.mjs), for an
+   * incremental flush: on the flush's thread, off the rank's own. Views of a
+   * SharedArrayBuffer cross without a copy.
+   */
+  digest(payloads: readonly Uint8Array[], blockSize: number): Promise<Uint8Array[]> {
+    return this.call<Uint8Array[]>({ id: -1, op: 'digest', payloads, blockSize })
+  }
+
   /** Write `header` at the start of `tmp` and rename it to `path` (the end of a file `stage` wrote). */
   seal(tmp: string, path: string, header: Uint8Array): Promise<number> {
     return this.call<number>({ id: -1, op: 'seal', tmp, path, header })

@@ -182,8 +182,8 @@ describe('rank file format: corruption is always detected', () => {
     magic.set(new TextEncoder().encode('NOTMINE!'))
     expect(() => decodeRankFile(magic, 'f')).toThrow(/bad magic bytes: not a molotof checkpoint file/)
     const version = file.slice()
-    new DataView(version.buffer).setUint32(8, 3, true)
-    expect(() => decodeRankFile(version, 'f')).toThrow(/format version 3 is not supported \(this molotof reads versions 1 and 2\)/)
+    new DataView(version.buffer).setUint32(8, 4, true)
+    expect(() => decodeRankFile(version, 'f')).toThrow(/format version 4 is not supported \(this molotof reads versions 1, 2 and 3\)/)
   })
 })
 

@@ -2,7 +2,7 @@ import { readSync } from 'node:fs'
 import { open } from 'node:fs/promises'
 import { CheckpointCorruptError } from '../../../errors.js'
 import { crc32 } from 'node:zlib'
-import { align, decodeStored, readHeaderOnly, storedLength, type EntryRecord, type RankFileHeader } from '../../format/rank-file.js'
+import { align, decodeStored, readHeaderOnly, storedLength, type DecodedRankFile, type EntryRecord, type RankFileHeader } from '../../format/rank-file.js'
 import type { CheckpointStore } from '../../store/checkpoint-store.js'
 import { checkpointFsError, errorCode } from '../../store/fs-errors.js'
 
@@ -110,6 +110,8 @@ export class DirectorySource implements RankFileSource {
   private readonly encoded = new Map<string, EncodedLayout>()
   /** The last compressed payload decompressed (ranges of one payload come one after another). */
   private inflated: { key: string; entry: string; bytes: Uint8Array } | undefined
+  /** The last delta file assembled with its chain (its ranges come one after another). */
+  private assembled: { key: string; file: DecodedRankFile } | undefined
 
   constructor(private readonly store: CheckpointStore) {}
 
@@ -169,6 +171,16 @@ export class DirectorySource implements RankFileSource {
       const logical = layout.logical.entries[e]
       const stored = layout.stored[e]
       const within = r.offset - logical.offset
+      if (stored.blocks) {
+        // A delta file: its chain read and assembled whole once (every checksum checked), then sliced.
+        if (this.assembled?.key !== key) this.assembled = { key, file: await this.store.loadRankFile(seq, rank) }
+        const whole = this.assembled.file.entries.get(stored.name)!.bytes
+        const given = into?.[i]
+        const buf = given && given.byteLength === r.length ? given : new Uint8Array(r.length)
+        buf.set(whole.subarray(within, within + r.length))
+        out.push(buf)
+        continue
+      }
       if (!stored.stored) {
         out.push((await this.readStored(seq, rank, dataStart, [{ offset: stored.offset + within, length: r.length }], [into?.[i]]))[0])
         continue
@@ -273,10 +285,10 @@ export class SpreadSource implements RankFileSource {
  * payload is stored raw.
  */
 function encodedLayout(header: RankFileHeader): EncodedLayout | undefined {
-  if (!header.entries.some((e) => e.stored !== undefined)) return undefined
+  if (!header.entries.some((e) => e.stored !== undefined || e.blocks !== undefined)) return undefined
   let offset = 0
   const entries: EntryRecord[] = header.entries.map((e) => {
-    const { stored: _stored, ...rest } = e
+    const { stored: _stored, blocks: _blocks, ...rest } = e
     const logical = { ...rest, offset }
     offset = align(offset + e.length)
     return logical

@@ -12,6 +12,7 @@ import { crc32 } from 'node:zlib'
 import { GATE } from './gate.mjs'
 import { compactRuns, copyRuns } from './runs.mjs'
 import { compressPayload } from './payload-codec.mjs'
+import { blockDigests } from './block-digests.mjs'
 
 /**
  * A job for the thread (io-thread.ts posts it; `id` names its replies).
@@ -30,7 +31,8 @@ import { compressPayload } from './payload-codec.mjs'
  * }} StageRequest
  * @typedef {{ id: number, readonly op: 'seal', readonly tmp: string, readonly path: string, readonly header: Uint8Array }} SealRequest
  * @typedef {{ id: number, readonly op: 'compress', readonly payloads: readonly { readonly bytes: Uint8Array, readonly width: number }[] }} CompressRequest
- * @typedef {StageRequest | SealRequest | CompressRequest} IoRequest
+ * @typedef {{ id: number, readonly op: 'digest', readonly payloads: readonly Uint8Array[], readonly blockSize: number }} DigestRequest
+ * @typedef {StageRequest | SealRequest | CompressRequest | DigestRequest} IoRequest
  */
 
 /**
@@ -40,7 +42,7 @@ import { compressPayload } from './payload-codec.mjs'
  *
  * @typedef {{ copied: number[], sums: number[], bytes: number }} StagedValue
  * @typedef {{ stored: Uint8Array, checksum: number } | null} CompressedPayload
- * @typedef {{ id: number, copied?: true, value?: StagedValue | number | CompressedPayload[], error?: { message: string, code?: string } }} IoReply
+ * @typedef {{ id: number, copied?: true, value?: StagedValue | number | CompressedPayload[] | Uint8Array[], error?: { message: string, code?: string } }} IoReply
  */
 
 // How long a staged job waits at most for `release` (a rank that never calls it only delays its checkpoint).
@@ -132,7 +134,7 @@ function compress(m) {
 
 port.on('message', (/** @type {IoRequest} */ m) => {
   try {
-    port.postMessage(/** @satisfies {IoReply} */ ({ id: m.id, value: m.op === 'stage' ? stage(m) : m.op === 'seal' ? seal(m) : compress(m) }))
+    port.postMessage(/** @satisfies {IoReply} */ ({ id: m.id, value: m.op === 'stage' ? stage(m) : m.op === 'seal' ? seal(m) : m.op === 'digest' ? m.payloads.map((p) => blockDigests(p, m.blockSize)) : compress(m) }))
   } catch (e) {
     const tmp = m.op === 'stage' ? m.body?.tmp : m.op === 'seal' ? m.tmp : undefined
     try { if (tmp) unlinkSync(tmp) } catch {} // never created, or already gone: prune deletes leftovers anyway
