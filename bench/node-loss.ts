@@ -25,7 +25,7 @@
 import { spawn } from 'node:child_process'
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
 import { createServer } from 'node:net'
-import { tmpdir } from 'node:os'
+import { cpus, loadavg, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
 import { benchArgs } from './args.js'
@@ -365,6 +365,7 @@ function bytesByPlace(c: Case, level: string, fileBytes: number | undefined, ran
   }
 }
 
+const loadAtStart = loadavg()
 const record = openRecord('node-loss', 'A node lost: fault to the first new superstep (spare node, shrink, relaunch)')
 const root = mkdtempSync(join(tmpdir(), 'molotof-node-loss-'))
 const rows = new Map<Case, Measured[]>(cases.map((c) => [c, []]))
@@ -408,6 +409,8 @@ for (const c of cases) {
   const e = rows.get(c)!.map((x) => x.elasticBytes).filter((x): x is number => x !== undefined)
   if (e.length > 0) console.log(`${c.label}: the elastic restore read ${mib(med(e))} MiB of payload (its own count, every level together)`)
 }
+const load = (l: number[]) => l.map((x) => x.toFixed(2)).join(' / ')
+console.log(`load average (1 / 5 / 15 min) at the start ${load(loadAtStart)}, at the end ${load(loadavg())} on ${cpus().length} cores: the machine is shared, figures vary with what else runs`)
 const sums = new Set(cases.flatMap((c) => rows.get(c)!.filter((x) => !c.relaunch).map((x) => x.checksum)))
 console.log(`every in-run recovery ended with exit 0 and one checksum: ${cases.every((c) => rows.get(c)!.every((x) => x.exitCode === 0)) && sums.size <= 1 ? 'yes' : 'NO'}`)
 const spare = rows.get(known.spare)
@@ -418,6 +421,7 @@ if (spare && spare.length > 0) {
   console.log(`target, survivors read 0 bytes from disk when the memory level holds the line: ${disk.every((d) => d === 0) ? 'yes' : `no (${disk.map((d) => d ?? '?').join(', ')})`}`)
 }
 
+const inMiB = (x: number | undefined) => (x === undefined ? undefined : x / 2 ** 20)
 const figureOf = (c: Case, name: string, pick: (m: Measured) => number | undefined, unit: string, options = {}) => {
   const xs = rows.get(c)!.map(pick).filter((x): x is number => x !== undefined)
   record.figure(`${c.label}: ${name}`, xs, unit, options)
@@ -429,9 +433,9 @@ for (const c of cases) {
   figureOf(c, 'decision', (m) => m.decisionMs, 'ms')
   figureOf(c, 'restore', (m) => m.restoreMs, 'ms')
   figureOf(c, 'first superstep', (m) => m.firstStepMs, 'ms')
-  figureOf(c, 'bytes read from disk', (m) => m.diskBytes, 'B', c.name === 'spare' ? { target: '0' } : {})
-  figureOf(c, 'bytes read from memory', (m) => m.memoryBytes, 'B')
-  figureOf(c, 'bytes read over the network', (m) => m.networkBytes, 'B')
-  figureOf(c, 'elastic restore payload bytes', (m) => m.elasticBytes, 'B')
+  figureOf(c, 'read from disk', (m) => inMiB(m.diskBytes), 'MiB', c.name === 'spare' ? { target: '0' } : {})
+  figureOf(c, 'read from memory', (m) => inMiB(m.memoryBytes), 'MiB')
+  figureOf(c, 'read over the network', (m) => inMiB(m.networkBytes), 'MiB')
+  figureOf(c, 'elastic restore, payload read', (m) => inMiB(m.elasticBytes), 'MiB')
 }
 record.save()
