@@ -5,7 +5,7 @@ import { parsePolicy } from '../checkpoint/policy/policy.js'
 import { explainFsError } from '../checkpoint/store/fs-errors.js'
 import type { FaultToleranceConfig } from '../checkpoint/config.js'
 import { checkMemoryDirectory, memoryDirFor, RAM_ROOT } from '../checkpoint/store/memory-level.js'
-import { ConfigError } from '../errors.js'
+import { ConfigError, RestartBudgetExhaustedError } from '../errors.js'
 import { TRANSPORTS } from '../runtime/group.js'
 import { checkDirTemplate, detectLauncher } from '../runtime/cluster-env.js'
 import { parseInjection, type Injection, type RandomInjection } from '../runtime/inject.js'
@@ -121,7 +121,10 @@ export async function runCommand(argv: readonly string[], out: (s: string) => vo
     status?.ended(code, { resume })
     return code
   } catch (e) {
-    status?.ended(exitCodeOf(e), { resume, message: e instanceof Error ? e.message : String(e) })
+    // Gave up after failures: the checkpoints it wrote are there to resume from once the cause is fixed.
+    const resumeAfterFix = e instanceof RestartBudgetExhaustedError
+    if (resumeAfterFix) err(`Once the cause is fixed, resume from the last complete checkpoint with: ${resume}`)
+    status?.ended(exitCodeOf(e), { resume, message: e instanceof Error ? e.message : String(e), resumeAfterFix })
     throw e
   }
 }

@@ -27,7 +27,7 @@ export interface RunStatus {
 
 const MEANING: Readonly<Record<number, [outcome: string, meaning: string]>> = {
   [EXIT.done]: ['done', 'the run finished'],
-  [EXIT.failed]: ['failed', 'the run failed: read the message; --resume starts from the last complete checkpoint'],
+  [EXIT.failed]: ['failed', 'the run failed: read the message; once its cause is fixed, resume (when given) continues from the last complete checkpoint'],
   [EXIT.badInput]: ['bad-input', 'bad input, refused before compute: fix the command or the program'],
   [EXIT.preempted]: ['preempted', 'preempted after a checkpoint: run again with --resume'],
   [EXIT.nodeLost]: ['node-lost', 'a node of the cluster run was lost: run the launcher again with --resume'],
@@ -65,10 +65,12 @@ export class StatusFile {
     this.write({ state: 'running', exitCode: null, outcome: null, resumable: false, meaning: null, resume: null, message: null })
   }
 
-  ended(code: number, more: { resume?: string; message?: string } = {}): void {
+  ended(code: number, more: { resume?: string; message?: string; resumeAfterFix?: boolean } = {}): void {
     const [outcome, meaning] = MEANING[code] ?? ['failed', MEANING[EXIT.failed][1]]
     const resumable = code === EXIT.preempted || code === EXIT.nodeLost
-    this.write({ state: 'ended', exitCode: code, outcome, resumable, meaning, resume: resumable ? (more.resume ?? null) : null, message: more.message ?? null })
+    // A run that gave up after failures is not resumable as it is (it would fail again), but its checkpoints are there.
+    const resume = resumable || more.resumeAfterFix === true ? (more.resume ?? null) : null
+    this.write({ state: 'ended', exitCode: code, outcome, resumable, meaning, resume, message: more.message ?? null })
   }
 
   /**

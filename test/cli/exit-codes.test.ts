@@ -119,6 +119,23 @@ describe('molotof run: exit status per way a run ends', () => {
     expect(JSON.parse(readFileSync(status, 'utf8'))).toMatchObject({ exitCode: 2, outcome: 'bad-input', resumable: false, message: expect.stringMatching(/--iterashuns/) })
   })
 
+  it('1 after the restart budget: the message and --status-file give the command that resumes once the cause is fixed, and it resumes', async () => {
+    const status = join(root, 'status-gave-up.json')
+    const dir = freshDir()
+    const r = await run('examples/jacobi/jacobi.ts', '--ranks', '2', '--n', '16', '--iterations', '40', '--checkpoint', 'every:10', '--checkpoint-dir', dir, '--inject', 'rank=1,step=25', '--restarts', '0', '--status-file', status)
+    expect(r.code, r.text).toBe(1)
+    const ended = JSON.parse(readFileSync(status, 'utf8')) as { resume: string | null; resumable: boolean; exitCode: number }
+    expect(ended).toMatchObject({ exitCode: 1, outcome: 'failed', resumable: false })
+    expect(ended.resume).toMatch(/ --resume$/)
+    expect(r.text).toContain(`resume from the last complete checkpoint with: ${ended.resume}`)
+    // The cause here is the injection: the same command without it resumes from step 19's checkpoint.
+    const events = join(root, 'gave-up-events.jsonl')
+    const again = await run('examples/jacobi/jacobi.ts', '--ranks', '2', '--n', '16', '--iterations', '40', '--checkpoint', 'every:10', '--checkpoint-dir', dir, '--resume', '--events', events)
+    expect(again.code, again.text).toBe(0)
+    const resumed = readFileSync(events, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as { event: string; step?: number }).find((e) => e.event === 'resume')
+    expect(resumed?.step).toBe(19)
+  })
+
   it('75, not 1, when one SIGTERM arrives twice at once (a group signal, and the copy a wrapper such as npx forwards)', async () => {
     const r = await runAndSignal(
       ['examples/jacobi/jacobi.ts', '--ranks', '2', '--n', '32', '--iterations', '10000000', '--checkpoint-dir', freshDir()],
