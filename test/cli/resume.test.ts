@@ -3,7 +3,7 @@
 // --memory-checkpoint), refuses (exit 2) when it finds nothing or nothing
 // usable, and `--resume-or-start` starts afresh only when there is nothing.
 // Runs the CLI in this process (threads transport).
-import { existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { checksumOf, eventsOf, run, sandbox, straight } from './jacobi-cli.js'
@@ -90,6 +90,17 @@ describe('--resume with nothing to resume', () => {
     expect(r.err).toContain(`--resume found no checkpoint of this run to resume; it looked in`)
     expect(r.err).toContain(dir)
     expect(r.err).toMatch(/--resume-or-start/)
+  })
+
+  it('leaves the directory as it found it: none made where there was none, nothing written beside the user\'s files', async () => {
+    const none = join(root, 'never-made')
+    expect((await run('--checkpoint-dir', none, '--checkpoint', 'every:10', '--resume', '--quiet')).code).toBe(2)
+    expect(existsSync(none)).toBe(false)
+    const users = join(root, 'users-own')
+    mkdirSync(users)
+    writeFileSync(join(users, 'notes.txt'), 'mine')
+    expect((await run('--checkpoint-dir', users, '--checkpoint', 'every:10', '--resume', '--quiet')).code).toBe(2)
+    expect(readdirSync(users)).toEqual(['notes.txt'])
   })
 
   it('--resume-or-start on an empty directory starts afresh and says so; with checkpoints there it resumes', async () => {

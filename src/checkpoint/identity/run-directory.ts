@@ -1,5 +1,5 @@
 import { existsSync } from 'node:fs'
-import { readFile } from 'node:fs/promises'
+import { readFile, rm } from 'node:fs/promises'
 import { basename, join, resolve } from 'node:path'
 import { CheckpointDirectoryError, ConfigError, EarlierRunError, MolotofError } from '../../errors.js'
 import { CheckpointStore, isStoreEntry, type CheckpointSummary } from '../store/checkpoint-store.js'
@@ -7,7 +7,7 @@ import { acquireDirectoryLock, alive, lockHolder, type DirectoryLock } from '../
 import { makeDirectory, writeDurably } from '../store/durable.js'
 import { errorCode, explainFsError } from '../store/fs-errors.js'
 import { memoryLevelDirectoryIn } from '../store/memory-level.js'
-import { cleanOwnedDirectory, ownerOf } from '../store/owned-dir.js'
+import { cleanOwnedDirectory, ownerOf, removeEmptyDirectory } from '../store/owned-dir.js'
 import { partnerDirOf } from '../store/partner.js'
 import { codeChangesOnDisk, describeCodeChanges, includesProgramFile } from './code.js'
 import { codeChangeVerdict, newestComplete, newRunId } from './run.js'
@@ -59,6 +59,12 @@ export interface RunDirectory {
   /** Record that the run finished: a later fresh run may discard its checkpoints without asking. */
   finish(): Promise<void>
   release(): Promise<void>
+  /**
+   * The run never started (a resume refused before any rank computed): put
+   * back what opening wrote — the earlier `RUN` record, or none — release the
+   * lock, and remove the directory when opening created it and it is empty.
+   */
+  forget(): Promise<void>
 }
 
 /** The file that says which run last used the directory and whether it finished. */
@@ -94,6 +100,7 @@ interface RunRecord {
 export async function openRunDirectory(o: RunDirectoryOptions, programFile: string): Promise<RunDirectory> {
   const { dir } = o
   if (o.fresh && o.resume) throw new ConfigError('--fresh discards the checkpoints that --resume would continue from: give one or the other')
+  const existed = existsSync(dir)
   await createDirectory(dir)
   const store = new CheckpointStore(dir)
   const notes: string[] = []
@@ -109,7 +116,7 @@ export async function openRunDirectory(o: RunDirectoryOptions, programFile: stri
       : !o.resume
         ? await startAfterFinishedRun(earlier, programFile)
         : await adoptLineage(o, earlier, programFile)
-    return await recordRun(o, lock, { runId, lineageUnknown, notes, record, memoryLevels })
+    return await recordRun(o, lock, { runId, lineageUnknown, notes, record, memoryLevels, existed })
   } catch (e) {
     await lock.release()
     if (e instanceof MolotofError) throw e
@@ -242,7 +249,7 @@ async function adoptLineage(o: RunDirectoryOptions, { listed }: EarlierRuns, pro
 async function recordRun(
   o: RunDirectoryOptions,
   lock: DirectoryLock,
-  run: { runId: string; lineageUnknown: boolean; notes: string[]; record: RunRecord | undefined; memoryLevels: readonly EarlierMemoryLevel[] },
+  run: { runId: string; lineageUnknown: boolean; notes: string[]; record: RunRecord | undefined; memoryLevels: readonly EarlierMemoryLevel[]; existed: boolean },
 ): Promise<RunDirectory> {
   const { dir } = o
   const { runId, memoryLevels } = run
@@ -261,6 +268,12 @@ async function recordRun(
       if (o.resume) for (const l of memoryLevels) discardMemoryLevel(l.dir)
     },
     release: () => lock.release(),
+    forget: async () => {
+      if (run.record) await writeRunRecord(dir, run.record)
+      else await rm(join(dir, RUN_FILE), { force: true })
+      await lock.release()
+      if (!run.existed) removeEmptyDirectory(dir)
+    },
   }
 }
 

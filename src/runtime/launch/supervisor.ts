@@ -1,6 +1,6 @@
 import { frozenConfig, type FaultToleranceConfig } from '../../checkpoint/config.js'
 import { openRunDirectory, type RunDirectory } from '../../checkpoint/identity/run-directory.js'
-import { ConfigError, RestartBudgetExhaustedError, RunStoppedError, type FailureRecord } from '../../errors.js'
+import { ConfigError, NothingToResumeError, RestartBudgetExhaustedError, RunStoppedError, type FailureRecord } from '../../errors.js'
 import { runAttempt, type AttemptOutcome } from './attempt.js'
 import { expandDir, matchingDirectories } from '../cluster-env.js'
 import { compileProgram, type CompiledProgram } from '../compiled-program.js'
@@ -274,6 +274,7 @@ export class Supervisor<R = unknown> {
   /** Runs the program to its end, restarting after failures; rejects when the restart budget is spent or the run fails otherwise. */
   async run(): Promise<SuperviseResult<R>> {
     const run = await this.openRun()
+    let forgotten: Promise<void> | undefined
     const timer = this.startTimeLimit()
     const program = await this.compileOnce()
     this.startSpares(program)
@@ -284,10 +285,14 @@ export class Supervisor<R = unknown> {
         const ended = await this.afterAttempt(outcome, spec, run)
         if (ended) return ended
       }
+    } catch (e) {
+      // A first resume refused with nothing to resume never started: it leaves the directory as it found it.
+      if (e instanceof NothingToResumeError && this.attempt === 0) forgotten = run.dir.forget()
+      throw e
     } finally {
       if (timer) clearInterval(timer)
       await this.pool?.close()
-      await run.dir.release()
+      await (forgotten ?? run.dir.release())
     }
   }
 
