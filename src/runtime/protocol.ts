@@ -1,10 +1,7 @@
-/**
- * What a rank's log line tells, for what a batch log keeps (`molotof run --log events`):
- * `warning`, something passed over or going wrong (a skipped checkpoint, a refused peer, a costly policy);
- * `notice`, a choice the run made on its own that a batch log must show (a `--resume-or-start` that started
- * afresh). A line without a kind is informational (a recovery's figures, the program's own lines).
- */
-export type LogKind = 'warning' | 'notice'
+import type { LogKind } from '../util/log.js'
+
+/** See util/log.ts: the kind a rank's log line carries to the launcher. */
+export type { LogKind }
 
 /** Messages from a rank to the launcher (plain data, so any framework copy can speak it). */
 export type RankToLauncher =

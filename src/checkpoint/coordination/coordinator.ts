@@ -22,6 +22,7 @@ import { CheckpointCommitter } from './commit.js'
 import { CheckpointCopies } from './copies.js'
 import { copyTargetsOf, openLevels, ownLevel, type Level } from './levels.js'
 import { CheckpointVote, type ClockState } from './vote.js'
+import type { RankLog } from '../../util/log.js'
 
 /** A memory checkpoint whose stall exceeds this share of the compute between two of them draws a warning. */
 const MEMORY_COST_SHARE = 0.1
@@ -64,7 +65,7 @@ export class CheckpointCoordinator implements SkeletonHooks {
     private readonly memory: CheckpointStore | undefined,
     private readonly vote: CheckpointVote,
     private readonly commits: CheckpointCommitter,
-    private readonly log: (text: string, once?: string) => void,
+    private readonly log: RankLog,
     private readonly hooks: CoordinatorHooks,
   ) {}
 
@@ -90,7 +91,7 @@ export class CheckpointCoordinator implements SkeletonHooks {
     comm: Communicator,
     cfg: FaultToleranceConfig,
     id: ProgramIdentity,
-    log: (text: string, once?: string) => void,
+    log: RankLog,
     hooks: CoordinatorHooks = {},
   ): Promise<CheckpointCoordinator> {
     const policies = checkedPolicies(cfg)
@@ -148,7 +149,7 @@ export class CheckpointCoordinator implements SkeletonHooks {
       if (reason !== undefined) {
         const warning: RecoveryWarning = { kind: 'code-changed', seq: info.seq, reason }
         info.warnings.push(warning)
-        if (comm.rank === 0) log(`warning: ${recoveryWarningText(warning)}`)
+        if (comm.rank === 0) log(`warning: ${recoveryWarningText(warning)}`, undefined, 'warning')
       }
     }
     this.recoveryInfo = info
@@ -290,6 +291,7 @@ export class CheckpointCoordinator implements SkeletonHooks {
           '(a larger --memory-checkpoint every:<steps>, a time such as 2s, or mtbf:<duration>)',
         // Once per run: every restart measures it again, and would say it again.
         'memory-cost',
+        'warning',
       )
     }
   }

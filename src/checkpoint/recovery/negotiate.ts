@@ -15,6 +15,7 @@ import { elasticCoverage, shareOf, type Coverage } from './elastic/coverage.js'
 import { assertResliceable, openElasticLine, type ElasticLine } from './elastic/line.js'
 import { ServedSource } from './elastic/served.js'
 import { DirectorySource, type RankFileSource } from './elastic/source.js'
+import type { RankLog } from '../../util/log.js'
 
 /** The recovery line the ranks agreed on, and this rank's file of it, already read and verified. */
 export interface NegotiatedLine {
@@ -97,7 +98,7 @@ export async function negotiateRecoveryLine(
   comm: Communicator,
   levels: readonly LevelSource[],
   settings: JsonObject,
-  log: (text: string) => void,
+  log: RankLog,
   rejected: readonly RejectedLine[] = [],
   foreign: ReadonlySet<number> = new Set(),
   request?: 'required' | 'or-start',
@@ -306,7 +307,7 @@ async function readElastic(comm: Communicator, levels: readonly LevelSource[], d
  * (or `--resume` found nothing at all); otherwise start from the beginning,
  * saying so (the same data on every rank: all refuse alike).
  */
-function startWithoutLine(comm: Communicator, found: FoundViews, info: RecoveryInfo, log: (text: string) => void, request: 'required' | 'or-start' | undefined): void {
+function startWithoutLine(comm: Communicator, found: FoundViews, info: RecoveryInfo, log: RankLog, request: 'required' | 'or-start' | undefined): void {
   const { coverage, dirs, everyView } = found
   refuseUnreachable(coverage, comm.size, dirs)
   const places = [...new Set(dirs.flat().filter((d) => d !== ''))]
@@ -316,7 +317,7 @@ function startWithoutLine(comm: Communicator, found: FoundViews, info: RecoveryI
     const any = warnings.length > 0 || everyView.some((vs) => vs.some((v) => v.valid.length > 0 || v.problems.length > 0 || (v.elastic?.length ?? 0) > 0))
     if (any) throw new NothingToResumeError(unusableMessage(places, warnings))
     if (request === 'required') throw new NothingToResumeError(nothingMessage(places))
-    if (comm.rank === 0) log(`--resume-or-start: no checkpoint of this run in ${places.join(', ')}: starting afresh`)
+    if (comm.rank === 0) log(`--resume-or-start: no checkpoint of this run in ${places.join(', ')}: starting afresh`, undefined, 'notice')
     return
   }
   warnings.push({ kind: 'fresh-start', places })
@@ -343,8 +344,8 @@ function skippedWarning(seq: number, problems: readonly SkipReason[]): RecoveryW
 }
 
 /** Rank 0 logs each warning. */
-function logWarnings(rank: number, warnings: readonly RecoveryWarning[], log: (text: string) => void): void {
-  if (rank === 0) for (const w of warnings) log(`warning: ${recoveryWarningText(w)}`)
+function logWarnings(rank: number, warnings: readonly RecoveryWarning[], log: RankLog): void {
+  if (rank === 0) for (const w of warnings) log(`warning: ${recoveryWarningText(w)}`, undefined, 'warning')
 }
 
 /**

@@ -191,14 +191,12 @@ function logTo(control: ControlPort, rank: number): (text: string, once?: string
 }
 
 /**
- * The kind of a line from a layer whose log carries none: the checkpoint code (its recovery warnings, the
- * memory level's cost warning, a `--resume-or-start` that started afresh) and the program's own `ctx.log`
- * lines. Their first word tells it; the one place a line's text decides its kind, so the launcher and the
- * CLI decide on the kind alone.
+ * The kind of a line given none: the program's own `ctx.log` lines (the checkpoint code says the kind of its
+ * warnings and notices). A program line starting `warning:` is kept by `--log events` as a warning; the one
+ * place a line's text decides its kind, so the launcher and the CLI decide on the kind alone.
  */
 function kindOfUntaggedLine(text: string): LogKind | undefined {
   if (text.startsWith('warning:')) return 'warning'
-  if (text.startsWith('--resume-or-start:')) return 'notice'
   return undefined
 }
 

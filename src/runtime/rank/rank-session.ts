@@ -13,6 +13,7 @@ import type { PartitionShare } from '../../routing/partition.js'
 import type { SparseClock } from '../../skeletons/sparse-clock.js'
 import type { StepScheduler } from '../../skeletons/step-scheduler.js'
 import type { RankStatus } from '../status.js'
+import type { RankLog } from '../../util/log.js'
 
 /** Everything one rank needs to run a program, whatever the transport. */
 export interface RankSession {
@@ -26,7 +27,7 @@ export interface RankSession {
   code?: ProgramIdentity['code']
   control?: CheckpointControl
   /** `once`: a key said once per run (see the `log` message in protocol.ts). */
-  log: (text: string, once?: string) => void
+  log: RankLog
   onCheckpoint?: (e: CheckpointEvent) => void
   onResumed?: (r: ResumedFigures) => void
   onStep?: (skeleton: number, step: number, total: number | undefined) => void
