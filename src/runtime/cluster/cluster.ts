@@ -9,7 +9,7 @@ import type { CompiledProgram } from '../compiled-program.js'
 import { admitConnection, proveToLeader, Wire, type AgentMessage, type JoinRequest, type LeaderMessage, type RemoteBeat } from './cluster-wire.js'
 import type { ClusterSecret } from './secret.js'
 import type { RankGroup, RankGroupEvents, RankGroupSpec, RankWhere, StartRankGroup } from '../group.js'
-import { EndpointTable, startNodeRanks, startWarmHosts, type Listening, type NodeRanks, type NodeRanksOptions } from './node-group.js'
+import { EndpointTable, startNodeRanks, startWarmHosts, type Listening, type NodeRanks, type NodeRanksOptions, type WarmHosts } from './node-group.js'
 import { Membership, ranksText, type MembershipChange } from './membership.js'
 import { warmSizes } from '../rank/warm-memory.js'
 import type { RanksOrigin } from '../groups/spares.js'
@@ -576,137 +576,185 @@ export async function runClusterAgent(
   own: { programFile: string; tsconfig: string | undefined; compiled?: CompiledProgram },
   onDropped: () => void = () => {},
 ): Promise<number> {
-  const { node } = opts.place
   const socket = await reachRendezvous(opts)
-  await proveToLeader(socket, opts.secret?.key, node, `${unmapped(socket.remoteAddress)}:${socket.remotePort}`)
-  const host = unmapped(socket.localAddress) ?? '127.0.0.1'
-  const spareNodes = opts.spareNodes ?? 0
-  const workingNodes = opts.place.nodes - spareNodes
-  // A working node's ranks until node 0 says otherwise; a spare node has none until it replaces a lost node.
-  let ranks = node < workingNodes ? ranksOfNode(node, opts.ranksPerNode) : []
-  // A spare node's rank processes, started ahead with the program loaded, computing nothing until given ranks.
-  let warmHosts =
-    node < workingNodes
-      ? undefined
-      : startWarmHosts(opts.ranksPerNode, {
-          programFile: own.programFile,
-          tsconfig: own.tsconfig,
-          compiled: own.compiled,
-          size: workingNodes * opts.ranksPerNode,
-          heartbeatMs: opts.rankHeartbeatMs ?? opts.beatMs,
-          key: opts.secret?.key,
-        })
-  let local: NodeRanks | undefined
-  let generation = -1
-  let beats: NodeJS.Timeout | undefined
-  let welcomed = false
-  const stopLocal = async () => {
-    const l = local
-    local = undefined
+  await proveToLeader(socket, opts.secret?.key, opts.place.node, `${unmapped(socket.remoteAddress)}:${socket.remotePort}`)
+  return new ClusterAgent(opts, own, onDropped, socket).run()
+}
+
+/** The program as this node loads it: every attempt's ranks run it. */
+type OwnProgram = { programFile: string; tsconfig: string | undefined; compiled?: CompiledProgram }
+
+/** A node other than 0 once admitted to the rendezvous (see runClusterAgent): its state and one method per step of the protocol. */
+class ClusterAgent {
+  private readonly node: number
+  /** This node's address as node 0 reaches it: where its ranks listen. */
+  private readonly host: string
+  /** The control connection to node 0, opened by `run`. */
+  private wire!: Wire<LeaderMessage, AgentMessage>
+  /** A working node's ranks until node 0 says otherwise; a spare node has none until it replaces a lost node. */
+  private ranks: number[]
+  /** A spare node's rank processes, started ahead with the program loaded, computing nothing until given ranks. */
+  private warmHosts: WarmHosts | undefined
+  private local: NodeRanks | undefined
+  private generation = -1
+  private beats: NodeJS.Timeout | undefined
+  private joinTimer: NodeJS.Timeout | undefined
+  private welcomed = false
+  private finished = false
+  private settle: { resolve: (code: number) => void; reject: (e: Error) => void } = { resolve: () => {}, reject: () => {} }
+
+  constructor(
+    private readonly opts: ClusterOptions,
+    private readonly own: OwnProgram,
+    private readonly onDropped: () => void,
+    private readonly socket: Socket,
+  ) {
+    this.node = opts.place.node
+    this.host = unmapped(socket.localAddress) ?? '127.0.0.1'
+    const workingNodes = opts.place.nodes - (opts.spareNodes ?? 0)
+    this.ranks = this.node < workingNodes ? ranksOfNode(this.node, opts.ranksPerNode) : []
+    this.warmHosts =
+      this.node < workingNodes
+        ? undefined
+        : startWarmHosts(opts.ranksPerNode, {
+            programFile: own.programFile,
+            tsconfig: own.tsconfig,
+            compiled: own.compiled,
+            size: workingNodes * opts.ranksPerNode,
+            heartbeatMs: opts.rankHeartbeatMs ?? opts.beatMs,
+            key: opts.secret?.key,
+          })
+  }
+
+  /** Join, then follow node 0 until it says the run's exit code (or this node loses it). */
+  run(): Promise<number> {
+    return new Promise<number>((resolve, reject) => {
+      this.settle = { resolve, reject }
+      this.wire = new Wire<LeaderMessage, AgentMessage>(
+        this.socket,
+        (m) => this.onMessage(m),
+        (why) => this.onClosed(why),
+      )
+      this.joinTimer = setTimeout(() => {
+        this.wire.socket.destroy()
+        reject(new CommunicationError(`node ${this.node}: node 0 did not answer the join within ${(this.opts.nodeTimeoutMs / 1000).toFixed(1)} s (--node-timeout)`))
+      }, this.opts.nodeTimeoutMs)
+      const { opts, node } = this
+      const join: JoinRequest = { t: 'join', node, nodes: opts.place.nodes, identity: opts.identity, machine: machineId(), dir: opts.dir }
+      this.wire.send(join)
+      // A stop asked of this node is the run's: node 0 stops every node with a checkpoint.
+      const forward = (sig: NodeJS.Signals) => this.wire.send({ t: 'preempt', why: sig })
+      process.on('SIGTERM', forward)
+      process.on('SIGINT', forward)
+    })
+  }
+
+  private onMessage(m: LeaderMessage): void {
+    const { generation } = this
+    switch (m.t) {
+      case 'welcome':
+        return this.welcome()
+      case 'refused':
+        return this.end(reviveError(m.error))
+      case 'start':
+        return this.startAttempt(m.gen, m.spec, m.ranks)
+      case 'peers':
+        if (m.gen === generation && this.local) for (const r of this.ranks) this.local.send(r, { type: 'peers', generation: m.gen, endpoints: m.endpoints })
+        return
+      case 'to-rank':
+        if (m.gen === generation) this.local?.send(m.rank, m.m)
+        return
+      case 'kill':
+        if (m.gen === generation) this.local?.kill(m.rank, m.signal)
+        return
+      case 'stop':
+        if (m.gen === generation) void this.stopLocal().then(() => this.wire.send({ t: 'stopped', gen: m.gen }))
+        return
+      case 'warm':
+        this.warmHosts?.warm(m.sizes)
+        return
+      case 'ping':
+        return
+      case 'dropped':
+        this.onDropped()
+        return this.end(new NodeLostError(this.node, `node ${this.node}: node 0 counted this node as lost (${m.why}, past --node-timeout); the run's outcome is the other nodes' to report`))
+      case 'finish':
+        return this.end(m.code)
+    }
+  }
+
+  /** Admitted: beat from now on, so that node 0 can tell a lost node, and judge node 0 by its silence. */
+  private welcome(): void {
+    this.welcomed = true
+    clearTimeout(this.joinTimer)
+    this.beats = setInterval(() => this.beat(), this.opts.beatMs)
+  }
+
+  private beat(): void {
+    const { wire, opts, node } = this
+    if (performance.now() - wire.lastHeard > opts.nodeTimeoutMs) {
+      // Judged once what has arrived is read (after this turn's I/O): a node that was itself stopped wakes up
+      // here first, and node 0's last words (`dropped`) may be waiting in the socket.
+      setImmediate(() => {
+        if (this.finished || performance.now() - wire.lastHeard <= opts.nodeTimeoutMs) return
+        wire.socket.destroy()
+        this.end(new NodeLostError(0, `node ${node}: node 0 fell silent for more than ${(opts.nodeTimeoutMs / 1000).toFixed(1)} s (--node-timeout); run the launcher again with --resume`))
+      })
+      return
+    }
+    const now = performance.now()
+    const l = this.local
+    const list: RemoteBeat[] = l ? this.ranks.map((r) => [r, now - (l.lastHeartbeat(r) ?? now), l.where(r)]) : []
+    wire.send({ t: 'beats', gen: this.generation, beats: list })
+  }
+
+  /** An attempt's ranks on this node: in the warm processes of a spare node given a lost node's ranks, else started now. */
+  private startAttempt(gen: number, given: RankGroupSpec, ranks: number[]): void {
+    void this.stopLocal()
+    this.generation = gen
+    this.ranks = ranks
+    const { wire, own } = this
+    const spec: RankGroupSpec = { ...given, programFile: own.programFile, tsconfig: own.tsconfig, compiled: own.compiled }
+    const where: NodeRanksOptions = { ranks, node: this.node, host: this.host, generation: gen, key: this.opts.secret?.key, onListening: (l) => wire.send({ t: 'rank', gen, m: l }) }
+    const events: RankGroupEvents = {
+      message: (rm) => wire.send({ t: 'rank', gen, m: rm }),
+      exit: (rank, how) => wire.send({ t: 'exit', gen, rank, how, where: nodeRanks.where(rank) }),
+    }
+    // The warm processes serve one attempt: every later attempt starts its own.
+    const warm = this.warmHosts
+    this.warmHosts = undefined
+    const taken = warm?.take(spec, where, events)
+    if (!taken) void warm?.close()
+    const nodeRanks: NodeRanks = taken ?? startNodeRanks(spec, where, events)
+    this.local = nodeRanks
+  }
+
+  private onClosed(why: string): void {
+    const { node } = this
+    if (!this.welcomed) this.end(new CommunicationError(`node ${node}: node 0 closed the connection before admitting this node (${why})`))
+    else this.end(new NodeLostError(0, `node ${node}: lost node 0 (${why}); run the launcher again with --resume`))
+  }
+
+  private async stopLocal(): Promise<void> {
+    const l = this.local
+    this.local = undefined
     if (l) await l.terminate()
   }
-  return new Promise<number>((resolve, reject) => {
-    const joinTimer = setTimeout(() => {
-      wire.socket.destroy()
-      reject(new CommunicationError(`node ${node}: node 0 did not answer the join within ${(opts.nodeTimeoutMs / 1000).toFixed(1)} s (--node-timeout)`))
-    }, opts.nodeTimeoutMs)
-    let finished = false
-    const end = (code: number | Error) => {
-      if (finished) return
-      finished = true
-      clearTimeout(joinTimer)
-      if (beats) clearInterval(beats)
-      const warm = warmHosts
-      warmHosts = undefined
-      void Promise.all([stopLocal(), warm?.close()]).then(() => {
-        wire.close()
-        if (code instanceof Error) reject(code)
-        else resolve(code)
-      })
-    }
-    const wire: Wire<LeaderMessage, AgentMessage> = new Wire<LeaderMessage, AgentMessage>(
-      socket,
-      (m) => {
-        switch (m.t) {
-          case 'welcome':
-            welcomed = true
-            clearTimeout(joinTimer)
-            beats = setInterval(() => {
-              if (performance.now() - wire.lastHeard > opts.nodeTimeoutMs) {
-                // Judged once what has arrived is read (after this turn's I/O): a node that was itself stopped wakes
-                // up here first, and node 0's last words (`dropped`) may be waiting in the socket.
-                setImmediate(() => {
-                  if (finished || performance.now() - wire.lastHeard <= opts.nodeTimeoutMs) return
-                  wire.socket.destroy()
-                  end(new NodeLostError(0, `node ${node}: node 0 fell silent for more than ${(opts.nodeTimeoutMs / 1000).toFixed(1)} s (--node-timeout); run the launcher again with --resume`))
-                })
-                return
-              }
-              const now = performance.now()
-              const l = local
-              const list: RemoteBeat[] = l ? ranks.map((r) => [r, now - (l.lastHeartbeat(r) ?? now), l.where(r)]) : []
-              wire.send({ t: 'beats', gen: generation, beats: list })
-            }, opts.beatMs)
-            return
-          case 'refused':
-            return end(reviveError(m.error))
-          case 'start': {
-            void stopLocal()
-            generation = m.gen
-            const gen = m.gen
-            const spec: RankGroupSpec = { ...m.spec, programFile: own.programFile, tsconfig: own.tsconfig, compiled: own.compiled }
-            ranks = m.ranks
-            const where: NodeRanksOptions = { ranks, node, host, generation: gen, key: opts.secret?.key, onListening: (l) => wire.send({ t: 'rank', gen, m: l }) }
-            const events: RankGroupEvents = {
-              message: (rm) => wire.send({ t: 'rank', gen, m: rm }),
-              exit: (rank, how) => wire.send({ t: 'exit', gen, rank, how, where: nodeRanks.where(rank) }),
-            }
-            // A spare node given a lost node's ranks runs them in its warm processes; every later attempt starts its own.
-            const warm = warmHosts
-            warmHosts = undefined
-            const taken = warm?.take(spec, where, events)
-            if (!taken) void warm?.close()
-            const nodeRanks: NodeRanks = taken ?? startNodeRanks(spec, where, events)
-            local = nodeRanks
-            return
-          }
-          case 'peers':
-            if (m.gen === generation && local) for (const r of ranks) local.send(r, { type: 'peers', generation: m.gen, endpoints: m.endpoints })
-            return
-          case 'to-rank':
-            if (m.gen === generation) local?.send(m.rank, m.m)
-            return
-          case 'kill':
-            if (m.gen === generation) local?.kill(m.rank, m.signal)
-            return
-          case 'stop': {
-            if (m.gen !== generation) return
-            void stopLocal().then(() => wire.send({ t: 'stopped', gen: m.gen }))
-            return
-          }
-          case 'warm':
-            warmHosts?.warm(m.sizes)
-            return
-          case 'ping':
-            return
-          case 'dropped':
-            onDropped()
-            return end(new NodeLostError(node, `node ${node}: node 0 counted this node as lost (${m.why}, past --node-timeout); the run's outcome is the other nodes' to report`))
-          case 'finish':
-            return end(m.code)
-        }
-      },
-      (why) => {
-        if (!welcomed) end(new CommunicationError(`node ${node}: node 0 closed the connection before admitting this node (${why})`))
-        else end(new NodeLostError(0, `node ${node}: lost node 0 (${why}); run the launcher again with --resume`))
-      },
-    )
-    const join: JoinRequest = { t: 'join', node, nodes: opts.place.nodes, identity: opts.identity, machine: machineId(), dir: opts.dir }
-    wire.send(join)
-    const forward = (sig: NodeJS.Signals) => wire.send({ t: 'preempt', why: sig })
-    process.on('SIGTERM', forward)
-    process.on('SIGINT', forward)
-  })
+
+  /** The end, once: this node's ranks and warm processes stopped, the connection closed, then the code (or why not). */
+  private end(code: number | Error): void {
+    if (this.finished) return
+    this.finished = true
+    clearTimeout(this.joinTimer)
+    if (this.beats) clearInterval(this.beats)
+    const warm = this.warmHosts
+    this.warmHosts = undefined
+    void Promise.all([this.stopLocal(), warm?.close()]).then(() => {
+      this.wire.close()
+      if (code instanceof Error) this.settle.reject(code)
+      else this.settle.resolve(code)
+    })
+  }
 }
 
 /** Connect to node 0, retrying until the node timeout: it may not be listening yet. */
