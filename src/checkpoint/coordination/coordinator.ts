@@ -288,7 +288,10 @@ export class CheckpointCoordinator implements SkeletonHooks {
       this.log(
         `warning: a memory checkpoint costs ${cost.toFixed(1)} ms and they are ${intervalMs.toFixed(1)} ms of compute apart ` +
           `(${((100 * cost) / (cost + intervalMs)).toFixed(0)} % of the run); space them at least ${(cost / MEMORY_COST_SHARE).toFixed(0)} ms apart ` +
-          '(a larger --memory-checkpoint every:<steps>, a time such as 2s, or mtbf:<duration>)',
+          // With --async-checkpoints the memory level has no policy of its own: every disk checkpoint goes through it.
+          (this.cfg.memory?.policy !== undefined && 'kind' in this.cfg.memory.policy && this.cfg.memory.policy.kind === 'off'
+            ? '(disk checkpoints go through memory with --async-checkpoints: a larger --checkpoint every:<steps>, a time such as 2s, or mtbf:<duration>)'
+            : '(a larger --memory-checkpoint every:<steps>, a time such as 2s, or mtbf:<duration>)'),
         // Once per run: every restart measures it again, and would say it again.
         'memory-cost',
         'warning',

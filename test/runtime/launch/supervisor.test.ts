@@ -101,6 +101,20 @@ describe('Supervisor (threads transport)', () => {
     }).run()
     expect(r.kind === 'done' && r.restarts).toBe(2)
     expect(logs.filter((l) => l.startsWith('warning: a memory checkpoint costs'))).toHaveLength(1)
+    expect(logs.find((l) => l.startsWith('warning: a memory checkpoint costs'))).toMatch(/a larger --memory-checkpoint every:<steps>/)
+  })
+
+  it('with --async-checkpoints (no memory policy of its own) the same warning points at the disk policy', async () => {
+    const logs: string[] = []
+    const dir = freshDir()
+    const r = await supervisor({
+      checkpoint: { dir, policy: { every: 1 }, memory: { policy: { kind: 'off' }, dir: join(dir, 'memory') }, keep: 2, resume: false },
+      onLog: (_rank, text) => logs.push(text),
+    }).run()
+    expect(r.kind).toBe('done')
+    const warning = logs.find((l) => l.startsWith('warning: a memory checkpoint costs'))
+    expect(warning).toMatch(/with --async-checkpoints: a larger --checkpoint every:<steps>/)
+    expect(warning).not.toMatch(/--memory-checkpoint/)
   })
 
   it('gives up after the restart budget, listing every failure, and says a repeated place looks deterministic', async () => {
