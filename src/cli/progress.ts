@@ -11,6 +11,8 @@ import { ranksText } from '../runtime/cluster/membership.js'
 export class ProgressView {
   /** When the last checkpoint of each level was committed. */
   private readonly lastCheckpointAt = new Map<string, number>()
+  /** The checkpoint a resume the user asked for started from: a checkpoint there is, though this run wrote none yet. */
+  private resumedFrom: number | undefined
   private restarts = 0
   private lastPlainAt = -Infinity
   private drawn = false
@@ -46,6 +48,7 @@ export class ProgressView {
         return
       case 'resume': {
         // A resume the user asked for (--resume, nothing failed) is not a recovery.
+        if (e.requested) this.resumedFrom = e.seq
         const what = e.requested ? `resumed from checkpoint ${e.seq} (skeleton ${e.skeleton}, step ${e.step})` : 'recovered'
         this.line(
           `${what} in ${e.totalMs.toFixed(0)} ms from ${e.level}: ${e.ranksFrom ? `ranks ${formatOrigin(e.ranksFrom)}` : 'spawn'} ${e.spawnMs.toFixed(0)}, negotiate ${e.negotiateMs.toFixed(1)}, ` +
@@ -98,7 +101,7 @@ export class ProgressView {
     // Steps count from 0 everywhere (injections, checkpoints, inspect); the fraction counts steps done.
     const parts = [`skeleton ${e.skeleton}`, `step ${e.step}${e.total ? ` (${e.step + 1}/${e.total} done)` : ''}`]
     if (e.stepsPerSecond > 0) parts.push(`${e.stepsPerSecond.toFixed(e.stepsPerSecond < 10 ? 2 : 0)} steps/s`)
-    if (this.lastCheckpointAt.size === 0) parts.push('no checkpoint yet')
+    if (this.lastCheckpointAt.size === 0) parts.push(this.resumedFrom === undefined ? 'no checkpoint yet' : `resumed from checkpoint ${this.resumedFrom}, none written since`)
     for (const [level, at] of this.lastCheckpointAt) parts.push(`last ${level} checkpoint ${((e.t - at) / 1000).toFixed(1)} s ago`)
     if (e.total && e.stepsPerSecond > 0) parts.push(`ETA ${formatSeconds((e.total - e.step - 1) / e.stepsPerSecond)}`)
     parts.push(`restarts ${this.restarts}`)

@@ -39,6 +39,9 @@ describe('a resume asked for is reported as a resume, a recovery as a recovery',
     const text = printed(events)
     expect(text).toMatch(/^resumed from checkpoint \d+ \(skeleton 0, step 9\) in \d+ ms/m)
     expect(text).not.toMatch(/recovered/)
+    // Progress before this run's first checkpoint names the one it resumed from, not "no checkpoint yet".
+    expect(text).toMatch(/^progress: .*resumed from checkpoint \d+, none written since/m)
+    expect(text).not.toMatch(/no checkpoint yet/)
   })
 
   it('after a failure: requested is false, printed as "recovered"', async () => {
