@@ -58,8 +58,16 @@ export function startNodeRanks(spec: RankGroupSpec, opts: NodeRanksOptions, on: 
   for (const rank of opts.ranks) {
     procs.set(rank, startRank(spec, rank, [], events, { tcp: { host: opts.host, generation: opts.generation }, node: opts.node }, env))
   }
-  const of = (rank: number): RankProcess => {
-    const p = procs.get(rank)
+  return nodeRanksOver(opts, procs, [...procs.values()])
+}
+
+/**
+ * A node's share of an attempt's ranks, run by `byRank`'s processes; `terminate` ends every one of `all`
+ * (the warm processes of a spare node include those it did not need).
+ */
+function nodeRanksOver(opts: NodeRanksOptions, byRank: ReadonlyMap<number, RankHost>, all: readonly RankHost[]): NodeRanks {
+  const of = (rank: number): RankHost => {
+    const p = byRank.get(rank)
     if (!p) throw new InternalError(`rank ${rank} was addressed on node ${opts.node}, which does not run it`)
     return p
   }
@@ -73,8 +81,8 @@ export function startNodeRanks(spec: RankGroupSpec, opts: NodeRanksOptions, on: 
     kill: (rank, signal) => of(rank).kill(signal),
     terminate: () => {
       terminating ??= (async () => {
-        for (const r of procs.values()) r.kill()
-        await Promise.all([...procs.values()].map((r) => r.exited))
+        for (const p of all) p.kill()
+        await Promise.all(all.map((p) => p.exited))
       })()
       return terminating
     },
@@ -158,28 +166,8 @@ export function startWarmHosts(count: number, o: WarmHostsOptions): WarmHosts {
         h.send({ type: 'assign', init })
       })
       for (const h of hosts.slice(opts.ranks.length)) h.kill()
-      const of = (rank: number): RankHost => {
-        const h = byRank.get(rank)
-        if (!h) throw new InternalError(`rank ${rank} was addressed on node ${opts.node}, which does not run it`)
-        return h
-      }
-      let terminating: Promise<void> | undefined
-      return {
-        ranks: opts.ranks,
-        where: (rank) => of(rank).heartbeat.where,
-        lastHeartbeat: (rank) => of(rank).heartbeat.lastAt,
-        pid: (rank) => (of(rank).alive ? of(rank).child.pid : undefined),
-        send: (rank, m) => of(rank).send(m),
-        kill: (rank, signal) => of(rank).kill(signal),
-        terminate: () => {
-          // A warm host serves one attempt: the next one starts rank processes of its own, as on every node.
-          terminating ??= (async () => {
-            for (const h of hosts) h.kill()
-            await Promise.all(hosts.map((h) => h.exited))
-          })()
-          return terminating
-        },
-      }
+      // A warm host serves one attempt: the next one starts rank processes of its own, as on every node.
+      return nodeRanksOver(opts, byRank, hosts)
     },
     close: async () => {
       if (taken) return
