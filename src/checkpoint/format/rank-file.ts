@@ -217,13 +217,17 @@ export function encodeRankFile(meta: RankFileMeta, entries: readonly EntryInput[
     if (e.checksum !== undefined) checksum = e.checksum
     const enc = e.encoded
     const delta = e.delta
+    // What every entry records of itself; a delta's length and checksum are the whole payload's (see format/delta.ts).
+    const described = {
+      name: e.name,
+      kind: e.kind,
+      ...(e.dtype !== undefined ? { dtype: e.dtype } : {}),
+      ...(e.box !== undefined ? { box: { lower: [...e.box.lower], upper: [...e.box.upper] } } : {}),
+      offset,
+    }
     if (delta) {
       records.push({
-        name: e.name,
-        kind: e.kind,
-        ...(e.dtype !== undefined ? { dtype: e.dtype } : {}),
-        ...(e.box !== undefined ? { box: { lower: [...e.box.lower], upper: [...e.box.upper] } } : {}),
-        offset,
+        ...described,
         length: delta.length,
         checksum: delta.checksum >>> 0,
         blocks: { size: delta.blocks.size, held: [...delta.blocks.held], sums: [...delta.blocks.sums] },
@@ -233,11 +237,7 @@ export function encodeRankFile(meta: RankFileMeta, entries: readonly EntryInput[
       continue
     }
     records.push({
-      name: e.name,
-      kind: e.kind,
-      ...(e.dtype !== undefined ? { dtype: e.dtype } : {}),
-      ...(e.box !== undefined ? { box: { lower: [...e.box.lower], upper: [...e.box.upper] } } : {}),
-      offset,
+      ...described,
       length: enc ? enc.length : length,
       checksum: (enc ? enc.checksum : checksum) >>> 0,
       ...(enc ? { stored: { codec: enc.codec, shuffle: enc.shuffle, length, checksum: checksum >>> 0 } } : {}),
