@@ -207,7 +207,8 @@ describe.skipIf(!haveMpirun)('a silent node replaced by a spare', () => {
       // mpirun waits for the stopped node: the others' outcome is in the status file.
       for (const limit = Date.now() + 45_000; !/"state": "ended"/.test(existsSync(status) ? readFileSync(status, 'utf8') : '') && Date.now() < limit; ) await new Promise((r) => setTimeout(r, 50))
       expect(JSON.parse(readFileSync(status, 'utf8')), run.out()).toMatchObject({ state: 'ended', exitCode: 0 })
-      expect(run.out()).toMatch(/node 1 lost at step \d+ \(silent for \d+\.\d s \(--node-timeout 3\.0 s\)\); spare node 3 took rank 1/)
+      // The step is said when node 0 knows where the lost node's first rank was; when it does not, the line leaves it out.
+      expect(run.out()).toMatch(/node 1 lost( at step \d+)? \(silent for \d+\.\d s \(--node-timeout 3\.0 s\)\); spare node 3 took rank 1/)
       const checksum = Number(/checksum (\S+)/.exec(run.out())?.[1])
       expect(Object.is(checksum, interiorSum(jacobiSerial(n, iterations), n)), run.out()).toBe(true)
       // Node 1 wakes up: it reads that it was dropped and exits; the status file still says 0.
