@@ -1,5 +1,4 @@
-import { mkdtempSync, rmSync } from 'node:fs'
-import { cpus, totalmem, tmpdir } from 'node:os'
+import { cpus, totalmem } from 'node:os'
 import { join } from 'node:path'
 import type { FaultToleranceConfig } from '../checkpoint/config.js'
 import { ConfigError } from '../errors.js'
@@ -7,6 +6,7 @@ import type { RunningRanks, Transport } from '../runtime/group.js'
 import { launch } from '../runtime/launch/launcher.js'
 import { Supervisor, type SupervisorEvent } from '../runtime/launch/supervisor.js'
 import { privateResidentBytes } from './sysmem.js'
+import { withScratchDirectory } from '../util/scratch.js'
 
 export interface BenchOptions {
   program: string
@@ -103,10 +103,9 @@ export async function runBench(o: BenchOptions): Promise<BenchReport> {
   if (o.counts.some((c) => !Number.isInteger(c) || c < 0)) throw new ConfigError(`--counts must be non-negative integers (got ${o.counts.join(',')})`)
   const note = o.onNote ?? (() => {})
   const notes: string[] = []
-  const root = mkdtempSync(join(tmpdir(), 'molotof-bench-'))
-  let dirs = 0
-  const freshDir = () => join(root, `c${dirs++}`)
-  try {
+  return withScratchDirectory('molotof-bench-', async (root) => {
+    let dirs = 0
+    const freshDir = () => join(root, `c${dirs++}`)
     note('warm-up run (no fault tolerance)…')
     const warm = await oneRun(o, undefined)
     const steps = warm.steps
@@ -174,9 +173,7 @@ export async function runBench(o: BenchOptions): Promise<BenchReport> {
       configs,
       recovery,
     }
-  } finally {
-    rmSync(root, { recursive: true, force: true })
-  }
+  })
 }
 
 /** One launch; runtime from the end of the first superstep to the end of the run. */

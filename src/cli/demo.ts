@@ -1,5 +1,4 @@
-import { existsSync, mkdtempSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { existsSync } from 'node:fs'
 import { join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { privateResidentBytes } from '../bench/sysmem.js'
@@ -12,6 +11,7 @@ import { option } from '../skeletons/options.js'
 import { HELP_OPTION, parseCommand } from './args.js'
 import { formatHelp } from './help.js'
 import { formatSize } from '../util/bytes.js'
+import { withScratchDirectory } from '../util/scratch.js'
 
 const DEMO_OPTIONS = {
   ranks: option.int(4, 'ranks (the last one is killed)', { min: 1 }),
@@ -65,16 +65,13 @@ export async function demoCommand(argv: readonly string[], out: (s: string) => v
     return 0
   }
   const { ranks, n, iterations, transport } = f
-  const root = mkdtempSync(join(tmpdir(), 'molotof-demo-'))
-  const d: DemoSetup = { program: jacobiFile(), ranks, n, iterations, transport, spares: Math.min(f.spares, ranks), jargv: ['--n', String(n), '--iterations', String(iterations)], root, out }
-  try {
+  return withScratchDirectory('molotof-demo-', async (root) => {
+    const d: DemoSetup = { program: jacobiFile(), ranks, n, iterations, transport, spares: Math.min(f.spares, ranks), jargv: ['--n', String(n), '--iterations', String(iterations)], root, out }
     const ref = await referenceRun(d)
     const { same, minimal, system } = await recoveredRun(d, ref)
     await checkpointSizes(d, minimal, system)
     return same ? 0 : 1
-  } finally {
-    rmSync(root, { recursive: true, force: true })
-  }
+  })
 }
 
 /** 1. The result to compare with: the same run without fault tolerance. */
