@@ -23,7 +23,7 @@
  *   npm run bench:node-loss -- [--repeats 5] [--mib 16] [--cases spare,shrink,relaunch] [--quick]
  */
 import { spawn } from 'node:child_process'
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { createServer } from 'node:net'
 import { cpus, loadavg, tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -31,6 +31,7 @@ import { parseArgs } from 'node:util'
 import { benchArgs } from './args.js'
 import { openRecord } from './record.js'
 import { summary, table } from '../src/bench/stats.js'
+import { processesOfNode } from './mpirun-nodes.js'
 
 const USAGE = 'npm run bench:node-loss -- [--repeats 5] [--mib 16] [--iterations 150] [--cases spare,shrink,relaunch] [--quick] [--keep]'
 const { values } = benchArgs(USAGE, () =>
@@ -125,21 +126,6 @@ function mpirun(flags: string[], nodes: number, args: string[]): Launched {
   return { out: () => out, code, ended: () => ended }
 }
 
-/** The processes of node `node` of the run whose command line or environment names `marker`: its supervisor and its ranks. */
-function processesOfNode(node: number, marker: string): number[] {
-  const pids: number[] = []
-  for (const name of readdirSync('/proc')) {
-    if (!/^\d+$/.test(name)) continue
-    try {
-      const environ = readFileSync(`/proc/${name}/environ`, 'utf8').split('\0')
-      const cmdline = readFileSync(`/proc/${name}/cmdline`, 'utf8')
-      if (environ.includes(`OMPI_COMM_WORLD_RANK=${node}`) && (cmdline.includes(marker) || environ.some((e) => e.includes(marker)))) pids.push(Number(name))
-    } catch {
-      // A process that ended while the list was read: not one to stop.
-    }
-  }
-  return pids
-}
 
 function killAll(pids: number[]): void {
   for (const pid of pids) {

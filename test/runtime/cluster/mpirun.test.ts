@@ -15,6 +15,7 @@ import { resolveParams } from '../../../examples/swing/model/params.js'
 import { valueSwing } from '../../../examples/swing/model/serial.js'
 import { main } from '../../../src/cli/main.js'
 import { launch } from '../../../src/runtime/launch/launcher.js'
+import { processesOfNode } from '../../../bench/mpirun-nodes.js'
 
 const MPIRUN = '/usr/bin/mpirun'
 const haveMpirun = existsSync(MPIRUN)
@@ -118,21 +119,6 @@ describe.skipIf(!haveMpirun)('under mpirun', () => {
   })
 })
 
-/** The processes of node `node` of the runs whose command line names `marker` (the node supervisor and its rank processes). */
-function processesOfNode(node: number, marker: string): number[] {
-  const pids: number[] = []
-  for (const name of readdirSync('/proc')) {
-    if (!/^\d+$/.test(name)) continue
-    try {
-      const environ = readFileSync(`/proc/${name}/environ`, 'utf8').split('\0')
-      const cmdline = readFileSync(`/proc/${name}/cmdline`, 'utf8')
-      if (environ.includes(`OMPI_COMM_WORLD_RANK=${node}`) && (cmdline.includes(marker) || environ.some((e) => e.includes(marker)))) pids.push(Number(name))
-    } catch {
-      // A process that ended while the list was read: not one to stop.
-    }
-  }
-  return pids
-}
 
 describe.skipIf(!haveMpirun)('under mpirun, a lost node', () => {
   it.each([

@@ -13,6 +13,7 @@ import { join } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
 import { interiorSum, jacobiSerial } from '../../../examples/jacobi/serial.js'
 import { main } from '../../../src/cli/main.js'
+import { processesOfNode } from '../../../bench/mpirun-nodes.js'
 
 const MPIRUN = '/usr/bin/mpirun'
 const haveMpirun = existsSync(MPIRUN)
@@ -43,21 +44,6 @@ function startMpirun(flags: string[], nodes: number, command: string[]): { out: 
   return { out: () => out, code: new Promise((resolve) => child.on('close', (c) => resolve(c))) }
 }
 
-/** The processes of node `node` of the runs whose command line or environment names `marker` (its supervisor and rank processes). */
-function processesOfNode(node: number, marker: string): number[] {
-  const pids: number[] = []
-  for (const name of readdirSync('/proc')) {
-    if (!/^\d+$/.test(name)) continue
-    try {
-      const environ = readFileSync(`/proc/${name}/environ`, 'utf8').split('\0')
-      const cmdline = readFileSync(`/proc/${name}/cmdline`, 'utf8')
-      if (environ.includes(`OMPI_COMM_WORLD_RANK=${node}`) && (cmdline.includes(marker) || environ.some((e) => e.includes(marker)))) pids.push(Number(name))
-    } catch {
-      // A process that ended while the list was read: not one to stop.
-    }
-  }
-  return pids
-}
 
 /** The child processes of `pid` whose command line contains `word`. */
 function childrenOf(pid: number, word: string): number[] {
