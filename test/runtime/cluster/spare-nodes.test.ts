@@ -118,7 +118,7 @@ describe.skipIf(!haveMpirun)('spare nodes under mpirun --enable-recovery', () =>
       // Rank 1 runs in that warm process: it is still there once the run computes again (one not taken is killed).
       await until(run.out, /first superstep \d+ ms after the loss of node 1/, () => ended)
       expect(alive(warm[0]), run.out()).toBe(true)
-      expect(run.out()).toMatch(/node 1 lost at step \d+ \(the connection closed\); spare node 3 took rank 1 \(0 spare nodes left\)/)
+      expect(run.out()).toMatch(/node 1 lost( at step \d+)? \(the connection closed\); spare node 3 took rank 1 \(0 spare nodes left\)/)
       expect(run.out()).not.toMatch(/checksum/)
 
       // A second loss once the new placement has partner copies of its own (rank 1's now made on node 3): no spare left.
@@ -134,7 +134,9 @@ describe.skipIf(!haveMpirun)('spare nodes under mpirun --enable-recovery', () =>
       expect(JSON.parse(readFileSync(status, 'utf8')), out).toMatchObject({ state: 'ended', exitCode: 0, outcome: 'done' })
       const checksum = Number(/checksum (\S+)/.exec(out)?.[1])
       expect(Object.is(checksum, interiorSum(jacobiSerial(n, iterations), n)), out).toBe(true)
-      expect(out).toMatch(/node 2 lost at step \d+ \(the connection closed\); no spare node left: the run goes on with 2 ranks/)
+      // The step is the lost rank's last heartbeat in this attempt: unknown (and left out) when the loss lands while
+      // the attempt is being started (node 2's rank process may die a moment before its supervisor).
+      expect(out).toMatch(/node 2 lost( at step \d+)? \(the connection closed\); no spare node left: the run goes on with 2 ranks/)
       expect(out).toMatch(/resuming a checkpoint of 3 ranks on 2/)
       expect(out).toMatch(/first superstep \d+ ms after the loss of node 2/)
       expect(out).toMatch(/\(4 nodes \(openmpi\), 2 ranks, tcp, wall [\d.]+ s, 2 restarts, 2 nodes lost\)/)
