@@ -133,6 +133,46 @@ describe.skipIf(!existsSync(RAM_ROOT))('--incremental', () => {
     expect(checksumOf(resumed.out)).toBe(sparseUpdateSerial())
   }, 120_000)
 
+  it('with --compress: the held blocks are compressed, and --resume from a compressed delta after a kill is bit-identical', async () => {
+    const dir = await killedRun('compressed', '--compress')
+    const kept = complete(dir)
+    const newest = headerOf(join(dir, kept.at(-1)!, 'rank-0.mlf')).header
+    expect(newest.delta, 'the newest disk checkpoint is a delta').toBeDefined()
+    // The base is a compressed full file, the deltas hold compressed blocks (each smaller than its raw 64 KiB).
+    const base = headerOf(join(dir, `ckpt-${String(newest.delta!.base).padStart(8, '0')}`, 'rank-0.mlf')).header
+    expect(base.entries.find((e) => e.name === 'state')!.stored).toBeDefined()
+    const held = [0, 1].map((r) => headerOf(join(dir, kept.at(-1)!, `rank-${r}.mlf`)).header.entries.find((e) => e.name === 'state')!.blocks!)
+    const some = held.find((b) => b.held.length > 0)!
+    expect(some.stored, 'the held blocks are stored compressed').toBeDefined()
+    expect(some.stored!.lengths.every((l) => l < 65536)).toBe(true)
+    const step = stepOf(dir, kept.at(-1)!)
+    const events = join(root, 'compressed.jsonl')
+    const resumed = await run(2, '--checkpoint-dir', dir, '--checkpoint', 'every:5', '--resume', '--events', events)
+    expect(resumed.code, resumed.err).toBe(0)
+    expect(eventsOf(events).find((e) => e.event === 'resume')).toMatchObject({ level: 'disk', step })
+    expect(checksumOf(resumed.out)).toBe(sparseUpdateSerial())
+  }, 120_000)
+
+  it('with --compress: a damaged compressed block of the newest delta is found and named, and the previous checkpoint is used', async () => {
+    const dir = await killedRun('damaged-compressed', '--compress')
+    const kept = complete(dir)
+    const path = [0, 1].map((r) => join(dir, kept.at(-1)!, `rank-${r}.mlf`)).find((p) => headerOf(p).header.entries.find((e) => e.name === 'state')!.blocks!.held.length > 0)!
+    const bytes = new Uint8Array(readFileSync(path))
+    const { header, dataStart } = decodeRankFileHeader(bytes, path)
+    const state = header.entries.find((e) => e.name === 'state')!
+    expect(state.blocks!.stored).toBeDefined()
+    bytes[dataStart + state.offset + 8] ^= 0x04
+    writeFileSync(path, bytes)
+    const previous = stepOf(dir, kept.at(-2)!)
+    const events = join(root, 'damaged-compressed.jsonl')
+    const resumed = await run(2, '--checkpoint-dir', dir, '--checkpoint', 'every:5', '--resume', '--events', events)
+    expect(resumed.code, resumed.err).toBe(0)
+    expect(eventsOf(events).find((e) => e.event === 'resume')).toMatchObject({ level: 'disk', step: previous })
+    expect(`${resumed.out}\n${resumed.err}`).toContain(path)
+    expect(`${resumed.out}\n${resumed.err}`).toMatch(new RegExp(`checksum mismatch in compressed block ${state.blocks!.held[0]} of delta entry "state"`))
+    expect(checksumOf(resumed.out)).toBe(sparseUpdateSerial())
+  }, 120_000)
+
   it('inspect shows the chain: delta of N, changed blocks out of all', async () => {
     const dir = await killedRun('inspected')
     const out: string[] = []
@@ -150,9 +190,6 @@ describe.skipIf(!existsSync(RAM_ROOT))('--incremental', () => {
     const noDisk = await run(2, '--checkpoint-dir', join(root, 'refused'), '--checkpoint', 'off', '--memory-checkpoint', 'every:5', '--incremental')
     expect(noDisk.code).toBe(2)
     expect(noDisk.err).toMatch(/--incremental .*--checkpoint off/)
-    const compressed = await run(2, '--checkpoint-dir', join(root, 'refused'), '--checkpoint', 'every:5', '--async-checkpoints', '--incremental', '--compress')
-    expect(compressed.code).toBe(2)
-    expect(compressed.err).toMatch(/--incremental and --compress/)
     const shared = await run(2, '--checkpoint-dir', join(root, 'refused'), '--checkpoint', 'every:5', '--async-checkpoints', '--incremental', '--shared-checkpoint', 'every:2', '--shared-dir', join(root, 'shared'))
     expect(shared.code).toBe(2)
     expect(shared.err).toMatch(/--incremental .*--shared-checkpoint/)
