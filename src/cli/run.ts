@@ -214,13 +214,6 @@ function readRunSetup(f: RunValues, program: string): RunSetup {
   checkSpareNodes(f.spareNodes, launcherNodes)
   Object.assign(checkpoint, copyLevels(f, (launcherNodes ?? 1) - f.spareNodes, program))
   checkSpareCopies(f.spareNodes, checkpoint)
-  if (checkpoint.incremental && (checkpoint.partner || checkpoint.shared)) {
-    // A copy level gets one file per checkpoint (the shared level not even every one): a delta there lacks its chain.
-    throw new ConfigError(
-      `--incremental stores disk checkpoints as deltas that need their chain, and ${checkpoint.shared ? '--shared-checkpoint copies some checkpoints to the shared level' : 'partner copies (on by default with two nodes or more) send one file per checkpoint'}: ` +
-        `give ${checkpoint.shared ? 'no --shared-checkpoint' : '--partner-copies off'}, or leave out --incremental`,
-    )
-  }
   // A resume reads the shared level whenever --shared-dir names it, also without --shared-checkpoint this time.
   if (checkpoint.resume && checkpoint.shared === undefined && f.sharedDir !== undefined && f.sharedDir.trim() !== '') {
     checkpoint.resumeSharedDir = join(resolve(f.sharedDir), basename(program).replace(/\.[^.]+$/, ''))

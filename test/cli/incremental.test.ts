@@ -3,7 +3,8 @@
 // the memory level are stored as deltas of a chain; after a rank was killed
 // and the memory level lost, --resume from a delta is bit-identical (on the
 // same rank count and on another); a damaged delta block and a damaged base
-// are found, named, and the previous usable checkpoint is used; pruning kept
+// are found, named, and the previous usable checkpoint is used (also with
+// --compress: a compressed block is named by number); pruning kept
 // the base the deltas need; inspect shows the chain; --incremental with no
 // level that can hold deltas is refused before any rank starts.
 import { existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
@@ -190,8 +191,5 @@ describe.skipIf(!existsSync(RAM_ROOT))('--incremental', () => {
     const noDisk = await run(2, '--checkpoint-dir', join(root, 'refused'), '--checkpoint', 'off', '--memory-checkpoint', 'every:5', '--incremental')
     expect(noDisk.code).toBe(2)
     expect(noDisk.err).toMatch(/--incremental .*--checkpoint off/)
-    const shared = await run(2, '--checkpoint-dir', join(root, 'refused'), '--checkpoint', 'every:5', '--async-checkpoints', '--incremental', '--shared-checkpoint', 'every:2', '--shared-dir', join(root, 'shared'))
-    expect(shared.code).toBe(2)
-    expect(shared.err).toMatch(/--incremental .*--shared-checkpoint/)
   })
 })

@@ -153,7 +153,6 @@ export class CheckpointCommitter {
     this.flushIo = cfg.compress === true || cfg.incremental ? new CheckpointIoThread() : undefined
     // Deltas are made by the background flush from the memory copy.
     if (cfg.incremental && !this.memory) throw new ConfigError('incremental checkpoints need a memory level (memory or async): the background flush makes the deltas')
-    if (cfg.incremental && (cfg.partner || cfg.shared)) throw new ConfigError('incremental checkpoints need their chain, which partner and shared copies (one file per checkpoint) do not keep: leave out partner and shared')
     this.chain = cfg.incremental ? new DeltaChain(cfg.incremental.every) : undefined
   }
 

@@ -401,6 +401,35 @@ export class CheckpointStore {
   }
 
   /**
+   * Copies this rank's file of checkpoint `seq` from `from` (flushRankFile)
+   * and, when it is a delta, each earlier file of its chain this store does
+   * not hold yet, with the commit marker `from` has for it: a level that
+   * gets only some checkpoints (the shared level, every k-th) then holds
+   * every chain its deltas need. Returns the markers of the files carried
+   * along (or whose marker is missing here), for the caller to write once
+   * every rank's copies are durable.
+   */
+  async copyWithChain(seq: number, rank: number, from: CheckpointStore, headerChecksum: number): Promise<CommitMarker[]> {
+    await this.flushRankFile(seq, rank, from, headerChecksum)
+    const source = from.fileOf(seq, rank)
+    let needs: number[]
+    try {
+      needs = (await readHeaderOnly(source)).header.delta?.needs ?? []
+    } catch (e) {
+      throw checkpointFsError('cannot read checkpoint file to copy its chain', source, e)
+    }
+    const carried: CommitMarker[] = []
+    for (const need of needs) {
+      const fileHere = await exists(this.fileOf(need, rank))
+      if (fileHere && (await exists(this.markerOf(need)))) continue
+      const marker = await from.readMarker(need)
+      if (!fileHere) await this.flushRankFile(need, rank, from, marker.ranks[rank].headerChecksum)
+      carried.push(marker)
+    }
+    return carried
+  }
+
+  /**
    * flushRankFile with a delta chain (`incremental`): read the source whole,
    * write only the blocks changed since the chain's previous file, or the
    * file as it is when the chain says full (see DeltaChain). With
