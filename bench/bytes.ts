@@ -9,7 +9,7 @@
  * Then the memory level's CRC32 next to its copy, per core, on the same
  * bytes (where the CRC is taken: docs/ARCHITECTURE.md).
  *
- *   npm run bench:bytes -- [--programs jacobi,jacobi-spread,swing,sparse] [--variants raw,compressed,incremental] [--repeats 2] [--ranks 2]
+ *   npm run bench:bytes -- [--programs jacobi,jacobi-spread,swing,sparse] [--variants raw,compressed,incremental,incremental-compressed] [--repeats 2] [--ranks 2]
  *
  * A new way of storing checkpoints (redundancy, incremental) is one more
  * entry of VARIANTS; a new program one more entry of PROGRAMS.
@@ -51,9 +51,11 @@ const VARIANTS: Record<string, Partial<FaultToleranceConfig>> = {
   compressed: { compress: true },
   // A full disk checkpoint every 8, deltas of the changed 64 KiB blocks between.
   incremental: { incremental: { every: 8 } },
+  // Both: a compressed full one every 8, deltas of the changed blocks compressed each on its own between.
+  'incremental-compressed': { incremental: { every: 8 }, compress: true },
 }
 
-const USAGE = 'npm run bench:bytes -- [--programs jacobi,jacobi-spread,swing,sparse] [--variants raw,compressed,incremental] [--repeats 2] [--ranks 2]'
+const USAGE = 'npm run bench:bytes -- [--programs jacobi,jacobi-spread,swing,sparse] [--variants raw,compressed,incremental,incremental-compressed] [--repeats 2] [--ranks 2]'
 const { values } = benchArgs(USAGE, () =>
   parseArgs({
     options: {
