@@ -3,7 +3,7 @@
 // of a delta keep its chain, pruning keeps the base and the deltas a kept
 // delta needs on every level, and a resume from the copies alone (a node's
 // files, or every directory of the run, gone) reassembles the chain,
-// bit-identical to a run without failures. test/fixtures/sparse-update.ts
+// bit-identical to a run without failures, also on another rank count. test/fixtures/sparse-update.ts
 // changes ~5 % of its state per checkpoint interval: its disk checkpoints
 // are deltas of few blocks.
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
@@ -111,4 +111,16 @@ describe.skipIf(!existsSync(RAM_ROOT))('incremental checkpoints with copies', ()
     },
     120_000,
   )
+
+  it('the shared level alone, resumed on another rank count (4 → 3): the compressed deltas and their chains are re-sliced, bit-identical', async () => {
+    const shared = freshDir('molotof-delta-shared-')
+    const cfg = config({ compress: true, partner: undefined, shared: { dir: shared, every: 3 } })
+    await stopped(cfg)
+    expectChainIn(shared, 3)
+    rmSync(cfg.dir, { recursive: true, force: true })
+    const logs: string[] = []
+    const results = await runLocal(sparse, { ranks: 3, argv, checkpoint: { ...cfg, resume: true }, onLog: (_r, t) => logs.push(t) })
+    expect(logs.join('\n')).toMatch(/resuming a checkpoint of 4 ranks on 3 \(checkpoint 6\)/)
+    expect(results).toEqual(await runLocal(sparse, { ranks: 3, argv }))
+  }, 120_000)
 })
