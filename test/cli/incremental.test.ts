@@ -146,6 +146,10 @@ describe.skipIf(!existsSync(RAM_ROOT))('--incremental', () => {
     const some = held.find((b) => b.held.length > 0)!
     expect(some.stored, 'the held blocks are stored compressed').toBeDefined()
     expect(some.stored!.lengths.every((l) => l < 65536)).toBe(true)
+    // inspect says so.
+    const said: string[] = []
+    expect(await main(['inspect', dir, '--verify'], (s) => said.push(s), () => {})).toBe(0)
+    expect(said.join('\n')).toMatch(/state\(float64 \S+ \S+, \d+ blocks? held compressed to \S+ \S+\).* delta \d+ of #\d+/)
     const step = stepOf(dir, kept.at(-1)!)
     const events = join(root, 'compressed.jsonl')
     const resumed = await run(2, '--checkpoint-dir', dir, '--checkpoint', 'every:5', '--resume', '--events', events)
