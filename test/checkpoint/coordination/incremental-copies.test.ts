@@ -6,7 +6,7 @@
 // bit-identical to a run without failures, also on another rank count. test/fixtures/sparse-update.ts
 // changes ~5 % of its state per checkpoint interval: its disk checkpoints
 // are deltas of few blocks.
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
@@ -91,6 +91,27 @@ describe.skipIf(!existsSync(RAM_ROOT))('incremental checkpoints with copies', ()
     },
     120_000,
   )
+
+  it("a damaged delta among a lost rank's partner copies: named with the delta that needs it, and the newest checkpoint before it used, bit-identical", async () => {
+    const reference = await runLocal(sparse, { ranks, argv })
+    const cfg = config()
+    await stopped(cfg)
+    const partner = join(cfg.dir, 'partner')
+    for (const c of checkpoints(cfg.dir)) for (const r of [0, 1]) rmSync(join(cfg.dir, c, `rank-${r}.mlf`), { force: true })
+    for (const c of checkpoints(partner)) for (const r of [2, 3]) rmSync(join(partner, c, `rank-${r}.mlf`), { force: true })
+    // Rank 0's copy of delta 3 (held by rank 2): a flipped byte in its first held block.
+    const path = join(partner, ckpt(3), 'rank-0.mlf')
+    const bytes = new Uint8Array(readFileSync(path))
+    const { header, dataStart } = decodeRankFileHeader(bytes, path)
+    const state = header.entries.find((e) => e.name === 'state')!
+    expect(state.blocks!.held.length).toBeGreaterThan(0)
+    bytes[dataStart + state.offset + 8] ^= 0x04
+    writeFileSync(path, bytes)
+    const r = await resumed(cfg)
+    expect(r.log).toMatch(new RegExp(`checkpoint 6 skipped: .*rank-0\\.mlf of rank 0: the delta checkpoint 3 it needs is not usable \\(rank 2's partner copy .*ckpt-00000003/rank-0\\.mlf of rank 0: checksum mismatch in block ${state.blocks!.held[0]} of delta entry "state"`))
+    expect(r.log).toMatch(/resuming from checkpoint 2 \(skeleton 0, step 14\) from the disk\+partner level/)
+    expect(r.results).toEqual(reference)
+  }, 120_000)
 
   it.each([{ compress: false }, { compress: true }])(
     'the shared level every 3rd (compress: $compress): its deltas carry their chains along, and a resume from it alone is bit-identical',
