@@ -101,10 +101,15 @@ export async function sendRankFileChain(comm: Communicator, dest: number, tag: n
 
 /**
  * Receive what sendRankFileChain sent: the file (checked against `expect`
- * as receiveRankFile does), then each earlier file of its chain, all
- * received before any failure is thrown (no transfer is left half read).
- * `expectOf` gives the commit marker's record of an earlier file, when the
- * receiver has it.
+ * as receiveRankFile does), then each earlier file of its chain, in the
+ * order of its header's `needs` (each as its parts, or the error of its
+ * transfer). Every transfer is received before any failure is thrown: none
+ * is left half read on the tag. The earlier files are checked by decoding
+ * and assembling them (assembleChain).
+ *
+ * ```ts
+ * const { file, chain } = await receiveRankFileChain(comm, holder, PARTNER_RESTORE_TAG, record, name)
+ * ```
  */
 export async function receiveRankFileChain(
   comm: Communicator,
