@@ -111,12 +111,19 @@ describe.skipIf(!existsSync(RAM_ROOT))('--incremental', () => {
   }, 120_000)
 
   it('a damaged base is found and named; the newest checkpoint of an intact chain is used', async () => {
-    // A full one every 4 (steps 4, 24) and keep 8: two chains on disk, the newer one's deltas at steps 29 and 34
-    // (the kill at 38 leaves time for a flush or two); its base is damaged.
-    const dir = await killedRun('damaged-base', '--inject', 'rank=1,step=38', '--full-every', '4', '--keep', '8')
-    const kept = complete(dir)
-    const newest = headerOf(join(dir, kept.at(-1)!, 'rank-0.mlf')).header
-    const base = newest.delta!.base
+    // A full one every 3 (steps 4, 19, 34) and keep 8: the middle chain's deltas at steps 24 and 29 need the base at
+    // step 19, and checkpoints older than that base stay usable. The kill at 38 may come before the background flush
+    // wrote the newest ones (under load it did): the test takes the newest delta whose base has an older checkpoint
+    // and drops the checkpoints after it, as if they had been lost, so that this delta is what --resume meets first.
+    const dir = await killedRun('damaged-base', '--inject', 'rank=1,step=38', '--full-every', '3', '--keep', '8')
+    const all = complete(dir)
+    const oldest = Number(all[0].slice(5))
+    const deltaOf = (c: string) => headerOf(join(dir, c, 'rank-0.mlf')).header.delta
+    const newestDelta = all.findLastIndex((c) => (deltaOf(c)?.base ?? -1) > oldest)
+    expect(newestDelta, `no delta whose base has an older checkpoint among ${all.join(', ')}`).toBeGreaterThan(0)
+    for (const c of all.slice(newestDelta + 1)) rmSync(join(dir, c), { recursive: true })
+    const kept = all.slice(0, newestDelta + 1)
+    const base = deltaOf(kept.at(-1)!)!.base
     const basePath = join(dir, `ckpt-${String(base).padStart(8, '0')}`, 'rank-0.mlf')
     const bytes = new Uint8Array(readFileSync(basePath))
     const { header, dataStart } = decodeRankFileHeader(bytes, basePath)
