@@ -5,7 +5,7 @@ import type { FaultToleranceConfig } from '../checkpoint/config.js'
 import { parseDuration } from '../checkpoint/policy/duration.js'
 import { ConfigError } from '../errors.js'
 import { detectLauncher, parseHostPort, RENDEZVOUS_ENV, type ClusterPlace, type HostPort } from '../runtime/cluster-env.js'
-import { ClusterLeader, runClusterAgent, type ClusterOptions, type Succession } from '../runtime/cluster/cluster.js'
+import { ClusterLeader, runClusterAgent, type ClusterOptions, type StandDown, type Succession } from '../runtime/cluster/cluster.js'
 import { clusterSecret, SECRET_ENV } from '../runtime/cluster/secret.js'
 import { compileProgram } from '../runtime/compiled-program.js'
 import { findTsconfig } from '../runtime/launch/launcher.js'
@@ -163,7 +163,7 @@ export async function joinCluster(
   settings: Record<string, unknown>,
   dir: string,
   log: (text: string) => void,
-  onDropped: () => void = () => {},
+  onDropped: (how: StandDown) => void = () => {},
   env: Readonly<Record<string, string | undefined>> = process.env,
 ): Promise<ClusterRole | undefined> {
   const place = detectLauncher(env)

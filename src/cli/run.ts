@@ -13,7 +13,7 @@ import { describe } from '../runtime/launch/launcher.js'
 import { MIN_HEARTBEAT_MS, RUN_DEFAULTS } from '../runtime/launch/run-options.js'
 import { Supervisor, type GroupStarterOption, type SuperviseOptions, type SuperviseResult } from '../runtime/launch/supervisor.js'
 import type { LogKind } from '../runtime/protocol.js'
-import type { ClusterLeader, NodeLoss } from '../runtime/cluster/cluster.js'
+import type { ClusterLeader, NodeLoss, StandDown } from '../runtime/cluster/cluster.js'
 import type { Takeover } from '../runtime/launch/supervisor.js'
 import { option, type OptionSpecs, type OptionValues } from '../skeletons/options.js'
 import { HELP_OPTION, parseProgramCommand } from './args.js'
@@ -118,7 +118,7 @@ export async function runCommand(argv: readonly string[], out: (s: string) => vo
   const status = f.statusFile === undefined ? undefined : new StatusFile(resolve(f.statusFile), detectLauncher(process.env)?.node ?? 0, err)
   status?.running()
   try {
-    const code = await runSupervised(f, program, programArgv, resume, out, err, () => status?.disown())
+    const code = await runSupervised(f, program, programArgv, resume, out, err, (how) => (how === 'dropped' ? status?.disown() : status?.yieldToOthers()))
     status?.ended(code, { resume })
     return code
   } catch (e) {
@@ -139,7 +139,7 @@ async function runSupervised(
   out: (s: string) => void,
   err: (s: string) => void,
   /** This node was dropped from the run as lost: the run's outcome is the others' to write. */
-  onDropped: () => void,
+  onDropped: (how: StandDown) => void,
 ): Promise<number> {
   const level: LogLevel = f.quiet ? 'quiet' : f.log
   const setup = readRunSetup(f, program)
@@ -157,7 +157,7 @@ async function runSupervised(
   if (leader) {
     // Every node is told where the run is, for a successor should this node be lost; a minority disowns the outcome.
     leader.runState = () => supervisor.handover()
-    leader.onMinority = onDropped
+    leader.onMinority = () => onDropped('minority')
   }
   stops.listen(supervisor, leader)
   let code: number = EXIT.failed

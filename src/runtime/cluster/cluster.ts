@@ -128,7 +128,7 @@ export class ClusterLeader {
   runState: () => Omit<CoordinatorState, 'losses'> = () => ({ attempt: 0, failures: 0, preempt: undefined })
   /** Nodes lost under earlier coordinators. */
   private readonly earlierLosses: number
-  /** This side lost the majority: the run's outcome is the other side's to write. */
+  /** This side lost the majority: the run's outcome is the other side's to write (see StandDown). */
   onMinority: () => void = () => {}
   private current: LeaderAttempt | undefined
   private pinger: NodeJS.Timeout | undefined
@@ -760,7 +760,7 @@ export interface Succession {
 export async function runClusterAgent(
   opts: ClusterOptions,
   own: { programFile: string; tsconfig: string | undefined; compiled?: CompiledProgram },
-  onDropped: () => void = () => {},
+  onDropped: (how: StandDown) => void = () => {},
 ): Promise<number | Succession> {
   const socket = await reachRendezvous(opts)
   await proveToLeader(socket, opts.secret?.key, opts.place.node, `${unmapped(socket.remoteAddress)}:${socket.remotePort}`)
@@ -785,6 +785,14 @@ export async function runClusterAgent(
     if (!succeeded) standby.close()
   }
 }
+
+/**
+ * How a node leaves a run that goes on, or may go on, without it: `dropped`
+ * (counted as lost: the run's outcome is the others' to write) or `minority`
+ * (its side of a partition holds no majority: it writes an outcome only
+ * where none was written, see StatusFile.yieldToOthers).
+ */
+export type StandDown = 'dropped' | 'minority'
 
 /** The program as this node loads it: every attempt's ranks run it. */
 type OwnProgram = { programFile: string; tsconfig: string | undefined; compiled?: CompiledProgram }
@@ -878,7 +886,7 @@ class ClusterAgent {
   constructor(
     private readonly opts: ClusterOptions,
     private readonly own: OwnProgram,
-    private readonly onDropped: () => void,
+    private readonly onDropped: (how: StandDown) => void,
     private readonly standby: StandbyListener,
   ) {
     this.node = opts.place.node
@@ -933,7 +941,7 @@ class ClusterAgent {
     if (!view) throw new NodeLostError(lost.coordinator, `node ${node}: ${what} before it said the membership; run the launcher again with --resume`)
     const members = membersOf(view.membership)
     if (!members.includes(node)) {
-      this.onDropped()
+      this.onDropped('dropped')
       throw new NodeLostError(node, `node ${node}: ${what}, and this node is not a member of the last membership; the run's outcome is the other nodes' to report`)
     }
     this.opts.log?.(`node ${node}: ${what}; looking for its successor among nodes ${members.filter((n) => n !== lost.coordinator).join(', ')}`)
@@ -942,7 +950,7 @@ class ClusterAgent {
       if (c === node) {
         const leader = await ClusterLeader.succeed(this.opts, this.standby.server, this.standby.take(), this.host, view, lost.coordinator, lost.why).catch((e: unknown) => {
           // A minority stops without speaking for the run; a majority that cannot go on reports its 76.
-          if (e instanceof NodeLostError && / not a majority /.test(e.message)) this.onDropped()
+          if (e instanceof NodeLostError && / not a majority /.test(e.message)) this.onDropped('minority')
           throw e
         })
         this.handOver()
@@ -967,7 +975,7 @@ class ClusterAgent {
         return this.welcome()
       case 'refused':
         // A successor refuses a node it already counted as lost: this node is out of the run.
-        if (this.coordinator !== 0) this.onDropped()
+        if (this.coordinator !== 0) this.onDropped('dropped')
         return this.end(reviveError(m.error))
       case 'start':
         return this.startAttempt(m.gen, m.spec, m.ranks)
@@ -993,10 +1001,10 @@ class ClusterAgent {
       case 'ping':
         return
       case 'dropped':
-        this.onDropped()
+        this.onDropped('dropped')
         return this.end(new NodeLostError(this.node, `node ${this.node}: node ${this.coordinator} counted this node as lost (${m.why}, past --node-timeout); the run's outcome is the other nodes' to report`))
       case 'stand-down':
-        this.onDropped()
+        this.onDropped('minority')
         return this.end(new NodeLostError(this.node, `node ${this.node}: stopped by node ${this.coordinator}: ${m.why}`))
       case 'finish':
         return this.end(m.code)

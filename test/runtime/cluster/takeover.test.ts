@@ -152,7 +152,7 @@ describe.skipIf(!haveMpirun)('node 0 lost under mpirun --enable-recovery: anothe
 })
 
 describe.skipIf(!haveMpirun)('no split brain: node 0 in a minority stops', () => {
-  it('3 nodes, nodes 1 and 2 fall silent (SIGSTOP): node 0 holds 1 of 3 and stops with 76 within --node-timeout + a few seconds, without writing the status file; woken, nodes 1 and 2 leave without writing it either', async () => {
+  it('3 nodes, nodes 1 and 2 fall silent (SIGSTOP): node 0 holds 1 of 3 and stops with 76 within --node-timeout + a few seconds (no shrink to itself), writing 76 only because no other side wrote an outcome; woken, nodes 1 and 2 leave without writing', async () => {
     const marker = join(root, 'minority-')
     const status = join(root, 'minority-status.json')
     const run = startRun(3, [
@@ -173,12 +173,15 @@ describe.skipIf(!haveMpirun)('no split brain: node 0 in a minority stops', () =>
       expect(gone(), run.out()).toBe(true)
       expect(Date.now() - at, run.out()).toBeLessThan(3000 + 5000)
       expect(run.out()).toMatch(/node 0: node \d was lost \(silent for [\d.]+ s \(--node-timeout 3\.0 s\)\), and this side holds 1 of the 3 nodes of the last membership \(nodes 0 of 0, 1, 2\): not a majority/)
-      // The status file still says what every node wrote at the start: no outcome was decided.
-      expect(statusOf(status), run.out()).toMatchObject({ state: 'running' })
+      expect(run.out()).not.toMatch(/the run goes on with 1 rank/)
+      // No side went on: node 0's 76 tells a batch loop to relaunch.
+      const written = statusOf(status)
+      expect(written, run.out()).toMatchObject({ state: 'ended', exitCode: 76, outcome: 'node-lost', node: 0 })
+      expect(written.message).toMatch(/not a majority/)
       for (const pid of stopped) process.kill(pid, 'SIGCONT')
       expect(await run.code, run.out()).toBe(0)
       expect(run.out()).toMatch(/node 1: node 0 counted this node as lost/)
-      expect(statusOf(status), run.out()).toMatchObject({ state: 'running' })
+      expect(statusOf(status), run.out()).toMatchObject({ state: 'ended', exitCode: 76, node: 0 })
     } finally {
       for (const pid of stopped) {
         try {
