@@ -122,6 +122,8 @@ export class ClusterLeader {
   private readonly self: number
   /** The members of the last membership every live member acknowledged (see decideSide). */
   private settled: number[]
+  /** Losses decided but not yet held by every live member: reported, and their attempt failed, once they are (see settle). */
+  private readonly unsettled: { loss: NodeLoss; attempt: LeaderAttempt | undefined }[] = []
   /** Set when this side lost the majority: why it stops. */
   private minority: string | undefined
   /** Where the run's supervisor is (attempt, failures, preemption), sent with every view. */
@@ -391,11 +393,17 @@ export class ClusterLeader {
     const where = (first !== undefined ? cur?.whereOf(first) : undefined) ?? { skeleton: -1, step: -1 }
     const loss: NodeLoss = { change, why, skeleton: where.skeleton, step: where.step }
     this.losses.push(loss)
-    this.onNodeLost(loss)
-    if (change.kind === 'replaced' || change.kind === 'shrunk') {
-      this.changedFor = this.generation + 1
-      cur?.nodeReplaced(change, why)
-    } else if (change.kind === 'unrecoverable') cur?.nodeLost(a.node, why, change.why)
+    if (change.kind === 'unrecoverable') {
+      this.onNodeLost(loss)
+      cur?.nodeLost(a.node, why, change.why)
+      return
+    }
+    if (change.kind !== 'spare-lost') this.changedFor = this.generation + 1
+    // Reported and acted on once every live member holds the new membership (within a round trip): a change
+    // that a partition keeps from settling is never reported, and that side stops as a minority instead.
+    this.unsettled.push({ loss, attempt: cur })
+    this.sendViews()
+    this.settle()
   }
 
   /** A rank's large buffers: when the largest set changes, the spare nodes touch that much memory ahead. */
@@ -439,10 +447,16 @@ export class ClusterLeader {
   private settle(): void {
     const epoch = this.membership.epoch
     const members = this.membership.members()
-    if (members.length === this.settled.length && members.every((n, i) => n === this.settled[i])) return
+    if (this.minority !== undefined) return
     if (!members.every((n) => n === this.self || this.agents.some((a) => a.node === n && !a.lost && a.acked === epoch))) return
+    const changed = members.length !== this.settled.length || members.some((n, i) => n !== this.settled[i])
     this.settled = members
-    this.sendViews()
+    for (const { loss, attempt } of this.unsettled.splice(0)) {
+      this.onNodeLost(loss)
+      const c = loss.change
+      if (c.kind === 'replaced' || c.kind === 'shrunk') attempt?.nodeReplaced(c, loss.why)
+    }
+    if (changed) this.sendViews()
   }
 
   private startAttempt(spec: RankGroupSpec, on: RankGroupEvents): RankGroup {

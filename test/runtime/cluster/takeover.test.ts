@@ -3,12 +3,12 @@
 // lowest-numbered surviving member takes the coordinator's role over and finishes the run; a side
 // without a majority of the last membership stops (exit 76) without writing the outcome. Every
 // "node" runs on this host with its own checkpoint directory ({node}).
-import { spawn } from 'node:child_process'
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { execFileSync, spawn } from 'node:child_process'
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
 import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { afterAll, describe, expect, it } from 'vitest'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { interiorSum, jacobiSerial } from '../../../examples/jacobi/serial.js'
 import { processesOfNode } from '../../../bench/mpirun-nodes.js'
 
@@ -190,6 +190,106 @@ describe.skipIf(!haveMpirun)('no split brain: node 0 in a minority stops', () =>
           // Ended already.
         }
       }
+      killAll(3, marker)
+    }
+  }, 90_000)
+})
+
+/** `count` network namespaces on one bridge: node i is `${prefix}n${i}`, 10.79.0.(i+1) on its `eth0`, whose bridge end is `${prefix}v${i}`. */
+function makeNamespaces(prefix: string, count: number): void {
+  const ip = (...args: string[]) => execFileSync('ip', args, { stdio: 'pipe' })
+  ip('link', 'add', `${prefix}br`, 'type', 'bridge')
+  ip('link', 'set', `${prefix}br`, 'up')
+  for (let i = 0; i < count; i++) {
+    ip('netns', 'add', `${prefix}n${i}`)
+    ip('link', 'add', `${prefix}v${i}`, 'type', 'veth', 'peer', 'name', 'eth0', 'netns', `${prefix}n${i}`)
+    ip('link', 'set', `${prefix}v${i}`, 'master', `${prefix}br`, 'up')
+    ip('-n', `${prefix}n${i}`, 'addr', 'add', `10.79.0.${i + 1}/24`, 'dev', 'eth0')
+    ip('-n', `${prefix}n${i}`, 'link', 'set', 'eth0', 'up')
+    ip('-n', `${prefix}n${i}`, 'link', 'set', 'lo', 'up')
+  }
+}
+
+function removeNamespaces(prefix: string, count: number): void {
+  for (let i = 0; i < count; i++) {
+    try {
+      execFileSync('ip', ['netns', 'del', `${prefix}n${i}`], { stdio: 'pipe' })
+    } catch {
+      // Absent already (setting up failed halfway): nothing to remove.
+    }
+  }
+  try {
+    execFileSync('ip', ['link', 'del', `${prefix}br`], { stdio: 'pipe' })
+  } catch {
+    // Absent already.
+  }
+}
+
+const canNetns = haveMpirun && process.getuid?.() === 0 && existsSync('/usr/sbin/ip')
+if (haveMpirun && !canNetns) console.log('takeover partition test skipped: it needs root and iproute2 (ip netns, veth, bridge)')
+
+/** The committed checkpoint numbers in a checkpoint directory (a `ckpt-<n>` with its COMMIT marker). */
+function committed(dir: string): number[] {
+  if (!existsSync(dir)) return []
+  return readdirSync(dir)
+    .filter((d) => /^ckpt-\d+$/.test(d) && existsSync(join(dir, d, 'COMMIT')))
+    .map((d) => Number(d.slice(5)))
+}
+
+describe.skipIf(!canNetns)('no split brain: a partition of 2 | 1 nodes, each node in its own network namespace', () => {
+  const prefix = `tko${process.pid % 100000}`
+  beforeAll(() => makeNamespaces(prefix, 3))
+  afterAll(() => removeNamespaces(prefix, 3))
+
+  it("node 0's link taken down: node 0 (1 of 3) stops with 76 within --node-timeout + a few seconds and commits nothing after; nodes 1 and 2 go on, node 1 coordinating, the run shrinks; exit 0 in the status file, the serial bits", async () => {
+    const n = 40
+    const iterations = 1500
+    const marker = join(root, 'part-')
+    const status = join(root, 'part-status.json')
+    const events = join(root, 'part-events.jsonl')
+    const args = [
+      ...jacobi(n, iterations),
+      '--node-timeout', '3s',
+      '--checkpoint', 'every:50', '--checkpoint-dir', `${marker}{node}`, '--hang-timeout', '20000',
+      '--rendezvous', '10.79.0.1:29500', '--status-file', status, '--events', events, '--log', 'all',
+    ]
+    const cmd = `exec ip netns exec ${prefix}n$OMPI_COMM_WORLD_RANK node bin/molotof.mjs run ${args.join(' ')}`
+    const child = spawn(MPIRUN, ['--enable-recovery', '--bind-to', 'none', '-np', '3', 'sh', '-c', cmd], { env: { ...process.env, ...MPI_ENV }, stdio: ['ignore', 'pipe', 'pipe'] })
+    let out = ''
+    let ended = false
+    child.stdout.on('data', (b: Buffer) => (out += b.toString()))
+    child.stderr.on('data', (b: Buffer) => (out += b.toString()))
+    const code = new Promise<number | null>((resolve) => child.on('close', (c) => resolve(c)))
+    void code.then(() => (ended = true))
+    try {
+      await until(() => out, /checkpoint 3 committed to partner/, () => ended)
+      const [leader] = processesOfNode(0, marker).filter((pid) => readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('bin/molotof.mjs'))
+      expect(leader, out).toBeGreaterThan(0)
+      // Node 0 cut off: its processes live on, the others stop hearing it, and it them.
+      execFileSync('ip', ['link', 'set', `${prefix}v0`, 'down'], { stdio: 'pipe' })
+      const at = Date.now()
+      const gone = (): boolean => !existsSync(`/proc/${leader}`) || / Z /.test(readFileSync(`/proc/${leader}/stat`, 'utf8'))
+      for (const limit = at + 30_000; !gone() && Date.now() < limit; ) await new Promise((r) => setTimeout(r, 50))
+      expect(gone(), out).toBe(true)
+      expect(Date.now() - at, out).toBeLessThan(3000 + 5000)
+      const frozen = Math.max(...committed(`${marker}0`))
+      expect(out).toMatch(/node 0: node \d was lost \(silent for [\d.]+ s \(--node-timeout 3\.0 s\)\), and this side holds 1 of the 3 nodes of the last membership \(nodes 0 of 0, 1, 2\): not a majority/)
+
+      expect(await code, out).toBe(0)
+      expect(statusOf(status), out).toMatchObject({ state: 'ended', exitCode: 0, outcome: 'done', node: 1 })
+      expect(sameBits(out, n, iterations), out).toBe(true)
+      expect(out).toMatch(/node 0 lost \(silent for more than 3\.0 s \(--node-timeout\); node 1 took the coordinator's role over\); no spare node left: the run goes on with 2 ranks/)
+      expect(out).not.toMatch(/the run goes on with 1 rank/)
+      // Node 0 committed nothing after it was cut off: the later checkpoints are the majority's only.
+      expect(Math.max(...committed(`${marker}0`))).toBe(frozen)
+      expect(Math.max(...committed(`${marker}1`))).toBeGreaterThan(frozen)
+      // One events file on this host: node 0 reported no loss (the shrink it decided first never settled), node 1 one.
+      const seen = eventsIn(events)
+      expect(seen.filter((e) => e.event === 'node-lost')).toMatchObject([{ node: 0, outcome: 'shrunk', size: 2 }])
+      expect(seen.filter((e) => e.event === 'membership')).toMatchObject([{ epoch: 1, working: [1, 2] }])
+      expect(seen.filter((e) => e.event === 'finish')).toMatchObject([{ restarts: 1 }])
+      expect(seen.filter((e) => e.event === 'failure').map((e) => e.message)).toEqual([expect.stringMatching(/^node 0 was lost .*node 1 took the coordinator's role over$/)])
+    } finally {
       killAll(3, marker)
     }
   }, 90_000)
