@@ -198,8 +198,8 @@ export class ClusterLeader {
   /**
    * Take the coordinator's role over from `lost` (this node is the
    * lowest-numbered member it could reach, see runClusterAgent): admit the
-   * other members at this node's own listener (`server`, where connections
-   * that came early wait in `early`) for up to the node timeout, then count
+   * other members at this node's own listener (`standby`, where connections
+   * that came early wait) for up to the node timeout, then count
    * who is there. A minority (decideSide over the last settled membership)
    * stops: the nodes that joined are told they are dropped, and NodeLostError
    * (exit 76). Otherwise the lost coordinator and every member that did not
@@ -207,27 +207,31 @@ export class ClusterLeader {
    * shrinks), and the run's supervisor goes on here (Supervisor `takeover`).
    *
    * ```ts
-   * const leader = await ClusterLeader.succeed(opts, server, early, host, view, 0, 'the connection closed')
+   * const leader = await ClusterLeader.succeed(opts, standby, host, view, 0, 'the connection closed')
    * ```
    */
-  static async succeed(opts: ClusterOptions, server: Server, early: Socket[], host: string, view: ClusterView, lost: number, why: string): Promise<ClusterLeader> {
-    const leader = new ClusterLeader(opts, server, view)
+  static async succeed(opts: ClusterOptions, standby: StandbyListener, host: string, view: ClusterView, lost: number, why: string): Promise<ClusterLeader> {
+    const leader = new ClusterLeader(opts, standby.server, view)
     leader.host = host
     const self = opts.place.node
     const expected = membersOf(view.membership).filter((n) => n !== self && n !== lost)
-    await leader.admit(server, expected, true, early)
+    await leader.admit(standby.server, expected, true, standby)
     const live = new Set([self, ...leader.agents.map((a) => a.node)])
     const side = decideSide(view.settled, live)
     if (!side.goesOn) {
       const e = new NodeLostError(lost, minorityText(self, `node ${lost} was lost (${why})`, view.settled, live))
-      for (const a of leader.agents) a.wire.send({ t: 'dropped', why: e.message })
+      for (const a of leader.agents) a.wire.send({ t: 'stand-down', why: e.message })
       await sleep(100)
       leader.closeAll()
       throw e
     }
     const missing = expected.filter((n) => !live.has(n))
     const timeout = `did not join node ${self}, the new coordinator, within ${(opts.nodeTimeoutMs / 1000).toFixed(1)} s (--node-timeout)`
-    for (const [node, because] of [[lost, `${why}; node ${self} took the coordinator's role over`] as const, ...missing.map((n) => [n, timeout] as const)]) {
+    // Missing spare nodes first: the slots of the lost working nodes go to spares that are there.
+    const spares = new Set(view.membership.spares)
+    const order = [...missing.filter((n) => spares.has(n)), lost, ...missing.filter((n) => !spares.has(n))]
+    for (const node of order) {
+      const because = node === lost ? `${why}; node ${self} took the coordinator's role over` : timeout
       const change = leader.membership.lose(node)
       if (!change) continue
       leader.losses.push({ change, why: because, skeleton: -1, step: -1 })
@@ -269,7 +273,7 @@ export class ClusterLeader {
    * other members). At the start a node missing after the node timeout fails
    * the run; a successor (`lenient`) goes on without it.
    */
-  private admit(server: Server, expected: readonly number[], lenient: boolean, early: readonly Socket[] = []): Promise<void> {
+  private admit(server: Server, expected: readonly number[], lenient: boolean, standby?: StandbyListener): Promise<void> {
     this.rendezvousFile = (server as Server & { rendezvousFile?: string }).rendezvousFile
     let refused = 0
     return new Promise<void>((resolve, reject) => {
@@ -325,7 +329,8 @@ export class ClusterLeader {
         )
       }
       server.on('connection', (socket: Socket) => void onConnection(socket, false))
-      for (const socket of early) void onConnection(socket, true)
+      // A successor: the connections that proved the secret at its standby listener, and those still proving it.
+      for (const socket of standby?.take((late) => void onConnection(late, true)) ?? []) void onConnection(socket, true)
     })
   }
 
@@ -826,6 +831,9 @@ type FollowEnd =
 class StandbyListener {
   private waiting: Socket[] = []
   private queueing = true
+  /** Once this node leads: where a connection that finishes the handshake goes. */
+  private late: ((socket: Socket) => void) | undefined
+  private onConnection: (socket: Socket) => Promise<void> = async () => {}
 
   private constructor(
     readonly server: Server,
@@ -839,19 +847,23 @@ class StandbyListener {
       server.listen(0, host, () => resolve())
     })
     const l = new StandbyListener(server, { host, port: (server.address() as { port: number }).port })
-    server.on('connection', async (socket: Socket) => {
+    l.onConnection = async (socket: Socket) => {
       if (!l.queueing) return
       if (!(await admitConnection(socket, opts.secret?.key, opts.log ?? (() => {}), opts.place.node))) return
       if (l.queueing) l.waiting.push(socket)
+      else if (l.late) l.late(socket)
       else socket.destroy()
-    })
+    }
+    server.on('connection', l.onConnection)
     return l
   }
 
-  /** This node leads: the connections waiting so far (the leader's `admit` takes the new ones). */
-  take(): Socket[] {
+  /** This node leads: the connections waiting so far; those still in their handshake go to `late` (the leader's `admit` takes new ones). */
+  take(late: (socket: Socket) => void): Socket[] {
     this.queueing = false
-    this.server.removeAllListeners('connection')
+    this.late = late
+    // Its own listener only: the leader's `admit` has registered its own.
+    this.server.off('connection', this.onConnection)
     const waiting = this.waiting.filter((s) => !s.destroyed)
     this.waiting = []
     return waiting
@@ -865,6 +877,7 @@ class StandbyListener {
 
   close(): void {
     this.queueing = false
+    this.late = undefined
     this.turnAway()
     this.server.close()
   }
@@ -962,7 +975,7 @@ class ClusterAgent {
     for (const c of members) {
       if (c === lost.coordinator) continue
       if (c === node) {
-        const leader = await ClusterLeader.succeed(this.opts, this.standby.server, this.standby.take(), this.host, view, lost.coordinator, lost.why).catch((e: unknown) => {
+        const leader = await ClusterLeader.succeed(this.opts, this.standby, this.host, view, lost.coordinator, lost.why).catch((e: unknown) => {
           // A minority stops without speaking for the run; a majority that cannot go on reports its 76.
           if (e instanceof NodeLostError && / not a majority /.test(e.message)) this.onDropped('minority')
           throw e
