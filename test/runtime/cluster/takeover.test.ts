@@ -98,7 +98,7 @@ describe.skipIf(!haveMpirun)('node 0 lost under mpirun --enable-recovery: anothe
 
       expect(await run.code, run.out()).toBe(0)
       const out = run.out()
-      expect(statusOf(status), out).toMatchObject({ state: 'ended', exitCode: 0, outcome: 'done', node: 1 })
+      expect(statusOf(status), out).toMatchObject({ state: 'ended', exitCode: 0, outcome: 'done' })
       expect(sameBits(out, n, iterations), out).toBe(true)
       expect(out).toMatch(/node 0 lost \(the connection closed; node 1 took the coordinator's role over\); spare node 3 took rank 0 \(0 spare nodes left\)/)
       expect(out).toMatch(/first superstep \d+ ms after the loss of node 0/)
@@ -137,7 +137,7 @@ describe.skipIf(!haveMpirun)('node 0 lost under mpirun --enable-recovery: anothe
 
       expect(await run.code, run.out()).toBe(0)
       const out = run.out()
-      expect(statusOf(status), out).toMatchObject({ state: 'ended', exitCode: 0, outcome: 'done', node: 1 })
+      expect(statusOf(status), out).toMatchObject({ state: 'ended', exitCode: 0, outcome: 'done' })
       expect(sameBits(out, n, iterations), out).toBe(true)
       expect(out).toMatch(/node 0 lost \(the connection closed; node 1 took the coordinator's role over\); no spare node left: the run goes on with 2 ranks/)
       expect(out).toMatch(/resuming a checkpoint of 3 ranks on 2/)
@@ -147,6 +147,48 @@ describe.skipIf(!haveMpirun)('node 0 lost under mpirun --enable-recovery: anothe
       expect(seen.filter((e) => e.event === 'membership')).toMatchObject([{ epoch: 1, working: [1, 2], spares: [] }])
     } finally {
       killAll(3, marker)
+    }
+  }, 90_000)
+})
+
+describe.skipIf(!haveMpirun)('node 0 silent under mpirun --enable-recovery', () => {
+  it('node 0 stopped (SIGSTOP) with a spare: node 1 takes over after --node-timeout, the serial bits, exit 0 in the status file; woken, node 0 stops with 76 without replacing it', async () => {
+    const n = 40
+    const iterations = 1500
+    const marker = join(root, 'silent0-')
+    const status = join(root, 'silent0-status.json')
+    const run = startRun(4, [
+      ...jacobi(n, iterations),
+      '--spare-nodes', '1', '--node-timeout', '3s',
+      '--checkpoint', 'every:50', '--checkpoint-dir', `${marker}{node}`, '--hang-timeout', '20000',
+      '--rendezvous', `127.0.0.1:${await freePort()}`, '--status-file', status, '--log', 'all',
+    ])
+    const stopped: number[] = []
+    try {
+      await until(run.out, /checkpoint 2 committed to partner/, run.ended)
+      stopped.push(...processesOfNode(0, marker))
+      expect(stopped.length, run.out()).toBeGreaterThan(1)
+      for (const pid of stopped) process.kill(pid, 'SIGSTOP')
+      rmSync(`${marker}0`, { recursive: true, force: true })
+      // mpirun waits for the stopped node: the run's outcome is in the status file.
+      await until(() => (existsSync(status) ? readFileSync(status, 'utf8') : ''), /"state": "ended"/, run.ended)
+      const out = run.out()
+      expect(statusOf(status), out).toMatchObject({ state: 'ended', exitCode: 0, outcome: 'done' })
+      expect(sameBits(out, n, iterations), out).toBe(true)
+      expect(out).toMatch(/node 0 lost \(silent for more than 3\.0 s \(--node-timeout\); node 1 took the coordinator's role over\); spare node 3 took rank 0/)
+      for (const pid of stopped) process.kill(pid, 'SIGCONT')
+      expect(await run.code, run.out()).toBe(0)
+      expect(run.out()).toMatch(/node 0: node \d was lost \(.*\), and this side holds 1 of the 4 nodes of the last membership/)
+      expect(statusOf(status), run.out()).toMatchObject({ state: 'ended', exitCode: 0 })
+    } finally {
+      for (const pid of stopped) {
+        try {
+          process.kill(pid, 'SIGCONT')
+        } catch {
+          // Ended already.
+        }
+      }
+      killAll(4, marker)
     }
   }, 90_000)
 })
@@ -276,7 +318,7 @@ describe.skipIf(!canNetns)('no split brain: a partition of 2 | 1 nodes, each nod
       expect(out).toMatch(/node 0: node \d was lost \(silent for [\d.]+ s \(--node-timeout 3\.0 s\)\), and this side holds 1 of the 3 nodes of the last membership \(nodes 0 of 0, 1, 2\): not a majority/)
 
       expect(await code, out).toBe(0)
-      expect(statusOf(status), out).toMatchObject({ state: 'ended', exitCode: 0, outcome: 'done', node: 1 })
+      expect(statusOf(status), out).toMatchObject({ state: 'ended', exitCode: 0, outcome: 'done' })
       expect(sameBits(out, n, iterations), out).toBe(true)
       expect(out).toMatch(/node 0 lost \(silent for more than 3\.0 s \(--node-timeout\); node 1 took the coordinator's role over\); no spare node left: the run goes on with 2 ranks/)
       expect(out).not.toMatch(/the run goes on with 1 rank/)
