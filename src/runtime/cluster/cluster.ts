@@ -105,7 +105,7 @@ interface AgentLink {
  * side holds a majority of the last settled membership (`decideSide`) the
  * membership decides (a spare node takes its ranks, the run shrinks, or the
  * attempt ends with NodeLostError); a side without one stops (exit 76) and
- * disowns the run's outcome (`onMinority`). With every attempt each node is
+ * yields the run's outcome to the other side (`onMinority`, StandDown). With every attempt each node is
  * told the membership and the coordinator's state (a `view`), so that the
  * lowest-numbered survivor can take over should this node be lost.
  *
@@ -201,7 +201,7 @@ export class ClusterLeader {
    * other members at this node's own listener (`standby`, where connections
    * that came early wait) for up to the node timeout, then count
    * who is there. A minority (decideSide over the last settled membership)
-   * stops: the nodes that joined are told they are dropped, and NodeLostError
+   * stops: the nodes that joined are told to stand down, and NodeLostError
    * (exit 76). Otherwise the lost coordinator and every member that did not
    * join are lost as any node is (a spare node takes their ranks, or the run
    * shrinks), and the run's supervisor goes on here (Supervisor `takeover`).
@@ -221,6 +221,7 @@ export class ClusterLeader {
     if (!side.goesOn) {
       const e = new NodeLostError(lost, minorityText(self, `node ${lost} was lost (${why})`, view.settled, live))
       for (const a of leader.agents) a.wire.send({ t: 'stand-down', why: e.message })
+      // A moment for the stand-down to leave before the connections close.
       await sleep(100)
       leader.closeAll()
       throw e
@@ -277,7 +278,10 @@ export class ClusterLeader {
     this.rendezvousFile = (server as Server & { rendezvousFile?: string }).rendezvousFile
     let refused = 0
     return new Promise<void>((resolve, reject) => {
-      if (expected.length === 0) return resolve()
+      if (expected.length === 0) {
+        standby?.take((late) => late.destroy())
+        return resolve()
+      }
       const timer = setTimeout(() => {
         if (lenient) return done()
         const joined = new Set(this.agents.map((a) => a.node))
