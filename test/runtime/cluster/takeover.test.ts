@@ -151,6 +151,51 @@ describe.skipIf(!haveMpirun)('node 0 lost under mpirun --enable-recovery: anothe
   }, 90_000)
 })
 
+describe.skipIf(!haveMpirun)('two coordinators lost in one run', () => {
+  it('3 working nodes + 1 spare: node 0 killed (spare node 3 takes rank 0, node 1 coordinates), then node 1 killed (node 2 coordinates, the run shrinks to 2 ranks); exit 0, the serial bits', async () => {
+    const n = 40
+    const iterations = 3000
+    const marker = join(root, 'twice-')
+    const status = join(root, 'twice-status.json')
+    const events = join(root, 'twice-events.jsonl')
+    const run = startRun(4, [
+      ...jacobi(n, iterations),
+      '--spare-nodes', '1',
+      '--checkpoint', 'every:50', '--checkpoint-dir', `${marker}{node}`, '--hang-timeout', '20000',
+      '--rendezvous', `127.0.0.1:${await freePort()}`, '--status-file', status, '--events', events, '--log', 'all',
+    ])
+    try {
+      await until(run.out, /checkpoint 2 committed to partner/, run.ended)
+      for (const pid of processesOfNode(0, marker)) process.kill(pid, 'SIGKILL')
+      rmSync(`${marker}0`, { recursive: true, force: true })
+      await until(run.out, /first superstep \d+ ms after the loss of node 0/, run.ended)
+      // The new placement's partner copies made (rank 0's now on node 3), node 1 coordinating: it goes too.
+      const afterFirst = () => run.out().split(/first superstep \d+ ms after the loss of node 0/)[1] ?? ''
+      await until(afterFirst, /committed to partner[\s\S]*committed to partner/, run.ended)
+      for (const pid of processesOfNode(1, marker)) process.kill(pid, 'SIGKILL')
+      rmSync(`${marker}1`, { recursive: true, force: true })
+
+      expect(await run.code, run.out()).toBe(0)
+      const out = run.out()
+      expect(statusOf(status), out).toMatchObject({ state: 'ended', exitCode: 0, outcome: 'done' })
+      expect(sameBits(out, n, iterations), out).toBe(true)
+      expect(out).toMatch(/node 1 lost \(the connection closed; node 2 took the coordinator's role over\); no spare node left: the run goes on with 2 ranks/)
+      expect(out).toMatch(/\(4 nodes \(openmpi\), 2 ranks, tcp, wall [\d.]+ s, 2 restarts, 2 nodes lost\)/)
+      const seen = eventsIn(events)
+      expect(seen.filter((e) => e.event === 'node-lost')).toMatchObject([
+        { node: 0, outcome: 'replaced', spare: 3 },
+        { node: 1, outcome: 'shrunk', size: 2 },
+      ])
+      expect(seen.filter((e) => e.event === 'membership')).toMatchObject([
+        { epoch: 1, working: [3, 1, 2] },
+        { epoch: 2, working: [3, 2] },
+      ])
+    } finally {
+      killAll(4, marker)
+    }
+  }, 90_000)
+})
+
 describe.skipIf(!haveMpirun)('node 0 silent under mpirun --enable-recovery', () => {
   it('node 0 stopped (SIGSTOP) with a spare: node 1 takes over after --node-timeout, the serial bits, exit 0 in the status file; woken, node 0 stops with 76 without replacing it', async () => {
     const n = 40
