@@ -265,10 +265,10 @@ function supervisorOptions(f: RunValues, setup: RunSetup, shape: RunShape, progr
 
 /** Where the lost coordinator left the run, for this node's supervisor (see Takeover). */
 function takeoverOf({ leader, place, succession: s }: Extract<ClusterRole, { kind: 'successor' }>, ranksPerNode: number): Takeover {
-  const { attempt, failures, preempt } = s.view.run
+  const { attempt, failures, preempt, fired } = s.view.run
   const rank = Math.max(0, s.view.membership.slots.indexOf(s.lost)) * ranksPerNode
   const message = `node ${s.lost} was lost (${s.why}); node ${place.node} took the coordinator's role over`
-  return { attempt, failures, preempt, loss: { rank, message, lostAt: s.lostAt }, home: { node: place.node, rank: Math.max(0, leader.membership.slotOf(place.node)) * ranksPerNode } }
+  return { attempt, failures, preempt, fired, loss: { rank, message, lostAt: s.lostAt }, home: { node: place.node, rank: Math.max(0, leader.membership.slotOf(place.node)) * ranksPerNode } }
 }
 
 /** What the run prints as it goes (by --log) and writes to --events. */

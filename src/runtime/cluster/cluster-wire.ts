@@ -5,6 +5,7 @@ import { handshake, peerAddress } from '../transport/auth.js'
 import type { RankExit, RankGroupSpec, RankWhere } from '../group.js'
 import type { LauncherToRank, RankToLauncher } from '../protocol.js'
 import type { HostPort } from '../cluster-env.js'
+import type { Injection } from '../inject.js'
 import type { MembershipView } from './membership.js'
 
 /** What a coordinator holds that a successor needs to go on: where the run's supervisor was (see Supervisor.handover). */
@@ -15,6 +16,8 @@ export interface CoordinatorState {
   failures: number
   /** Why a stop with a checkpoint was asked for, when one was. */
   preempt: string | undefined
+  /** Injected failures that fired already (`--inject`): a successor does not fire them again. */
+  fired: Injection[]
   /** Nodes lost so far, under every coordinator (the final summary counts them). */
   losses: number
 }

@@ -127,7 +127,7 @@ export class ClusterLeader {
   /** Set when this side lost the majority: why it stops. */
   private minority: string | undefined
   /** Where the run's supervisor is (attempt, failures, preemption), sent with every view. */
-  runState: () => Omit<CoordinatorState, 'losses'> = () => ({ attempt: 0, failures: 0, preempt: undefined })
+  runState: () => Omit<CoordinatorState, 'losses'> = () => ({ attempt: 0, failures: 0, preempt: undefined, fired: [] })
   /** Nodes lost under earlier coordinators. */
   private readonly earlierLosses: number
   /** This side lost the majority: the run's outcome is the other side's to write (see StandDown). */

@@ -189,6 +189,8 @@ export interface Takeover {
   attempt: number
   failures: number
   preempt: string | undefined
+  /** Injected failures that fired already: they do not fire again. */
+  fired: Injection[]
   /** The coordinator's loss as a failure of the attempt it ended; `lostAt` is performance.now() when it was noticed. */
   loss: { rank: number; message: string; lostAt: number }
   home: { node: number; rank: number }
@@ -247,7 +249,10 @@ export class Supervisor<R = unknown> {
     // A successor resumes the run's own checkpoints, or starts afresh when none is complete yet.
     this.ft = frozenConfig(this.takeover ? { ...opts.checkpoint, resume: true, fresh: false, resumeRequest: undefined } : opts.checkpoint)
     this.earlierFailures = this.takeover?.failures ?? 0
-    if (this.takeover) this.attempt = this.takeover.attempt
+    if (this.takeover) {
+      this.attempt = this.takeover.attempt
+      this.fired.push(...this.takeover.fired)
+    }
     groupSpec(programFile, opts, undefined, this.settings) // the program file and the injections
   }
 
@@ -288,8 +293,8 @@ export class Supervisor<R = unknown> {
   }
 
   /** Where the run is, for a successor should this process's node be lost (a cluster run's coordinator sends it to every node). */
-  handover(): { attempt: number; failures: number; preempt: string | undefined } {
-    return { attempt: this.attempt, failures: this.earlierFailures + this.failures.length, preempt: this.preemptWhy }
+  handover(): { attempt: number; failures: number; preempt: string | undefined; fired: Injection[] } {
+    return { attempt: this.attempt, failures: this.earlierFailures + this.failures.length, preempt: this.preemptWhy, fired: [...this.fired] }
   }
 
   /** Report a cluster membership event (node 0 of a cluster run) with the run's others; `attempt` is filled in. */
