@@ -199,9 +199,9 @@ export async function admitConnection(socket: Socket, key: Uint8Array | undefine
  * await proveToLeader(socket, key, 1, '10.0.0.1:29500')
  * ```
  */
-export async function proveToLeader(socket: Socket, key: Uint8Array | undefined, node: number, where: string): Promise<void> {
+export async function proveToLeader(socket: Socket, key: Uint8Array | undefined, node: number, where: string, timeoutMs?: number): Promise<void> {
   if (!key) return
-  const failed = await handshake(socket, key, 'dialer', RENDEZVOUS_CONTEXT)
+  const failed = await handshake(socket, key, 'dialer', RENDEZVOUS_CONTEXT, timeoutMs)
   if (!failed) return
   if (failed.kind === 'proof') {
     throw new ConfigError(

@@ -53,6 +53,19 @@ export interface NodeLoss {
 /** The exit code of a run that lost a node it cannot go on without (the CLI's EXIT.nodeLost), told to the other nodes. */
 const NODE_LOST_EXIT = 76
 
+/**
+ * How long a successor admits the other members, and how long a node tries to
+ * reach a candidate successor (at most the node timeout). The members notice
+ * the coordinator's loss within a beat of each other and try the same
+ * candidates first, so they arrive together; a short wait bounds how long a
+ * side without a majority takes to stop (ms).
+ */
+const ELECTION_WAIT_MS = 5000
+
+function electionWaitMs(opts: ClusterOptions): number {
+  return Math.min(opts.nodeTimeoutMs, ELECTION_WAIT_MS)
+}
+
 /** Why a side without a majority of the last settled membership stops. */
 function minorityText(self: number, what: string, settled: readonly number[], live: ReadonlySet<number>): string {
   const side = settled.filter((n) => live.has(n))
@@ -199,7 +212,7 @@ export class ClusterLeader {
    * Take the coordinator's role over from `lost` (this node is the
    * lowest-numbered member it could reach, see runClusterAgent): admit the
    * other members at this node's own listener (`standby`, where connections
-   * that came early wait) for up to the node timeout, then count
+   * that came early wait) for up to 5 s (the node timeout when shorter), then count
    * who is there. A minority (decideSide over the last settled membership)
    * stops: the nodes that joined are told to stand down, and NodeLostError
    * (exit 76). Otherwise the lost coordinator and every member that did not
@@ -227,7 +240,7 @@ export class ClusterLeader {
       throw e
     }
     const missing = expected.filter((n) => !live.has(n))
-    const timeout = `did not join node ${self}, the new coordinator, within ${(opts.nodeTimeoutMs / 1000).toFixed(1)} s (--node-timeout)`
+    const timeout = `did not join node ${self}, the new coordinator, within ${(electionWaitMs(opts) / 1000).toFixed(1)} s`
     // Missing spare nodes first: the slots of the lost working nodes go to spares that are there.
     const spares = new Set(view.membership.spares)
     const order = [...missing.filter((n) => spares.has(n)), lost, ...missing.filter((n) => !spares.has(n))]
@@ -292,7 +305,7 @@ export class ClusterLeader {
             `node 0: node${missing.length > 1 ? 's' : ''} ${missing.join(', ')} did not join the rendezvous within ${(this.opts.nodeTimeoutMs / 1000).toFixed(1)} s (--node-timeout)${why}`,
           ),
         )
-      }, this.opts.nodeTimeoutMs)
+      }, lenient ? electionWaitMs(this.opts) : this.opts.nodeTimeoutMs)
       const fail = (e: Error) => {
         clearTimeout(timer)
         reject(e)
@@ -1138,13 +1151,13 @@ class ClusterAgent {
 
 /**
  * Reach member `at` (a candidate successor) and prove the run's secret there,
- * within the node timeout; undefined when it does not answer (lost too).
+ * each within the election wait; undefined when it does not answer (lost too).
  */
 async function reachMember(at: HostPort, opts: ClusterOptions, node: number): Promise<Socket | undefined> {
-  const s = await tryConnect(at, opts.nodeTimeoutMs)
+  const s = await tryConnect(at, electionWaitMs(opts))
   if (typeof s === 'string') return undefined
   try {
-    await proveToLeader(s, opts.secret?.key, node, `${at.host}:${at.port}`)
+    await proveToLeader(s, opts.secret?.key, node, `${at.host}:${at.port}`, electionWaitMs(opts))
     return s
   } catch {
     // Not answering the handshake: counted as lost like a refused connection.

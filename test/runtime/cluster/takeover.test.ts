@@ -378,6 +378,48 @@ describe.skipIf(!canNetns)('no split brain: a partition of 2 | 1 nodes, each nod
       expect(seen.filter((e) => e.event === 'failure').map((e) => e.message)).toEqual([expect.stringMatching(/^node 0 was lost .*node 1 took the coordinator's role over$/)])
     } finally {
       killAll(3, marker)
+      execFileSync('ip', ['link', 'set', `${prefix}v0`, 'up'], { stdio: 'pipe' })
+    }
+  }, 90_000)
+
+  it("node 2's link taken down: node 2 (1 of 3, without the coordinator) looks for a successor, finds none, and stops with 76 within --node-timeout + about 10 s; nodes 0 and 1 shrink and finish; exit 0 in the status file, the serial bits", async () => {
+    const n = 40
+    const iterations = 1500
+    const marker = join(root, 'part2-')
+    const status = join(root, 'part2-status.json')
+    const args = [
+      ...jacobi(n, iterations),
+      '--node-timeout', '3s',
+      '--checkpoint', 'every:50', '--checkpoint-dir', `${marker}{node}`, '--hang-timeout', '20000',
+      '--rendezvous', '10.79.0.1:29500', '--status-file', status, '--log', 'all',
+    ]
+    const cmd = `exec ip netns exec ${prefix}n$OMPI_COMM_WORLD_RANK node bin/molotof.mjs run ${args.join(' ')}`
+    const child = spawn(MPIRUN, ['--enable-recovery', '--bind-to', 'none', '-np', '3', 'sh', '-c', cmd], { env: { ...process.env, ...MPI_ENV }, stdio: ['ignore', 'pipe', 'pipe'] })
+    let out = ''
+    let ended = false
+    child.stdout.on('data', (b: Buffer) => (out += b.toString()))
+    child.stderr.on('data', (b: Buffer) => (out += b.toString()))
+    const code = new Promise<number | null>((resolve) => child.on('close', (c) => resolve(c)))
+    void code.then(() => (ended = true))
+    try {
+      await until(() => out, /checkpoint 3 committed to partner/, () => ended)
+      const [cutOff] = processesOfNode(2, marker).filter((pid) => readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('bin/molotof.mjs'))
+      expect(cutOff, out).toBeGreaterThan(0)
+      execFileSync('ip', ['link', 'set', `${prefix}v2`, 'down'], { stdio: 'pipe' })
+      const at = Date.now()
+      const gone = (): boolean => !existsSync(`/proc/${cutOff}`) || / Z /.test(readFileSync(`/proc/${cutOff}/stat`, 'utf8'))
+      for (const limit = at + 40_000; !gone() && Date.now() < limit; ) await new Promise((r) => setTimeout(r, 50))
+      expect(gone(), out).toBe(true)
+      expect(Date.now() - at, out).toBeLessThan(3000 + 12_000)
+      expect(out).toMatch(/node 2: node 0 was lost \(silent for more than 3\.0 s \(--node-timeout\)\), and this side holds 1 of the 3 nodes of the last membership \(nodes 2 of 0, 1, 2\): not a majority/)
+
+      expect(await code, out).toBe(0)
+      expect(statusOf(status), out).toMatchObject({ state: 'ended', exitCode: 0, outcome: 'done' })
+      expect(sameBits(out, n, iterations), out).toBe(true)
+      expect(out).toMatch(/node 2 lost( at step \d+)? \(silent for [\d.]+ s \(--node-timeout 3\.0 s\)\); no spare node left: the run goes on with 2 ranks/)
+    } finally {
+      killAll(3, marker)
+      execFileSync('ip', ['link', 'set', `${prefix}v2`, 'up'], { stdio: 'pipe' })
     }
   }, 90_000)
 })
