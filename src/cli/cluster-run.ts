@@ -5,7 +5,7 @@ import type { FaultToleranceConfig } from '../checkpoint/config.js'
 import { parseDuration } from '../checkpoint/policy/duration.js'
 import { ConfigError } from '../errors.js'
 import { detectLauncher, parseHostPort, RENDEZVOUS_ENV, type ClusterPlace, type HostPort } from '../runtime/cluster-env.js'
-import { ClusterLeader, runClusterAgent, type ClusterOptions } from '../runtime/cluster/cluster.js'
+import { ClusterLeader, runClusterAgent, type ClusterOptions, type StandDown, type Succession } from '../runtime/cluster/cluster.js'
 import { clusterSecret, SECRET_ENV } from '../runtime/cluster/secret.js'
 import { compileProgram } from '../runtime/compiled-program.js'
 import { findTsconfig } from '../runtime/launch/launcher.js'
@@ -23,7 +23,7 @@ export const CLUSTER_OPTIONS = {
     false,
     `under a cluster launcher with neither $${SECRET_ENV} nor --shared-dir: run without a secret (no handshake: any process that reaches the nodes' ports could join the run; only on a network you trust)`,
   ),
-  spareNodes: option.int(0, 'under a cluster launcher: the last K node supervisors stand by (rank processes started warm, computing nothing); a lost node other than 0 is replaced by one inside the run', { min: 0 }),
+  spareNodes: option.int(0, 'under a cluster launcher: the last K node supervisors stand by (rank processes started warm, computing nothing); a lost node (node 0 included) is replaced by one inside the run', { min: 0 }),
 }
 
 /** What `molotof run` reads for a cluster run. */
@@ -136,10 +136,15 @@ export function checkClusterFlags(flags: Pick<ClusterFlags, 'nodeTimeout' | 'ren
   return { nodeTimeoutSeconds, rendezvous: flags.rendezvous === undefined ? undefined : parseHostPort(flags.rendezvous, '--rendezvous') }
 }
 
-/** This process's part in a cluster run: none, node 0 (runs the supervisor), or another node (runs its ranks as node 0 says). */
+/**
+ * This process's part in a cluster run: none, node 0 (runs the supervisor), another node (runs its ranks as the
+ * coordinator says, and returns the run's code), or the successor of a lost coordinator (runs the supervisor from
+ * then on).
+ */
 export type ClusterRole =
   | { kind: 'leader'; leader: ClusterLeader; place: ClusterPlace }
-  | { kind: 'agent'; code: number }
+  | { kind: 'agent'; code: number; leader?: undefined }
+  | { kind: 'successor'; leader: ClusterLeader; place: ClusterPlace; succession: Succession }
 
 /**
  * When a cluster launcher started this process, meet the other node
@@ -158,7 +163,7 @@ export async function joinCluster(
   settings: Record<string, unknown>,
   dir: string,
   log: (text: string) => void,
-  onDropped: () => void = () => {},
+  onDropped: (how: StandDown) => void = () => {},
   env: Readonly<Record<string, string | undefined>> = process.env,
 ): Promise<ClusterRole | undefined> {
   const place = detectLauncher(env)
@@ -195,5 +200,6 @@ export async function joinCluster(
   const tsconfig = findTsconfig(file)
   // This node's own copy: node 0's compiled file may not exist on this host.
   const { compiled } = await compileProgram(file, tsconfig)
-  return { kind: 'agent', code: await runClusterAgent(opts, { programFile: file, tsconfig, compiled }, onDropped) }
+  const end = await runClusterAgent(opts, { programFile: file, tsconfig, compiled }, onDropped)
+  return typeof end === 'number' ? { kind: 'agent', code: end } : { kind: 'successor', leader: end.leader, place, succession: end }
 }

@@ -13,7 +13,8 @@ import { describe } from '../runtime/launch/launcher.js'
 import { MIN_HEARTBEAT_MS, RUN_DEFAULTS } from '../runtime/launch/run-options.js'
 import { Supervisor, type GroupStarterOption, type SuperviseOptions, type SuperviseResult } from '../runtime/launch/supervisor.js'
 import type { LogKind } from '../runtime/protocol.js'
-import type { ClusterLeader, NodeLoss } from '../runtime/cluster/cluster.js'
+import type { ClusterLeader, NodeLoss, StandDown } from '../runtime/cluster/cluster.js'
+import type { Takeover } from '../runtime/launch/supervisor.js'
 import { option, type OptionSpecs, type OptionValues } from '../skeletons/options.js'
 import { HELP_OPTION, parseProgramCommand } from './args.js'
 import { CLUSTER_OPTIONS, checkClusterFlags, checkSpareCopies, checkSpareNodes, copyLevels, joinCluster, type ClusterRole } from './cluster-run.js'
@@ -117,7 +118,7 @@ export async function runCommand(argv: readonly string[], out: (s: string) => vo
   const status = f.statusFile === undefined ? undefined : new StatusFile(resolve(f.statusFile), detectLauncher(process.env)?.node ?? 0, err)
   status?.running()
   try {
-    const code = await runSupervised(f, program, programArgv, resume, out, err, () => status?.disown())
+    const code = await runSupervised(f, program, programArgv, resume, out, err, (how) => (how === 'dropped' ? status?.disown() : status?.yieldToOthers()))
     status?.ended(code, { resume })
     return code
   } catch (e) {
@@ -138,7 +139,7 @@ async function runSupervised(
   out: (s: string) => void,
   err: (s: string) => void,
   /** This node was dropped from the run as lost: the run's outcome is the others' to write. */
-  onDropped: () => void,
+  onDropped: (how: StandDown) => void,
 ): Promise<number> {
   const level: LogLevel = f.quiet ? 'quiet' : f.log
   const setup = readRunSetup(f, program)
@@ -153,6 +154,11 @@ async function runSupervised(
   const leader = cluster?.leader
   const shape: RunShape = { ranks: leader ? leader.size : f.ranks, transport: leader ? 'tcp' : f.transport, cluster }
   const supervisor = new Supervisor(program, { ...supervisorOptions(f, setup, shape, programArgv), ...runOutput(level, view, out, setup.eventsFile, shape.ranks) })
+  if (leader) {
+    // Every node is told where the run is, for a successor should this node be lost; a minority disowns the outcome.
+    leader.runState = () => supervisor.handover()
+    leader.onMinority = () => onDropped('minority')
+  }
   stops.listen(supervisor, leader)
   let code: number = EXIT.failed
   try {
@@ -230,8 +236,9 @@ interface RunShape {
 
 /** The supervisor's options from the command line; a cluster run's ranks started on every node by its leader. */
 function supervisorOptions(f: RunValues, setup: RunSetup, shape: RunShape, programArgv: string[]): SuperviseOptions {
-  const leader = shape.cluster?.kind === 'leader' ? shape.cluster.leader : undefined
+  const leader = shape.cluster?.leader
   const starter: GroupStarterOption = leader ? { startGroup: leader.startGroup, groupSize: () => leader.size, origin: () => leader.lastOrigin } : {}
+  if (shape.cluster?.kind === 'successor') starter.takeover = takeoverOf(shape.cluster, f.ranksPerNode)
   return {
     ...starter,
     ranks: shape.ranks,
@@ -247,6 +254,14 @@ function supervisorOptions(f: RunValues, setup: RunSetup, shape: RunShape, progr
     hangTimeoutMs: f.hangTimeout,
     timeLimitMs: setup.timeLimitMs,
   }
+}
+
+/** Where the lost coordinator left the run, for this node's supervisor (see Takeover). */
+function takeoverOf({ leader, place, succession: s }: Extract<ClusterRole, { kind: 'successor' }>, ranksPerNode: number): Takeover {
+  const { attempt, failures, preempt, fired } = s.view.run
+  const rank = Math.max(0, s.view.membership.slots.indexOf(s.lost)) * ranksPerNode
+  const message = `node ${s.lost} was lost (${s.why}); node ${place.node} took the coordinator's role over`
+  return { attempt, failures, preempt, fired, loss: { rank, message, lostAt: s.lostAt }, home: { node: place.node, rank: Math.max(0, leader.membership.slotOf(place.node)) * ranksPerNode } }
 }
 
 /** What the run prints as it goes (by --log) and writes to --events. */
@@ -284,9 +299,10 @@ function reportRun(r: SuperviseResult, level: LogLevel, json: boolean, shape: Ru
   if (level !== 'quiet' && !json) {
     const { transport, cluster } = shape
     const restarts = r.restarts > 0 ? `, ${r.restarts} restart${r.restarts > 1 ? 's' : ''}` : ''
-    const lost = cluster?.kind === 'leader' ? cluster.leader.losses.length : 0
+    const lost = cluster?.leader?.lossCount ?? 0
     const losses = lost > 0 ? `, ${lost} node${lost > 1 ? 's' : ''} lost` : ''
-    const nodes = cluster?.kind === 'leader' ? `${cluster.place.nodes} node${cluster.place.nodes > 1 ? 's' : ''} (${cluster.place.launcher}), ` : ''
+    const place = cluster?.kind === 'agent' ? undefined : cluster?.place
+    const nodes = place ? `${place.nodes} node${place.nodes > 1 ? 's' : ''} (${place.launcher}), ` : ''
     out(`(${nodes}${r.ranks} rank${r.ranks > 1 ? 's' : ''}, ${transport}, wall ${(r.wallMs / 1000).toFixed(3)} s${restarts}${losses})`)
   }
   return EXIT.done
@@ -335,6 +351,8 @@ class StopRequests {
     if (!this.stopLauncherWatch) this.stopWrapperWatch = watchWrapper((why) => this.onStopRequest(why, `${why}: checkpointing and stopping`), process.env, parentAtCliStart())
     if (leader) {
       leader.onPreempt = (why) => this.onStopRequest(why)
+      // A successor's losses were decided as it took over, before this supervisor existed.
+      for (const loss of leader.losses) reportNodeLoss(supervisor, leader, loss)
       leader.onNodeLost = (loss) => reportNodeLoss(supervisor, leader, loss)
     }
     this.onLauncherGone = (why) => this.onStopRequest(why, `${why}: checkpointing and stopping`)
