@@ -268,7 +268,7 @@ function runOutput(level: LogLevel, view: ProgressView, out: (s: string) => void
     },
     onCheckpoint: (e) => {
       if (!everything) return
-      const background = e.level === 'partner' || e.level === 'shared' ? 'copied' : 'flushed'
+      const background = e.level === 'partner' || e.level === 'shared' || e.level === 'xor' ? 'copied' : 'flushed'
       const how = e.level === 'memory' ? `in ${e.ms.toFixed(1)} ms` : e.stallMs === 0 ? `${background} in the background in ${e.ms.toFixed(0)} ms` : `in ${e.ms.toFixed(0)} ms`
       view.line(`checkpoint ${e.seq} committed to ${e.level}: skeleton ${e.skeleton}, step ${e.step}, ${formatSize(e.totalBytes)} on ${ranks} rank(s) ${how}`)
     },
@@ -398,6 +398,7 @@ function clusterSettings(f: RunValues, programArgv: readonly string[]): Record<s
     'node timeout': f.nodeTimeout,
     'partner copies': f.partnerCopies,
     'spare nodes': f.spareNodes,
+    redundancy: f.redundancy,
     'shared checkpoint': f.sharedCheckpoint,
   }
 }

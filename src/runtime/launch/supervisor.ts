@@ -28,7 +28,7 @@ export type SupervisorEvent =
       /** True when the ranks start again only to checkpoint and stop: the stop signal ended one of them as it started. */
       stopping?: boolean
     }
-  | { event: 'checkpoint'; attempt: number; seq: number; skeleton: number; step: number; bytes: number; totalBytes: number; ms: number; level: 'memory' | 'disk' | 'partner' | 'shared'; stallMs: number; votes?: number; voteMs?: number }
+  | { event: 'checkpoint'; attempt: number; seq: number; skeleton: number; step: number; bytes: number; totalBytes: number; ms: number; level: 'memory' | 'disk' | 'partner' | 'shared' | 'xor'; stallMs: number; votes?: number; voteMs?: number }
   | ({ event: 'failure'; attempt: number } & Omit<FailureRecord, 'attempt'>)
   | { event: 'recovery-line'; attempt: number; seq: number; skeleton: number; step: number; negotiateMs: number; level: string }
   | { event: 'replay-done'; attempt: number; replayMs: number }
