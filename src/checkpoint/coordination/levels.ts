@@ -159,7 +159,7 @@ export const LEVEL_KINDS: readonly LevelKind[] = [
     medium: 'ram',
     volatile: true,
     copy: true,
-    someRanks: false,
+    someRanks: true,
     dirOf: (r) => (r.memory === undefined ? undefined : xorDirOf(r.memory)),
     open: (run, present) =>
       parityOpening(run, present, run.sets && run.cfg.memory ? { kind: 'xor', from: 'memory', sets: run.sets, tag: FRAMEWORK_TAGS.xorParityMemory, keep: 1 } : { kind: 'left' }),
@@ -190,7 +190,7 @@ export const LEVEL_KINDS: readonly LevelKind[] = [
     medium: 'node',
     volatile: false,
     copy: true,
-    someRanks: false,
+    someRanks: true,
     dirOf: (r) => xorDirOf(r.disk),
     open: (run, present) => parityOpening(run, present, run.sets ? { kind: 'xor', from: 'disk', sets: run.sets, tag: FRAMEWORK_TAGS.xorParity, keep: run.cfg.keep } : { kind: 'left' }),
     inspectTitle: 'XOR parity slices: one per rank, of its set',

@@ -5,6 +5,7 @@ import { afterAll, describe, expect, it } from 'vitest'
 import type { JacobiResult } from '../../../examples/jacobi/jacobi.js'
 import type { CheckpointEvent } from '../../../src/checkpoint/events.js'
 import { ConfigError, NothingToResumeError } from '../../../src/errors.js'
+import { main } from '../../../src/cli/main.js'
 import { launch, type LaunchOptions, type ResumeListenerOption } from '../../../src/runtime/launch/launcher.js'
 
 // "Nodes" on one host as node-dirs.test.ts makes them: each rank a node with a directory of its own ({rank}).
@@ -58,6 +59,34 @@ describe('XOR redundancy (--redundancy xor:G)', () => {
       expect(slice).toBeGreaterThan(own * 0.4)
     }
   })
+
+  it('molotof inspect lists each directory\'s parity slices: which checkpoint, which rank, which set', async () => {
+    const lines: string[] = []
+    await main(['inspect', join(root, 'slices{rank}')], (s) => lines.push(s))
+    const text = lines.join('\n')
+    for (let r = 0; r < 3; r++) {
+      const heading = `checkpoints in ${join(root, `slices${r}`, 'xor')} (XOR parity slices: one per rank, of its set):`
+      expect(text).toContain(heading)
+      const rows = text.split(heading)[1].split('\n').slice(1, 3)
+      expect(rows[0]).toMatch(new RegExp(`^  #0  valid .* parity slice of checkpoint #0: rank ${r}'s of XOR set \\{0, 1, 2\\}`))
+      expect(rows[1]).toMatch(new RegExp(`^  #1  valid .* parity slice of checkpoint #1: rank ${r}'s of XOR set \\{0, 1, 2\\}`))
+    }
+  })
+
+  it('slices of several messages each, a checkpoint at every other step (threads): every exchange ends and is committed', async () => {
+    // 4 ranks of 350 rows of 1400 doubles: 3.7 MiB files, chunks of 1.3 MiB, sent as two messages each, the
+    // exchange running while the next supersteps' halos and the commit's collectives go on.
+    const big = ['--n', '1400', '--iterations', '24']
+    const straight = await launch<JacobiResult>(JACOBI, { ranks: 4, argv: big, ...quiet })
+    const events: CheckpointEvent[] = []
+    const checkpoint = { ...xorRun('big', 4, 4), policy: { every: 2 } as const, keep: 1 }
+    const run = await launch<JacobiResult>(JACOBI, { ranks: 4, argv: big, ...quiet, checkpoint, onCheckpoint: (e) => events.push(e) })
+    expect(Object.is(run.value.checksum, straight.value.checksum)).toBe(true)
+    // Every checkpoint's slices committed (12 checkpoints, steps 1, 3, … 23).
+    expect(events.filter((e) => e.level === 'xor').map((e) => e.seq)).toEqual(Array.from({ length: 12 }, (_, k) => k))
+    const slice = statSync(join(root, 'big0', 'xor', 'ckpt-00000011', 'rank-0.mlf')).size
+    expect(slice).toBeGreaterThan(2 ** 20 + 1)
+  }, 60_000)
 
   it('--resume after losing one node\'s directory (xor:3 on 4 nodes): its files are rebuilt from its set, bit-identical', async () => {
     const straight = await launch<JacobiResult>(JACOBI, { ranks: 4, argv, ...quiet })
