@@ -108,12 +108,12 @@ export function checkSpareNodes(spareNodes: number, nodes: number | undefined): 
   }
 }
 
-/** With spare nodes, the run must keep copies of each node's checkpoints elsewhere (see checkSpareNodes). */
+/** With spare nodes, the run must keep copies of each node's checkpoints elsewhere, or their XOR parity (see checkSpareNodes). */
 export function checkSpareCopies(spareNodes: number, copies: Pick<FaultToleranceConfig, 'partner' | 'shared' | 'xor'>): void {
   if (spareNodes > 0 && !copies.partner && !copies.xor && !copies.shared) {
     throw new ConfigError(
       `--spare-nodes ${spareNodes}: this run keeps no copy of a node's checkpoints on another node (--partner-copies off, or one working node, and no --shared-checkpoint), ` +
-        "so a lost node's data would be gone and a spare node could not take its ranks over: keep partner copies (two working nodes or more) or a shared level",
+        "so a lost node's data would be gone and a spare node could not take its ranks over: keep partner copies (two working nodes or more), XOR parity (--redundancy xor:G) or a shared level",
     )
   }
 }
