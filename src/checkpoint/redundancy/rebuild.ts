@@ -70,51 +70,95 @@ export async function rebuildLostFiles(
   const { rank, size } = comm
   const ownValid = new Set<number>()
   for (const l of own) for (const s of (await localView(l.store, rank, size, { checksums: false, listed: l.listed })).valid) ownValid.add(s)
-  const slices = parity.listed.filter((c) => c.complete && c.marker?.size === size && c.files.some((f) => f.rank === rank)).map((c) => c.seq)
-  const all = await comm.allgather({ valid: [...ownValid], slices })
-  const candidates = [...new Set(all.flatMap((a) => a.slices))].sort((a, b) => b - a)
+  const held = parity.listed.filter((c) => c.complete && c.marker !== undefined).map((c) => heldOf(c.seq, c.marker!.size, rank, size, own, parity, ownValid))
+  const all = await comm.allgather(held)
+  const candidates = [...new Set(all.flatMap((a) => a.map((h) => h.seq)))].sort((a, b) => b - a)
   const passedOver: RebuildOutcome['passedOver'] = []
   const rebuilt: RebuildOutcome['rebuilt'] = []
   const warn = () => {
     if (rank === 0) for (const p of passedOver) log(`warning: XOR redundancy: checkpoint ${p.seq} passed over: ${p.reasons.join('; ')}`)
   }
   for (const seq of candidates) {
-    const missing = all.flatMap((a, r) => (a.valid.includes(seq) ? [] : [r]))
+    const views = all.map((a) => a.find((h) => h.seq === seq))
+    const oldSize = views.find((v) => v !== undefined)!.size
+    const files = holdersOf(views, oldSize, 'files')
+    const sliceHolders = holdersOf(views, oldSize, 'slices')
+    const missing = files.flatMap((h, r) => (h === undefined ? [r] : []))
     if (missing.length === 0) continue
     // Nobody has a file of it any more (pruned on every node): nothing to rebuild from.
-    if (missing.length === size) continue
-    const mine = all[rank].slices.includes(seq) ? await readSlice(parity, seq, rank) : undefined
-    const reports = await comm.allgather<SliceReport | undefined>(mine && { ...(mine.set ? { set: mine.set } : { problem: mine.problem }), marker: parity.listed.find((c) => c.seq === seq)?.marker })
-    const plan = planRebuild(seq, missing, reports, parity.store)
+    if (missing.length === oldSize) continue
+    const mine = sliceHolders.flatMap((h, r) => (h === rank ? [r] : []))
+    const read = new Map<number, Awaited<ReturnType<typeof readSlice>>>()
+    for (const r of mine) read.set(r, await readSlice(parity, seq, r))
+    const marker = parity.listed.find((c) => c.seq === seq)?.marker
+    const gathered = await comm.allgather(mine.map((r) => [r, { ...(read.get(r)!.set ? { set: read.get(r)!.set } : { problem: read.get(r)!.problem }), marker }] as const))
+    const reports: (SliceReport | undefined)[] = new Array(oldSize).fill(undefined)
+    for (const [r, report] of gathered.flat()) reports[r] = report
+    const plan = planRebuild(seq, missing, reports, parity.store, files, sliceHolders, oldSize === size)
     if (plan.reasons.length > 0) {
       passedOver.push({ seq, reasons: plan.reasons })
       continue
     }
-    const marker = reports.find((r) => r?.marker !== undefined)!.marker!
+    const agreed = reports.find((r) => r?.marker !== undefined)!.marker!
     const t0 = performance.now()
-    const problem = await exchange(comm, seq, plan.sets, all[rank].valid.includes(seq) ? await ownFileOf(own, seq, rank) : undefined, mine?.parity, marker, target)
+    const problem = await exchange(comm, seq, plan.sets, own, read, agreed, target)
     const outcomes = await comm.allgather({ problem, dir: target.dir })
     const reasons = outcomes.flatMap((o) => (o.problem === undefined ? [] : [o.problem]))
     if (reasons.length > 0) {
       passedOver.push({ seq, reasons })
       continue
     }
-    // The lowest rebuilt rank of each directory commits it there (a lost node's directory has lost its COMMIT too).
-    const commits = missing.includes(rank) && missing.find((r) => outcomes[r].dir === target.dir) === rank
-    const uncommitted = commits ? await commitIfMissing(target, seq, marker) : undefined
+    // The lowest rank that wrote a rebuilt file in a directory commits it there (a lost node's directory has lost
+    // its COMMIT too; a survivor's directory holding a file rebuilt for a smaller run has one already).
+    const writers = plan.sets.map((s) => s.target)
+    const commits = writers.includes(rank) && writers.filter((w) => outcomes[w].dir === target.dir).sort((a, b) => a - b)[0] === rank
+    const uncommitted = commits ? await commitIfMissing(target, seq, agreed) : undefined
     const failures = (await comm.allgather(uncommitted)).filter((f): f is string => f !== undefined)
     if (failures.length > 0) {
       passedOver.push({ seq, reasons: failures })
       continue
     }
     if (rank === 0) {
-      const sets = plan.sets.map((s) => `rank ${s.lost} from ranks ${s.members.filter((m) => m !== s.lost).join(', ')}`)
-      log(`XOR redundancy: rebuilt the lost files of checkpoint ${seq} from their XOR sets: ${sets.join('; ')} (${(performance.now() - t0).toFixed(0)} ms, checksums verified)`)
+      const sets = plan.sets.map((s) => `rank ${s.lost} from ranks ${s.members.filter((m) => m !== s.lost).join(', ')}${oldSize === size ? '' : ` (beside rank ${s.target}'s files)`}`)
+      const of = oldSize === size ? '' : ` (a checkpoint of ${oldSize} ranks, resumed on ${size})`
+      log(`XOR redundancy: rebuilt the lost files of checkpoint ${seq}${of} from their XOR sets: ${sets.join('; ')} (${(performance.now() - t0).toFixed(0)} ms, checksums verified)`)
     }
     rebuilt.push({ seq, ranks: missing })
   }
   warn()
   return { rebuilt, passedOver }
+}
+
+/** What one rank holds of a checkpoint with parity slices: the checkpoint's ranks whose own file and whose slice it has. */
+interface Held {
+  seq: number
+  /** The rank count of the checkpoint (its commit marker's). */
+  size: number
+  files: number[]
+  slices: number[]
+}
+
+/**
+ * What this rank holds of checkpoint `seq` (of `oldSize` ranks): on the run's
+ * rank count, its own file when one of its levels holds it valid (header
+ * checks) and its own slice; on another (a run that goes on with fewer
+ * ranks), every file and slice its directories hold of it.
+ */
+function heldOf(seq: number, oldSize: number, rank: number, size: number, own: readonly ListedStore[], parity: ListedStore, ownValid: ReadonlySet<number>): Held {
+  const slices = parity.listed.find((c) => c.seq === seq)?.files.map((f) => f.rank) ?? []
+  if (oldSize === size) return { seq, size: oldSize, files: ownValid.has(seq) ? [rank] : [], slices: slices.filter((r) => r === rank) }
+  const files = new Set<number>()
+  for (const l of own) for (const c of l.listed) if (c.seq === seq && c.complete && c.marker?.size === oldSize) for (const f of c.files) if (f.rank < oldSize) files.add(f.rank)
+  return { seq, size: oldSize, files: [...files], slices: slices.filter((r) => r < oldSize) }
+}
+
+/** For each rank of a checkpoint, the rank holding its file (or slice): itself when it does, else the lowest that does. */
+function holdersOf(views: readonly (Held | undefined)[], oldSize: number, what: 'files' | 'slices'): (number | undefined)[] {
+  return Array.from({ length: oldSize }, (_, r) => {
+    if (views[r]?.[what].includes(r)) return r
+    const h = views.findIndex((v) => v?.[what].includes(r) === true)
+    return h < 0 ? undefined : h
+  })
 }
 
 /** Write the marker of `seq` to `target` unless an intact one is there; why it could not be written, or undefined. */
@@ -141,15 +185,27 @@ async function readSlice(parity: ListedStore, seq: number, rank: number): Promis
   }
 }
 
-/** One set to rebuild: its members (layout order) and the lost one. */
+/** One set to rebuild: its members (layout order), the lost one, who writes its file, who holds each member's file and slice. */
 interface SetPlan {
   members: number[]
   lost: number
   record: XorSetRecord
+  /** The rank that rebuilds and writes the lost file: the lost rank itself, or (a run with fewer ranks) a survivor's holder. */
+  target: number
+  /** Per member (layout order): the rank holding its file and slice (undefined for the lost one). */
+  holders: (number | undefined)[]
 }
 
 /** Which sets to rebuild, or why not (the same on every rank: from the exchanged reports). */
-function planRebuild(seq: number, missing: readonly number[], reports: readonly (SliceReport | undefined)[], store: CheckpointStore): { sets: SetPlan[]; reasons: string[] } {
+function planRebuild(
+  seq: number,
+  missing: readonly number[],
+  reports: readonly (SliceReport | undefined)[],
+  store: CheckpointStore,
+  files: readonly (number | undefined)[],
+  slices: readonly (number | undefined)[],
+  sameSize: boolean,
+): { sets: SetPlan[]; reasons: string[] } {
   const sets: SetPlan[] = []
   const reasons: string[] = []
   for (const lost of missing) {
@@ -169,7 +225,14 @@ function planRebuild(seq: number, missing: readonly number[], reports: readonly 
       continue
     }
     if (sets.some((s) => s.members.includes(lost))) continue
-    sets.push({ members: record.members, lost, record })
+    const apart = record.members.filter((m) => m !== lost && files[m] !== slices[m])
+    if (apart.length > 0) {
+      reasons.push(`rank ${lost}'s file of checkpoint ${seq} cannot be rebuilt: the files and parity slices of ranks ${apart.join(', ')} are held apart`)
+      continue
+    }
+    const holders = record.members.map((m) => (m === lost ? undefined : files[m]))
+    const target = sameSize ? lost : holders.find((h) => h !== undefined)!
+    sets.push({ members: record.members, lost, record, target, holders })
   }
   return { sets, reasons }
 }
@@ -177,48 +240,72 @@ function planRebuild(seq: number, missing: readonly number[], reports: readonly 
 /**
  * The transfers of a rebuild (collective): each surviving member of a set
  * sends its contribution (see contributionOf: its slice and the chunks of
- * its file in the others' slices, one file's worth) to the lost member,
- * which XORs them together as they arrive, checks and writes its file.
- * This rank's problem, or undefined.
+ * its file in the others' slices, one file's worth), from the rank holding
+ * its file and slice, to the set's target, which XORs them together as they
+ * arrive, checks and writes the lost file. A rank's sends go in the plan's
+ * order, and its receives from one rank too (one tag: messages from one
+ * rank arrive in the order sent). This rank's problem, or undefined.
  */
 async function exchange(
   comm: Communicator,
   seq: number,
   sets: readonly SetPlan[],
-  ownFile: { bytes?: Uint8Array; problem?: string } | undefined,
-  slice: Uint8Array | undefined,
+  own: readonly ListedStore[],
+  slices: ReadonlyMap<number, { parity?: Uint8Array; problem?: string }>,
   marker: CommitMarker,
   target: CheckpointStore,
 ): Promise<string | undefined> {
   const { rank } = comm
   const tag = FRAMEWORK_TAGS.xorRebuild
-  const set = sets.find((s) => s.members.includes(rank))
-  if (set === undefined) return undefined
-  const { record, members } = set
-  const me = members.indexOf(rank)
-  const g = members.length
-  if (set.lost !== rank) {
-    const why =
-      slice === undefined
-        ? `rank ${rank} has no parity slice of checkpoint ${seq}`
-        : ownFile?.bytes === undefined
-          ? (ownFile?.problem ?? `rank ${rank} has no file of checkpoint ${seq}`)
-          : ownFile.bytes.byteLength !== record.lengths[me]
-            ? `rank ${rank}'s file of checkpoint ${seq} is ${ownFile.bytes.byteLength} bytes, its set's record says ${record.lengths[me]}`
-            : undefined
-    if (why !== undefined) await sendFailure(comm, set.lost, tag, why)
-    else await sendBytes(comm, set.lost, tag, contributionOf(me, members.indexOf(set.lost), ownFile!.bytes!, slice!, g))
-    return undefined
-  }
-  const name = target.fileOf(seq, rank)
+  const sends = (async () => {
+    for (const set of sets) {
+      const g = set.members.length
+      for (const [j, m] of set.members.entries()) {
+        if (set.holders[j] !== rank) continue
+        const slice = slices.get(m)?.parity
+        const ownFile = slice === undefined ? undefined : await ownFileOf(own, seq, m)
+        const why =
+          slice === undefined
+            ? `rank ${m} has no parity slice of checkpoint ${seq}`
+            : ownFile?.bytes === undefined
+              ? (ownFile?.problem ?? `rank ${m} has no file of checkpoint ${seq}`)
+              : ownFile.bytes.byteLength !== set.record.lengths[j]
+                ? `rank ${m}'s file of checkpoint ${seq} is ${ownFile.bytes.byteLength} bytes, its set's record says ${set.record.lengths[j]}`
+                : undefined
+        if (why !== undefined) await sendFailure(comm, set.target, tag, why)
+        else await sendBytes(comm, set.target, tag, contributionOf(j, set.members.indexOf(set.lost), ownFile!.bytes!, slice!, g))
+      }
+    }
+  })()
+  const problems: string[] = []
+  for (const set of sets) if (set.target === rank) problems.push(...[await rebuildOne(comm, seq, set, marker, target)].filter((p): p is string => p !== undefined))
+  await sends
+  return problems.length > 0 ? problems.join('; ') : undefined
+}
+
+/** The lost file of `set` XORed together from its members' contributions, checked and written to `target`; why not, or undefined. */
+async function rebuildOne(comm: Communicator, seq: number, set: SetPlan, marker: CommitMarker, target: CheckpointStore): Promise<string | undefined> {
+  const tag = FRAMEWORK_TAGS.xorRebuild
+  const { record, members, lost } = set
+  const me = members.indexOf(lost)
+  const name = target.fileOf(seq, lost)
   try {
-    const out = new Uint8Array((g - 1) * record.chunkBytes)
-    // Every contribution is received, whatever fails: no sender is left waiting.
+    const out = new Uint8Array((members.length - 1) * record.chunkBytes)
+    // Every contribution is received, whatever fails: no sender is left waiting. One chain per sending rank.
+    const byHolder = new Map<number, number[]>()
+    for (const [j, h] of set.holders.entries()) if (h !== undefined) byHolder.set(h, [...(byHolder.get(h) ?? []), members[j]])
     const received = await Promise.allSettled(
-      members.map(async (m, j) => {
-        if (j === me) return
-        const got = await receiveInto(comm, m, tag, out, `rank ${m}'s part of the rebuild of checkpoint ${seq}`)
-        if (got !== out.byteLength) throw new CheckpointError(`rank ${m} sent ${got} bytes toward the rebuild of checkpoint ${seq}, ${out.byteLength} expected`)
+      [...byHolder].map(async ([h, sent]) => {
+        let failure: unknown
+        for (const m of sent) {
+          try {
+            const got = await receiveInto(comm, h, tag, out, `rank ${m}'s part of the rebuild of checkpoint ${seq}`)
+            if (got !== out.byteLength) throw new CheckpointError(`rank ${m} sent ${got} bytes toward the rebuild of checkpoint ${seq}, ${out.byteLength} expected`)
+          } catch (e) {
+            failure ??= e
+          }
+        }
+        if (failure !== undefined) throw failure
       }),
     )
     const failed = received.find((r): r is PromiseRejectedResult => r.status === 'rejected')
@@ -226,15 +313,15 @@ async function exchange(
     const rebuilt = out.subarray(0, record.lengths[me])
     // Checked before it is written: the header against the set's record and the marker, then every payload CRC.
     const sum = headerChecksumOf(rebuilt)
-    if (sum !== record.headerChecksums[me] || sum !== marker.ranks[rank]?.headerChecksum) throw new CheckpointCorruptError(name, 'the rebuilt header differs from the one the commit marker records')
+    if (sum !== record.headerChecksums[me] || sum !== marker.ranks[lost]?.headerChecksum) throw new CheckpointCorruptError(name, 'the rebuilt header differs from the one the commit marker records')
     const file = decodeRankFile(rebuilt, `${name} (rebuilt from its XOR set)`)
-    if (file.header.rank !== rank) throw new CheckpointCorruptError(name, `the rebuilt file holds rank ${file.header.rank}'s data`)
+    if (file.header.rank !== lost) throw new CheckpointCorruptError(name, `the rebuilt file holds rank ${file.header.rank}'s data`)
     // Written in place also under a COMMIT (a rank file lost alone): these are the very bytes the marker records.
     await makeDirectory(target.pathOf(seq))
     await writeDurably(name, [rebuilt], { sync: !target.volatile })
     return undefined
   } catch (e) {
-    return `rank ${rank}'s file of checkpoint ${seq} could not be rebuilt from XOR set {${members.join(', ')}}: ${e instanceof CheckpointCorruptError ? e.reason : (e as Error).message}`
+    return `rank ${lost}'s file of checkpoint ${seq} could not be rebuilt from XOR set {${members.join(', ')}}: ${e instanceof CheckpointCorruptError ? e.reason : (e as Error).message}`
   }
 }
 
