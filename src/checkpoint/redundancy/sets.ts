@@ -72,3 +72,19 @@ export function checkRedundancy(size: number, cfg: { partner?: { ranksPerNode: n
   if (cfg.partner !== undefined) throw new ConfigError(`--redundancy xor:${cfg.xor.setSize} replaces partner copies: give one of the two (partner copies and XOR parity were both configured)`)
   new XorSets(size, cfg.xor.ranksPerNode, cfg.xor.setSize)
 }
+
+/**
+ * The XOR sets of a run that goes on with fewer ranks (a node lost, no spare
+ * left): sets of at most the nodes left, none below two nodes (one node
+ * cannot protect itself). What was asked at the start is checked there.
+ *
+ * ```ts
+ * xorForRanks({ setSize: 3, ranksPerNode: 1 }, 2)   // { setSize: 2, ranksPerNode: 1 }
+ * xorForRanks({ setSize: 3, ranksPerNode: 1 }, 1)   // undefined
+ * ```
+ */
+export function xorForRanks(xor: { setSize: number; ranksPerNode: number } | undefined, size: number): { setSize: number; ranksPerNode: number } | undefined {
+  if (xor === undefined) return undefined
+  const nodes = Math.floor(size / xor.ranksPerNode)
+  return nodes < 2 ? undefined : { ...xor, setSize: Math.min(xor.setSize, nodes) }
+}

@@ -5,6 +5,7 @@ import { afterAll, describe, expect, it } from 'vitest'
 import type { JacobiResult } from '../../../examples/jacobi/jacobi.js'
 import type { CheckpointEvent } from '../../../src/checkpoint/events.js'
 import { ConfigError, NothingToResumeError } from '../../../src/errors.js'
+import { interiorSum, jacobiSerial } from '../../../examples/jacobi/serial.js'
 import { main } from '../../../src/cli/main.js'
 import { launch, type LaunchOptions, type ResumeListenerOption } from '../../../src/runtime/launch/launcher.js'
 
@@ -97,6 +98,25 @@ describe('XOR redundancy (--redundancy xor:G)', () => {
     expect(log).toMatch(/rebuilt the lost files of checkpoint 1 from their XOR sets: rank 2 from ranks 0, 1, 3/)
     expect(Object.is(run.value.checksum, straight.value.checksum)).toBe(true)
     expect(Object.is(run.value.residual, straight.value.residual)).toBe(true)
+  })
+
+  it('a node lost and the run going on with fewer ranks (3 → 2): the lost rank\'s file is rebuilt beside a survivor\'s, the checkpoint re-sliced, the serial bits', async () => {
+    await stopAt19('fewer', 3, 3)
+    rmSync(join(root, 'fewer2'), { recursive: true })
+    const logs: string[] = []
+    let resumed: { step?: number } = {}
+    const run = await launch<JacobiResult>(JACOBI, {
+      ranks: 2,
+      argv,
+      checkpoint: { ...xorRun('fewer', 2, 2), resume: true, resumeRequest: 'required' },
+      onLog: (_r, t) => logs.push(t),
+      onResumed: (f) => (resumed = f),
+    } as LaunchOptions & ResumeListenerOption)
+    const log = logs.join('\n')
+    expect(log).toMatch(/rebuilt the lost files of checkpoint 1 \(a checkpoint of 3 ranks, resumed on 2\) from their XOR sets: rank 2 from ranks 0, 1 \(beside rank 0's files\)/)
+    expect(existsSync(join(root, 'fewer0', 'ckpt-00000001', 'rank-2.mlf'))).toBe(true)
+    expect(resumed.step).toBe(19)
+    expect(Object.is(run.value.checksum, interiorSum(jacobiSerial(40, 40), 40))).toBe(true)
   })
 
   it('one rank file lost alone under its COMMIT is rebuilt in place: the newest checkpoint is resumed', async () => {

@@ -41,7 +41,7 @@ async function until(out: () => string, pattern: RegExp, ended: () => boolean): 
 type Event = { event: string; [k: string]: unknown }
 
 describe.skipIf(!haveMpirun)('XOR redundancy with a spare node (mpirun --enable-recovery)', () => {
-  it('node 1 killed with its disk and RAM directories: spare node 3 takes rank 1, whose files the run rebuilds from its set (ranks 0, 2) inside the run; exit 0, the serial bits', async () => {
+  it("node 1 killed with its disk and RAM directories: spare node 3 takes rank 1, whose files the run rebuilds from its set inside the run; then node 2, no spare left: its files rebuilt beside rank 0's, the run goes on with 2 ranks; exit 0, the serial bits", async () => {
     const n = 40
     const iterations = 2500
     const marker = join(root, 'xs-')
@@ -64,6 +64,13 @@ describe.skipIf(!haveMpirun)('XOR redundancy with a spare node (mpirun --enable-
       for (const pid of processesOfNode(1, marker)) process.kill(pid, 'SIGKILL')
       rmSync(`${marker}1`, { recursive: true, force: true })
       rmSync(`${memory}1`, { recursive: true, force: true })
+      // A second loss once rank 1's slices are made again on node 3: no spare left, the run goes on with 2 ranks.
+      await until(run.out, /first superstep \d+ ms after the loss of node 1/, () => ended)
+      const afterFirst = () => run.out().split(/first superstep \d+ ms after the loss of node 1/)[1] ?? ''
+      await until(afterFirst, /committed to xor[\s\S]*committed to xor[\s\S]*committed to xor/, () => ended)
+      for (const pid of processesOfNode(2, marker)) process.kill(pid, 'SIGKILL')
+      rmSync(`${marker}2`, { recursive: true, force: true })
+      rmSync(`${memory}2`, { recursive: true, force: true })
       const code = await run.code
       const out = run.out()
       expect(code, out).toBe(0)
@@ -71,13 +78,20 @@ describe.skipIf(!haveMpirun)('XOR redundancy with a spare node (mpirun --enable-
       expect(out).toMatch(/spare node 3 took rank 1/)
       // Rebuilt inside the run, into the spare node's directories (no --resume was given).
       expect(out).toMatch(/XOR redundancy: rebuilt the lost files of checkpoint \d+ from their XOR sets: rank 1 from ranks 0, 2/)
+      // Rank 2's file rebuilt from the checkpoint's sets of 3 and written beside a survivor's; re-sliced for 2 ranks.
+      expect(out).toMatch(/no spare node left: the run goes on with 2 ranks/)
+      expect(out).toMatch(/XOR redundancy: rebuilt the lost files of checkpoint \d+ \(a checkpoint of 3 ranks, resumed on 2\) from their XOR sets: rank 2 from ranks 0, 1 \(beside rank 0's files\)/)
+      expect(out).toMatch(/resuming a checkpoint of 3 ranks on 2/)
       const checksum = Number(/checksum (\S+)/.exec(out)?.[1])
       expect(Object.is(checksum, interiorSum(jacobiSerial(n, iterations), n)), out).toBe(true)
       const seen = readFileSync(events, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as Event)
-      expect(seen.filter((e) => e.event === 'node-lost'), out).toMatchObject([{ node: 1, outcome: 'replaced', spare: 3, ranks: [1] }])
-      // The others restored from their own memory level, rank 1 from its rebuilt memory file: no step lost to the disk level.
+      expect(seen.filter((e) => e.event === 'node-lost'), out).toMatchObject([
+        { node: 1, outcome: 'replaced', spare: 3, ranks: [1] },
+        { node: 2, outcome: 'shrunk', ranks: [2], size: 2 },
+      ])
+      // Every rank restored from the memory level, the lost rank's file rebuilt there: no step lost to the disk level.
       const resumes = seen.filter((e) => e.event === 'resume')
-      expect(resumes, out).toMatchObject([{ requested: false, level: 'memory' }])
+      expect(resumes, out).toMatchObject([{ requested: false, level: 'memory' }, { requested: false, level: 'memory' }])
       expect(existsSync(`${marker}3`)).toBe(true)
     } finally {
       for (const node of [0, 1, 2, 3]) for (const pid of processesOfNode(node, marker)) process.kill(pid, 'SIGKILL')
