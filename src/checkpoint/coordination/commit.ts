@@ -156,6 +156,8 @@ export class CheckpointCommitter {
       const why = cfg.compress ? 'are not compressed: use one of incremental and compress' : !this.memory ? 'need a memory level (memory or async): the background flush makes the deltas' : 'need their chain, which partner and shared copies (one file per checkpoint) do not keep: leave out partner and shared'
       throw new ConfigError(`incremental checkpoints ${why}`)
     }
+    // A delta is rebuilt only with its base, whose slices the XOR level prunes without knowing the chain.
+    if (cfg.incremental && cfg.xor) throw new ConfigError(`incremental checkpoints need their chain, which XOR parity (one slice per checkpoint, pruned alone) does not keep: leave out --redundancy xor:${cfg.xor.setSize}`)
     this.chain = cfg.incremental ? new DeltaChain(cfg.incremental.every) : undefined
   }
 

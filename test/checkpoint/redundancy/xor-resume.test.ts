@@ -243,4 +243,9 @@ describe('XOR redundancy (--redundancy xor:G)', () => {
     )
     expect(started).toBe(false)
   })
+
+  it('incremental checkpoints with XOR parity are refused, naming the flag (a delta needs its base, whose slices are pruned alone)', async () => {
+    const checkpoint = { ...xorRun('incr', 3, 3), async: true, incremental: { every: 4 } }
+    await expect(launch(JACOBI, { ranks: 3, argv, ...quiet, checkpoint })).rejects.toThrow(/incremental checkpoints need their chain, which XOR parity .* leave out --redundancy xor:3/)
+  })
 })
