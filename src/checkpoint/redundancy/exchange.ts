@@ -1,4 +1,5 @@
-import { readFile } from 'node:fs/promises'
+import { open } from 'node:fs/promises'
+import type { BufferAllocator } from '../../domains/dtype.js'
 import { CheckpointError } from '../../errors.js'
 import type { Communicator } from '../../routing/communicator.js'
 import type { CommitMarker } from '../store/marker.js'
@@ -30,7 +31,7 @@ export async function makeParitySlice(comm: Communicator, sets: XorSets, tag: nu
   let file: Uint8Array | undefined
   let failure: string | undefined
   try {
-    file = await readFile(path)
+    file = await readInto(path, comm.allocator)
     if (file.byteLength !== lengths[me]) failure = `${path} is ${file.byteLength} bytes, the commit marker records ${lengths[me]}`
   } catch (e) {
     failure = `cannot read ${path}: ${(e as Error).message}`
@@ -90,4 +91,24 @@ export async function receiveInto(comm: Communicator, src: number, tag: number, 
   }
   if (length > target.byteLength) throw new CheckpointError(`${what}: rank ${src} sent ${length} bytes, at most ${target.byteLength} expected`)
   return length
+}
+
+/**
+ * A file's bytes in a buffer of `allocate`'s (shared memory under the
+ * threads transport, whose sends then pass a view of it, not a copy).
+ */
+export async function readInto(path: string, allocate: BufferAllocator): Promise<Uint8Array> {
+  const handle = await open(path, 'r')
+  try {
+    const { size } = await handle.stat()
+    const bytes = new Uint8Array(allocate(size))
+    for (let at = 0; at < size; ) {
+      const { bytesRead } = await handle.read(bytes, at, size - at, at)
+      if (bytesRead === 0) return bytes.subarray(0, at)
+      at += bytesRead
+    }
+    return bytes
+  } finally {
+    await handle.close()
+  }
 }

@@ -273,7 +273,10 @@ async function exchange(
                 ? `rank ${m}'s file of checkpoint ${seq} is ${ownFile.bytes.byteLength} bytes, its set's record says ${set.record.lengths[j]}`
                 : undefined
         if (why !== undefined) await sendFailure(comm, set.target, tag, why)
-        else await sendBytes(comm, set.target, tag, contributionOf(j, set.members.indexOf(set.lost), ownFile!.bytes!, slice!, g))
+        else {
+          const part = new Uint8Array(comm.allocator((g - 1) * slice!.byteLength))
+          await sendBytes(comm, set.target, tag, contributionOf(j, set.members.indexOf(set.lost), ownFile!.bytes!, slice!, g, part))
+        }
       }
     }
   })()

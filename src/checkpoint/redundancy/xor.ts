@@ -113,10 +113,12 @@ export function rebuildMember(
  * ```ts
  * const part = contributionOf(2, 0, fileOf2, sliceOf2, 3)   // sent by member 2 to member 0
  * ```
+ *
+ * `out`: where to put it ((G−1) chunks; in shared memory, the threads
+ * transport sends it without a copy).
  */
-export function contributionOf(j: number, lost: number, file: Uint8Array, slice: Uint8Array, g: number): Uint8Array {
+export function contributionOf(j: number, lost: number, file: Uint8Array, slice: Uint8Array, g: number, out: Uint8Array = new Uint8Array((g - 1) * slice.byteLength)): Uint8Array {
   const chunk = slice.byteLength
-  const out = new Uint8Array((g - 1) * chunk)
   for (let k = 0; k < g - 1; k++) {
     const p = sliceHolderOf(lost, k, g)
     out.set(p === j ? slice : chunkOf(file, chunkIndexFor(j, p, g), chunk), k * chunk)
