@@ -15,7 +15,8 @@ const MPIRUN = '/usr/bin/mpirun'
 const haveMpirun = existsSync(MPIRUN)
 const root = mkdtempSync(join(tmpdir(), 'molotof-xor-mpirun-'))
 afterAll(() => rmSync(root, { recursive: true, force: true }))
-const MPI_ENV = { OMPI_ALLOW_RUN_AS_ROOT: '1', OMPI_ALLOW_RUN_AS_ROOT_CONFIRM: '1', OMPI_MCA_rmaps_base_oversubscribe: '1' }
+// MOLOTOF_SECRET as a batch script exports it: mpirun passes the environment to the nodes on this host.
+const MPI_ENV = { OMPI_ALLOW_RUN_AS_ROOT: '1', OMPI_ALLOW_RUN_AS_ROOT_CONFIRM: '1', OMPI_MCA_rmaps_base_oversubscribe: '1', MOLOTOF_SECRET: 'a secret of the xor mpirun test' }
 
 async function freePort(): Promise<number> {
   const s = createServer()
