@@ -16,6 +16,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { performance } from 'node:perf_hooks'
 import type { FaultToleranceConfig } from '../src/checkpoint/config.js'
+import type { CheckpointEvent } from '../src/checkpoint/events.js'
 import { encodeParity, rebuildMember } from '../src/checkpoint/redundancy/xor.js'
 import { launch } from '../src/runtime/launch/launcher.js'
 import { summary } from '../src/bench/stats.js'
@@ -39,6 +40,8 @@ export async function xorFigures(record: Recorder, o: XorBenchOptions): Promise<
     console.log(`\n## Redundancy: partner against xor:${o.setSize} (Jacobi ${o.n}², ${o.nodes} nodes of 1 rank, each its own directory)\n`)
     const held: Record<'own' | 'partner' | 'xor', number[]> = { own: [], partner: [], xor: [] }
     const rebuildMs: number[] = []
+    // Checkpoint point to the copies' commit, in the background: partner copies against the parity exchange.
+    const copyMs: Record<'partner' | 'xor', number[]> = { partner: [], xor: [] }
     const iterations = 20
     const argv = ['--n', String(o.n), '--iterations', String(iterations)]
     for (let rep = 0; rep < o.repeats; rep++) {
@@ -51,7 +54,10 @@ export async function xorFigures(record: Recorder, o: XorBenchOptions): Promise<
           resume: false,
           ...(kind === 'partner' ? { partner: { ranksPerNode: 1 } } : { xor: { setSize: o.setSize, ranksPerNode: 1 } }),
         }
-        await launch(JACOBI, { ranks: o.nodes, argv, onLog: () => {}, checkpoint: { ...cfg, interrupt: { skeleton: 0, step: 2 * 10 - 1 } } }).catch(() => undefined)
+        const onCheckpoint = (e: CheckpointEvent) => {
+          if (e.level === kind) copyMs[kind].push(e.ms)
+        }
+        await launch(JACOBI, { ranks: o.nodes, argv, onLog: () => {}, onCheckpoint, checkpoint: { ...cfg, interrupt: { skeleton: 0, step: 2 * 10 - 1 } } }).catch(() => undefined)
         const d = join(root, `${name}0`)
         const newest = readdirSync(d).filter((f) => f.startsWith('ckpt-')).sort().pop()!
         if (kind === 'partner') {
@@ -76,6 +82,9 @@ export async function xorFigures(record: Recorder, o: XorBenchOptions): Promise<
     console.log(`| xor:${o.setSize} parity slice held | ${held.xor[0]} | ${(held.xor[0] / own).toFixed(3)} (1/(G−1) = ${(1 / (o.setSize - 1)).toFixed(3)}) |`)
     record.figure(`redundancy held per rank, partner (share of a checkpoint)`, held.partner.map((b, i) => b / held.own[i]), '×')
     record.figure(`redundancy held per rank, xor:${o.setSize} (share of a checkpoint)`, held.xor.map((b, i) => b / held.own[i]), '×', { target: `≤ 1/(G−1) = ${(1 / (o.setSize - 1)).toFixed(3)} (+ a header)` })
+    console.log(`\nbackground, checkpoint point to copies committed: partner median ${median(copyMs.partner).toFixed(0)} ms, xor:${o.setSize} median ${median(copyMs.xor).toFixed(0)} ms`)
+    record.figure('partner copies: checkpoint point to committed (background)', copyMs.partner, 'ms')
+    record.figure(`xor:${o.setSize} parity slices: checkpoint point to committed (background)`, copyMs.xor, 'ms')
     if (rebuildMs.length > 0) {
       console.log(`\nrebuild of a lost node's file at --resume (${(own / MiB).toFixed(1)} MiB, a file's worth from each of ${o.setSize - 1} nodes, XOR, checksums, write): median ${median(rebuildMs)} ms`)
       record.figure(`rebuild of a lost node's file at --resume (${(own / MiB).toFixed(1)} MiB, xor:${o.setSize})`, rebuildMs, 'ms')

@@ -38,8 +38,8 @@ export async function makeParitySlice(comm: Communicator, sets: XorSets, tag: nu
   }
   const parity = new Uint8Array(chunk)
   // In rounds, one chunk each way per round: in round k every member sends its chunk k to the member k + 1 ahead
-  // and receives from the member k + 1 behind (a shift of the set, as a partner copy is one). All G − 1 transfers
-  // at once stalled the thread transport now and then with chunks of several messages.
+  // and receives from the member k + 1 behind (a shift of the set, as a partner copy is one): one chunk in flight
+  // each way, whatever G.
   let failed: unknown
   for (let k = 0; k < g - 1; k++) {
     const dest = members[sliceHolderOf(me, k, g)]
