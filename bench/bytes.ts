@@ -12,7 +12,7 @@
  * Then (bytes-xor.ts) what redundancy holds per rank, partner against
  * xor:G, and the rebuild of a lost node's files.
  *
- *   npm run bench:bytes -- [--programs jacobi,jacobi-spread,swing,sparse|none] [--variants raw,compressed,incremental] [--repeats 2] [--ranks 2] [--redundancy xor:4|none] [--xor-n 2048]
+ *   npm run bench:bytes -- [--programs jacobi,jacobi-spread,swing,sparse|none] [--variants raw,compressed,incremental,incremental-compressed] [--repeats 2] [--ranks 2] [--redundancy xor:4|none] [--xor-n 2048]
  *
  * A new way of storing checkpoints (redundancy, incremental) is one more
  * entry of VARIANTS; a new program one more entry of PROGRAMS.
@@ -55,9 +55,11 @@ const VARIANTS: Record<string, Partial<FaultToleranceConfig>> = {
   compressed: { compress: true },
   // A full disk checkpoint every 8, deltas of the changed 64 KiB blocks between.
   incremental: { incremental: { every: 8 } },
+  // Both: a compressed full one every 8, deltas of the changed blocks compressed each on its own between.
+  'incremental-compressed': { incremental: { every: 8 }, compress: true },
 }
 
-const USAGE = 'npm run bench:bytes -- [--programs jacobi,jacobi-spread,swing,sparse|none] [--variants raw,compressed,incremental] [--repeats 2] [--ranks 2] [--redundancy xor:4|none] [--xor-n 2048]'
+const USAGE = 'npm run bench:bytes -- [--programs jacobi,jacobi-spread,swing,sparse|none] [--variants raw,compressed,incremental,incremental-compressed] [--repeats 2] [--ranks 2] [--redundancy xor:4|none] [--xor-n 2048]'
 const { values } = benchArgs(USAGE, () =>
   parseArgs({
     options: {

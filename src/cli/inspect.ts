@@ -2,7 +2,7 @@ import { existsSync, readdirSync } from 'node:fs'
 import { readFile } from 'node:fs/promises'
 import { basename, dirname, join, resolve } from 'node:path'
 import { LEVEL_KINDS, type LevelKind, type LevelRoots } from '../checkpoint/coordination/levels.js'
-import { readHeaderOnly } from '../checkpoint/format/rank-file.js'
+import { readHeaderOnly, storedLength, type EntryRecord } from '../checkpoint/format/rank-file.js'
 import type { DeltaRecord } from '../checkpoint/format/delta.js'
 import { deltaShare } from '../checkpoint/store/delta-chain.js'
 import { describeBlocker, elasticBlockers } from '../checkpoint/recovery/elastic/line.js'
@@ -115,6 +115,13 @@ interface Listed {
 /** The kinds of level inspect lists, fastest first (see LEVEL_KINDS): the run's own levels and the copies it can find from a directory. */
 const LISTED_KINDS = LEVEL_KINDS.filter((k) => k.inspectTitle !== undefined)
 
+/** How a heavy entry is stored, when not raw and whole: `, compressed to 1.2 MiB`, `, 3 blocks held compressed to 40 KiB`. */
+function storedOf(e: EntryRecord): string {
+  if (e.stored) return `, compressed to ${formatSize(e.stored.length)}`
+  if (e.blocks?.stored) return `, ${e.blocks.held.length} block${e.blocks.held.length === 1 ? '' : 's'} held compressed to ${formatSize(storedLength(e))}`
+  return ''
+}
+
 /** `delta 2 of #5 (needs #5, #6), 12/256 blocks changed`: a delta checkpoint's chain and share, over its rank files. */
 async function chainOf(dir: string, files: readonly { file: string }[], delta: DeltaRecord): Promise<string> {
   let changed = 0
@@ -187,7 +194,7 @@ async function rowsOf(store: CheckpointStore, verify: boolean, presentOnly = fal
       step: c.marker?.step ?? header?.header.step,
       ranks: c.marker?.size ?? header?.header.size,
       bytes: c.files.reduce((s, f) => s + f.bytes, 0),
-      entries: header ? header.header.entries.map((e) => `${e.name}(${e.kind === 'heavy' ? `${e.dtype} ${formatSize(e.length)}${e.stored ? `, compressed to ${formatSize(e.stored.length)}` : ''}` : 'light'})`) : [],
+      entries: header ? header.header.entries.map((e) => `${e.name}(${e.kind === 'heavy' ? `${e.dtype} ${formatSize(e.length)}${storedOf(e)}` : 'light'})`) : [],
       runId: c.marker?.runId ?? header?.header.runId,
       code: codeOf(c.marker?.code ?? header?.header.code),
       problems: [...(c.problem ? [c.problem] : []), ...(report?.problems ?? []).map((p) => `${p.file}: ${p.reason}`)],

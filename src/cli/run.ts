@@ -39,7 +39,7 @@ export const RUN_OPTIONS = {
   memoryDir: option.string(undefined, 'directory in RAM for the memory level (default: /dev/shm/molotof-<hash of the checkpoint directory>); one already holding other files is left alone: the level uses its sub-directory molotof-memory'),
   asyncCheckpoints: option.boolean(false, 'write disk checkpoints through a memory copy flushed in the background (the same as --memory-checkpoint off)'),
   compress: option.boolean(false, 'compress disk checkpoints as they are flushed from the memory level, in the background (needs --memory-checkpoint or --async-checkpoints; their partner and shared copies are copies of those files); a payload registered with { compress: false } stays raw'),
-  incremental: option.boolean(false, 'incremental disk checkpoints: a disk checkpoint flushed from the memory level stores only the 64 KiB blocks changed since the previous one (needs --memory-checkpoint or --async-checkpoints and a disk policy; not with --compress)'),
+  incremental: option.boolean(false, 'incremental disk checkpoints: a disk checkpoint flushed from the memory level stores only the 64 KiB blocks changed since the previous one (needs --memory-checkpoint or --async-checkpoints and a disk policy; with --compress their blocks are compressed)'),
   fullEvery: option.int(undefined, 'with --incremental: a full disk checkpoint every K (default 8; also when more than half of the bytes changed)', { min: 1 }),
   resume: option.boolean(false, 'resume from the newest checkpoint valid on every rank, found on any level or copy (refused, exit 2, when there is none)'),
   resumeOrStart: option.boolean(false, 'resume when there is a checkpoint of the run to resume, else start afresh (saying which it did)'),
@@ -214,13 +214,6 @@ function readRunSetup(f: RunValues, program: string): RunSetup {
   checkSpareNodes(f.spareNodes, launcherNodes)
   Object.assign(checkpoint, copyLevels(f, (launcherNodes ?? 1) - f.spareNodes, program))
   checkSpareCopies(f.spareNodes, checkpoint)
-  if (checkpoint.incremental && (checkpoint.partner || checkpoint.shared)) {
-    // A copy level gets one file per checkpoint (the shared level not even every one): a delta there lacks its chain.
-    throw new ConfigError(
-      `--incremental stores disk checkpoints as deltas that need their chain, and ${checkpoint.shared ? '--shared-checkpoint copies some checkpoints to the shared level' : 'partner copies (on by default with two nodes or more) send one file per checkpoint'}: ` +
-        `give ${checkpoint.shared ? 'no --shared-checkpoint' : '--partner-copies off'}, or leave out --incremental`,
-    )
-  }
   // A resume reads the shared level whenever --shared-dir names it, also without --shared-checkpoint this time.
   if (checkpoint.resume && checkpoint.shared === undefined && f.sharedDir !== undefined && f.sharedDir.trim() !== '') {
     checkpoint.resumeSharedDir = join(resolve(f.sharedDir), basename(program).replace(/\.[^.]+$/, ''))
@@ -446,7 +439,6 @@ function faultTolerance(program: string, f: RunValues): FaultToleranceConfig {
   if (f.incremental) {
     // Deltas are made by the background flush from the memory copy (its block digests off the stall), on the disk level only.
     if (!ft.memory) throw new ConfigError('--incremental stores disk checkpoints flushed from the memory level as deltas: add --async-checkpoints (or --memory-checkpoint)')
-    if (f.compress) throw new ConfigError('--incremental and --compress do not combine (a delta is not compressed): give one or the other')
     if ('kind' in ft.policy && ft.policy.kind === 'off') throw new ConfigError('--incremental stores disk checkpoints as deltas, and --checkpoint off writes none: give a disk policy (e.g. --checkpoint every:50)')
     ft.incremental = { every: f.fullEvery ?? DEFAULT_FULL_EVERY }
   }

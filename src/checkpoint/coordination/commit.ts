@@ -151,11 +151,8 @@ export class CheckpointCommitter {
     this.memory = this.own.find((w) => w.level.name === 'memory')
     this.memoryKept = this.memory ? this.memory.level.listed.map((s) => s.seq) : []
     this.flushIo = cfg.compress === true || cfg.incremental ? new CheckpointIoThread() : undefined
-    // Deltas are made by the background flush from the memory copy: the disk level only, never with compression.
-    if (cfg.incremental && (!this.memory || cfg.compress || cfg.partner || cfg.shared)) {
-      const why = cfg.compress ? 'are not compressed: use one of incremental and compress' : !this.memory ? 'need a memory level (memory or async): the background flush makes the deltas' : 'need their chain, which partner and shared copies (one file per checkpoint) do not keep: leave out partner and shared'
-      throw new ConfigError(`incremental checkpoints ${why}`)
-    }
+    // Deltas are made by the background flush from the memory copy.
+    if (cfg.incremental && !this.memory) throw new ConfigError('incremental checkpoints need a memory level (memory or async): the background flush makes the deltas')
     // A delta is rebuilt only with its base, whose slices the XOR level prunes without knowing the chain.
     if (cfg.incremental && cfg.xor) throw new ConfigError(`incremental checkpoints need their chain, which XOR parity (one slice per checkpoint, pruned alone) does not keep: leave out --redundancy xor:${cfg.xor.setSize}`)
     this.chain = cfg.incremental ? new DeltaChain(cfg.incremental.every) : undefined

@@ -28,6 +28,8 @@ interface PendingCopies {
   marker: CommitMarker
   started: number
   shared: boolean
+  /** Shared level: the markers of the earlier files of a delta's chain this rank copied along (see CheckpointStore.copyWithChain). */
+  carried: CommitMarker[]
   /** This rank's part: resolves to a failure message, or undefined. Never rejects. */
   work: Promise<string | undefined>
   done: boolean
@@ -156,6 +158,7 @@ export class CheckpointCopies {
     const { seq } = marker
     const jobs: Promise<unknown>[] = []
     const slice: { bytes?: number } = {}
+    const carried: CommitMarker[] = []
     for (const t of this.targets) {
       if (!due(t, sharedTo)) continue
       const { feed, store } = t
@@ -174,9 +177,9 @@ export class CheckpointCopies {
             .then((parts) => store.writeRankFile(seq, rank, parts))
             .then((w) => (slice.bytes = w.bytes)),
         )
-      } else jobs.push(store.flushRankFile(seq, rank, this.disk, marker.ranks[rank].headerChecksum))
+      } else jobs.push(store.copyWithChain(seq, rank, this.disk, marker.ranks[rank].headerChecksum).then((m) => void carried.push(...m)))
     }
-    const pending: PendingCopies = { marker, started, shared: sharedTo, done: false, work: this.background.track(settleAll(jobs).then((why) => ((pending.sliceBytes = slice.bytes), why))) }
+    const pending: PendingCopies = { marker, started, shared: sharedTo, carried, done: false, work: this.background.track(settleAll(jobs).then((why) => ((pending.sliceBytes = slice.bytes), why))) }
     void pending.work.then(() => (pending.done = true))
     this.pending = pending
   }
@@ -215,6 +218,8 @@ export class CheckpointCopies {
   private async commitAll(p: PendingCopies): Promise<string | undefined> {
     const { marker } = p
     try {
+      // The earlier files of a delta's chain carried to the shared level: committed by each rank that carried them, first.
+      for (const t of this.targets) if (due(t, p.shared) && t.feed.kind === 'shared') for (const m of p.carried) await t.store.commit(m.seq, m)
       for (const t of this.targets) if (due(t, p.shared) && t.writesMarker) await this.commitIn(t.store, marker)
     } catch (e) {
       return `the copies of checkpoint ${marker.seq} could not be committed (the previous copies are intact): ${(e as Error).message}`
