@@ -16,6 +16,7 @@ import type { LogKind } from '../runtime/protocol.js'
 import type { ClusterLeader, NodeLoss } from '../runtime/cluster/cluster.js'
 import { option, type OptionSpecs, type OptionValues } from '../skeletons/options.js'
 import { HELP_OPTION, parseProgramCommand } from './args.js'
+import { checkRedundancy } from '../checkpoint/redundancy/sets.js'
 import { CLUSTER_OPTIONS, checkClusterFlags, checkSpareCopies, checkSpareNodes, copyLevels, joinCluster, type ClusterRole } from './cluster-run.js'
 import { EXIT, exitCodeOf } from './exit-codes.js'
 import { formatHelp, RUN_EXIT_CODES, STARTER_EXAMPLES_FROM } from './help.js'
@@ -214,6 +215,7 @@ function readRunSetup(f: RunValues, program: string): RunSetup {
   checkSpareNodes(f.spareNodes, launcherNodes)
   Object.assign(checkpoint, copyLevels(f, (launcherNodes ?? 1) - f.spareNodes, program))
   checkSpareCopies(f.spareNodes, checkpoint)
+  if (checkpoint.xor) checkRedundancy(checkpoint.xor.setSize * checkpoint.xor.ranksPerNode, checkpoint)
   // A resume reads the shared level whenever --shared-dir names it, also without --shared-checkpoint this time.
   if (checkpoint.resume && checkpoint.shared === undefined && f.sharedDir !== undefined && f.sharedDir.trim() !== '') {
     checkpoint.resumeSharedDir = join(resolve(f.sharedDir), basename(program).replace(/\.[^.]+$/, ''))

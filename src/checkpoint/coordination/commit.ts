@@ -153,8 +153,6 @@ export class CheckpointCommitter {
     this.flushIo = cfg.compress === true || cfg.incremental ? new CheckpointIoThread() : undefined
     // Deltas are made by the background flush from the memory copy.
     if (cfg.incremental && !this.memory) throw new ConfigError('incremental checkpoints need a memory level (memory or async): the background flush makes the deltas')
-    // A delta is rebuilt only with its base, whose slices the XOR level prunes without knowing the chain.
-    if (cfg.incremental && cfg.xor) throw new ConfigError(`incremental checkpoints need their chain, which XOR parity (one slice per checkpoint, pruned alone) does not keep: leave out --redundancy xor:${cfg.xor.setSize}`)
     this.chain = cfg.incremental ? new DeltaChain(cfg.incremental.every) : undefined
   }
 

@@ -244,8 +244,12 @@ describe('XOR redundancy (--redundancy xor:G)', () => {
     expect(started).toBe(false)
   })
 
-  it('incremental checkpoints with XOR parity are refused, naming the flag (a delta needs its base, whose slices are pruned alone)', async () => {
+  it('incremental checkpoints with XOR parity are refused before any rank starts, naming both flags (a delta needs its base, whose slices are pruned alone)', async () => {
+    let started = false
     const checkpoint = { ...xorRun('incr', 3, 3), async: true, incremental: { every: 4 } }
-    await expect(launch(JACOBI, { ranks: 3, argv, ...quiet, checkpoint })).rejects.toThrow(/incremental checkpoints need their chain, which XOR parity .* leave out --redundancy xor:3/)
+    const run = launch(JACOBI, { ranks: 3, argv, ...quiet, onGroup: () => (started = true), checkpoint })
+    await expect(run).rejects.toThrow(ConfigError)
+    await expect(run).rejects.toThrow(/--incremental with --redundancy xor:3: a delta needs its chain/)
+    expect(started).toBe(false)
   })
 })
