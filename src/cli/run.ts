@@ -17,6 +17,7 @@ import type { ClusterLeader, NodeLoss, StandDown } from '../runtime/cluster/clus
 import type { Takeover } from '../runtime/launch/supervisor.js'
 import { option, type OptionSpecs, type OptionValues } from '../skeletons/options.js'
 import { HELP_OPTION, parseProgramCommand } from './args.js'
+import { checkRedundancy } from '../checkpoint/redundancy/sets.js'
 import { CLUSTER_OPTIONS, checkClusterFlags, checkSpareCopies, checkSpareNodes, copyLevels, joinCluster, type ClusterRole } from './cluster-run.js'
 import { EXIT, exitCodeOf } from './exit-codes.js'
 import { formatHelp, RUN_EXIT_CODES, STARTER_EXAMPLES_FROM } from './help.js'
@@ -220,6 +221,7 @@ function readRunSetup(f: RunValues, program: string): RunSetup {
   checkSpareNodes(f.spareNodes, launcherNodes)
   Object.assign(checkpoint, copyLevels(f, (launcherNodes ?? 1) - f.spareNodes, program))
   checkSpareCopies(f.spareNodes, checkpoint)
+  if (checkpoint.xor) checkRedundancy(checkpoint.xor.setSize * checkpoint.xor.ranksPerNode, checkpoint)
   // A resume reads the shared level whenever --shared-dir names it, also without --shared-checkpoint this time.
   if (checkpoint.resume && checkpoint.shared === undefined && f.sharedDir !== undefined && f.sharedDir.trim() !== '') {
     checkpoint.resumeSharedDir = join(resolve(f.sharedDir), basename(program).replace(/\.[^.]+$/, ''))
@@ -276,7 +278,7 @@ function runOutput(level: LogLevel, view: ProgressView, out: (s: string) => void
     },
     onCheckpoint: (e) => {
       if (!everything) return
-      const background = e.level === 'partner' || e.level === 'shared' ? 'copied' : 'flushed'
+      const background = e.level === 'partner' || e.level === 'shared' || e.level === 'xor' ? 'copied' : 'flushed'
       const how = e.level === 'memory' ? `in ${e.ms.toFixed(1)} ms` : e.stallMs === 0 ? `${background} in the background in ${e.ms.toFixed(0)} ms` : `in ${e.ms.toFixed(0)} ms`
       view.line(`checkpoint ${e.seq} committed to ${e.level}: skeleton ${e.skeleton}, step ${e.step}, ${formatSize(e.totalBytes)} on ${ranks} rank(s) ${how}`)
     },
@@ -409,6 +411,7 @@ function clusterSettings(f: RunValues, programArgv: readonly string[]): Record<s
     'node timeout': f.nodeTimeout,
     'partner copies': f.partnerCopies,
     'spare nodes': f.spareNodes,
+    redundancy: f.redundancy,
     'shared checkpoint': f.sharedCheckpoint,
   }
 }

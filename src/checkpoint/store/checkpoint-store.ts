@@ -129,6 +129,8 @@ const MARKER = 'COMMIT'
 const SPARE_DIR = 'spare'
 /** The sub-directory of partner copies (see partner.ts): a store of the same layout. */
 const PARTNER_DIR = 'partner'
+/** The sub-directory of XOR parity slices (see redundancy/parity-file.ts): a store of the same layout. */
+const XOR_DIR = 'xor'
 
 /** A temporary file of a rank file's or a commit marker's write (see temporaryNameFor). */
 const STORE_TEMPORARY = /^(rank-\d+\.mlf|COMMIT)\.tmp-/
@@ -136,7 +138,7 @@ const STORE_TEMPORARY = /^(rank-\d+\.mlf|COMMIT)\.tmp-/
 /**
  * Whether an entry of a checkpoint directory is one the store writes:
  * checkpoint folders, their rank files, commit markers and temporary files,
- * the spare folder, the partner copies' folder. Cleaning removes these only;
+ * the spare folder, the partner copies' and the XOR slices' folders. Cleaning removes these only;
  * anything else a user put there stays. With `path`, a checkpoint or spare
  * folder counts only when it is provably molotof's (see isMolotofFolder).
  *
@@ -147,7 +149,7 @@ const STORE_TEMPORARY = /^(rank-\d+\.mlf|COMMIT)\.tmp-/
  */
 export function isStoreEntry(name: string, dir: boolean, path?: string): boolean {
   if (!dir) return RANK_FILE.test(name) || name === MARKER || isTemporaryName(name)
-  if (name === PARTNER_DIR) return true
+  if (name === PARTNER_DIR || name === XOR_DIR) return true
   if (!CKPT_DIR.test(name) && name !== SPARE_DIR) return false
   return path === undefined || isMolotofFolder(path, namesOrNone(path))
 }

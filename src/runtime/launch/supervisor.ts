@@ -5,6 +5,7 @@ import { runAttempt, type AttemptOutcome } from './attempt.js'
 import { expandDir, matchingDirectories } from '../cluster-env.js'
 import { compileProgram, type CompiledProgram } from '../compiled-program.js'
 import { partnerDirOf } from '../../checkpoint/store/partner.js'
+import { xorForRanks } from '../../checkpoint/redundancy/sets.js'
 import type { RankGroup, RankGroupSpec, StartRankGroup } from '../group.js'
 import { GROUP_STARTERS, groupSpec, type LaunchOptions, type ResumeListenerOption, type RunResult } from './launcher.js'
 import type { CheckpointEvent, ResumedFigures } from '../../checkpoint/events.js'
@@ -28,7 +29,7 @@ export type SupervisorEvent =
       /** True when the ranks start again only to checkpoint and stop: the stop signal ended one of them as it started. */
       stopping?: boolean
     }
-  | { event: 'checkpoint'; attempt: number; seq: number; skeleton: number; step: number; bytes: number; totalBytes: number; ms: number; level: 'memory' | 'disk' | 'partner' | 'shared'; stallMs: number; votes?: number; voteMs?: number }
+  | { event: 'checkpoint'; attempt: number; seq: number; skeleton: number; step: number; bytes: number; totalBytes: number; ms: number; level: 'memory' | 'disk' | 'partner' | 'shared' | 'xor'; stallMs: number; votes?: number; voteMs?: number }
   | ({ event: 'failure'; attempt: number } & Omit<FailureRecord, 'attempt'>)
   | { event: 'recovery-line'; attempt: number; seq: number; skeleton: number; step: number; negotiateMs: number; level: string }
   | { event: 'replay-done'; attempt: number; replayMs: number }
@@ -407,7 +408,7 @@ export class Supervisor<R = unknown> {
       // Only the user's first resume refuses to start afresh (see FaultToleranceConfig.resumeRequest): a restart
       // before the first checkpoint starts from the beginning.
       checkpoint: {
-        ...this.ft,
+        ...(ranks < this.settings.ranks ? onFewerRanks(this.ft, ranks) : this.ft),
         resume,
         runId: run.dir.runId,
         resumeRequest: this.attempt === 0 ? this.ft.resumeRequest : undefined,
@@ -605,4 +606,11 @@ export class Supervisor<R = unknown> {
   private emit(e: SupervisorEvent): void {
     this.opts.onEvent?.({ ...e, t: performance.now() - this.t0 })
   }
+}
+
+/** The configuration of a run that goes on with `ranks` after a node's loss: XOR sets of the nodes left (the lost node's files are rebuilt from the old sets). */
+function onFewerRanks(cfg: FaultToleranceConfig, ranks: number): FaultToleranceConfig {
+  const { xor, ...rest } = cfg
+  const left = xorForRanks(xor, ranks)
+  return left ? { ...rest, xor: left } : rest
 }
