@@ -4,6 +4,7 @@ import { CommunicationError, ConfigError, type ErrorRecord } from '../../errors.
 import { handshake, peerAddress } from '../transport/auth.js'
 import type { RankExit, RankGroupSpec, RankWhere } from '../group.js'
 import type { LauncherToRank, RankToLauncher } from '../protocol.js'
+import type { RanksOrigin } from '../groups/spares.js'
 
 /** What a node supervisor says about itself when it joins node 0; every field must match node 0's (see `identity`). */
 export interface JoinRequest {
@@ -28,6 +29,8 @@ export type AgentMessage =
   | { t: 'exit'; gen: number; rank: number; how: RankExit; where: RankWhere }
   | { t: 'beats'; gen: number; beats: RemoteBeat[] }
   | { t: 'stopped'; gen: number }
+  /** How this node got the attempt's ranks (kept processes, a spare node's warm ones, new ones): added into the attempt's `ranksFrom`. */
+  | { t: 'origin'; gen: number; origin: RanksOrigin }
   /** A signal reached this node's supervisor (SIGTERM from the batch system): node 0 preempts the run. */
   | { t: 'preempt'; why: string }
 

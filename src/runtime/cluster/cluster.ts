@@ -9,7 +9,7 @@ import type { CompiledProgram } from '../compiled-program.js'
 import { admitConnection, proveToLeader, Wire, type AgentMessage, type JoinRequest, type LeaderMessage, type RemoteBeat } from './cluster-wire.js'
 import type { ClusterSecret } from './secret.js'
 import type { RankGroup, RankGroupEvents, RankGroupSpec, RankWhere, StartRankGroup } from '../group.js'
-import { EndpointTable, startNodeRanks, startWarmHosts, type Listening, type NodeRanks, type NodeRanksOptions, type WarmHosts } from './node-group.js'
+import { addOrigin, EndpointTable, NodeHosts, type Listening, type NodeRanks, type NodeRanksOptions } from './node-group.js'
 import { Membership, ranksText, type MembershipChange } from './membership.js'
 import { warmSizes } from '../rank/warm-memory.js'
 import type { RanksOrigin } from '../groups/spares.js'
@@ -115,8 +115,8 @@ export class ClusterLeader {
   onPreempt: (why: string) => void = () => {}
   /** How the last attempt's ranks were obtained: those of a spare node's first attempt from its warm processes. */
   lastOrigin: RanksOrigin | undefined
-  /** Nodes that have run ranks (a spare node's first start uses its warm processes). */
-  private readonly started = new Set<number>([0])
+  /** Node 0's rank processes, kept across attempts (created with the first attempt: it brings the program). */
+  private ownHosts: NodeHosts | undefined
   /** Told of every node lost during the run, once the membership decided (events, log line). */
   onNodeLost: (loss: NodeLoss) => void = () => {}
 
@@ -155,6 +155,7 @@ export class ClusterLeader {
   async finish(code: number): Promise<void> {
     this.finishing = true
     if (this.pinger) clearInterval(this.pinger)
+    await this.ownHosts?.close()
     for (const a of this.agents) if (!a.lost) a.wire.send({ t: 'finish', code })
     // Give them a moment to read it and hang up; a node that does not is on its own.
     const until = performance.now() + 2000
@@ -296,6 +297,7 @@ export class ClusterLeader {
     if (m.t === 'preempt') return this.onPreempt(`${m.why} on node ${a.node}`)
     if (m.t === 'join') return
     const cur = this.current
+    if (m.t === 'origin' && cur && m.gen === cur.generation) return void addOrigin(this.lastOrigin, m.origin)
     if (!cur || m.gen !== cur.generation) {
       // A straggler of an earlier attempt: never let it touch this one.
       if (m.t !== 'beats' && m.t !== 'stopped') this.opts.log?.(`warning: node 0: dropped a ${m.t} message of attempt ${m.gen} from node ${a.node} (this is attempt ${cur?.generation ?? 'none'})`)
@@ -316,9 +318,11 @@ export class ClusterLeader {
       exit: on.exit,
     }
     const changed = generation === this.changedFor ? this.losses[this.losses.length - 1] : undefined
-    const attempt = new LeaderAttempt(spec, events, generation, this.opts, this.host, working, placement, changed)
+    this.ownHosts ??= new NodeHosts(this.opts.ranksPerNode, { programFile: spec.programFile, tsconfig: spec.tsconfig, compiled: spec.compiled, size: spec.size, heartbeatMs: spec.heartbeatMs, key: this.opts.secret?.key }, false)
+    const attempt = new LeaderAttempt(spec, events, generation, this.opts, this.host, working, placement, changed, this.ownHosts)
     this.current = attempt
-    const origin: RanksOrigin = { kept: 0, spares: 0, spawned: this.opts.ranksPerNode }
+    // Node 0's now; each other node says how it got its ranks (`origin`) when it starts them.
+    this.lastOrigin = { ...this.ownHosts.lastOrigin }
     working.forEach((a, i) => {
       // Deferred: the attempt must have its group before it can end.
       if (a.lost) {
@@ -326,12 +330,7 @@ export class ClusterLeader {
         return
       }
       a.wire.send({ t: 'start', gen: generation, spec, ranks: this.membership.ranksOfSlot(i + 1) })
-      const warm = !this.started.has(a.node) && a.node >= this.membership.nodes - this.membership.spareNodes
-      this.started.add(a.node)
-      if (warm) origin.spares += this.opts.ranksPerNode
-      else origin.spawned += this.opts.ranksPerNode
     })
-    this.lastOrigin = origin
     return attempt.group
   }
 }
@@ -356,7 +355,9 @@ class LeaderAttempt {
     /** Slot → node for this attempt. */
     private readonly placement: readonly number[],
     /** The loss this attempt runs after (a spare took its ranks, or the run shrank): until it has resumed, a refusal ends the run as that loss (exit 76). */
-    private afterLoss?: NodeLoss,
+    private afterLoss: NodeLoss | undefined,
+    /** Node 0's rank processes, kept across attempts. */
+    own: NodeHosts,
   ) {
     const rpn = opts.ranksPerNode
     this.table = new EndpointTable(spec.size, generation)
@@ -364,7 +365,7 @@ class LeaderAttempt {
     for (let r = rpn; r < spec.size; r++) this.remote.set(r, { where: { skeleton: -1, step: -1, phase: 'start' }, lastAt: started })
     // After a loss, a refusal before the restore ended (an array that cannot be re-sliced, no copy of a file) is the loss's: exit 76.
     const events: RankGroupEvents = { message: (m) => this.message(m), exit: on.exit }
-    this.local = startNodeRanks(spec, { ranks: ranksOfNode(0, rpn), node: 0, host, generation, key: opts.secret?.key, onListening: (m) => this.listening(m) }, events)
+    this.local = own.start(spec, { ranks: ranksOfNode(0, rpn), node: 0, host, generation, key: opts.secret?.key, onListening: (m) => this.listening(m) }, events)
     const agentOf = (rank: number): AgentLink | undefined => this.agents[Math.floor(rank / rpn) - 1]
     this.group = {
       size: spec.size,
@@ -593,8 +594,8 @@ class ClusterAgent {
   private wire!: Wire<LeaderMessage, AgentMessage>
   /** A working node's ranks until node 0 says otherwise; a spare node has none until it replaces a lost node. */
   private ranks: number[]
-  /** A spare node's rank processes, started ahead with the program loaded, computing nothing until given ranks. */
-  private warmHosts: WarmHosts | undefined
+  /** This node's rank processes, kept across attempts; a spare node's start ahead with the program loaded and compute nothing until given ranks. */
+  private readonly hosts: NodeHosts
   private local: NodeRanks | undefined
   private generation = -1
   private beats: NodeJS.Timeout | undefined
@@ -613,17 +614,8 @@ class ClusterAgent {
     this.host = unmapped(socket.localAddress) ?? '127.0.0.1'
     const workingNodes = opts.place.nodes - (opts.spareNodes ?? 0)
     this.ranks = this.node < workingNodes ? ranksOfNode(this.node, opts.ranksPerNode) : []
-    this.warmHosts =
-      this.node < workingNodes
-        ? undefined
-        : startWarmHosts(opts.ranksPerNode, {
-            programFile: own.programFile,
-            tsconfig: own.tsconfig,
-            compiled: own.compiled,
-            size: workingNodes * opts.ranksPerNode,
-            heartbeatMs: opts.rankHeartbeatMs ?? opts.beatMs,
-            key: opts.secret?.key,
-          })
+    const hostsOptions = { ...own, size: workingNodes * opts.ranksPerNode, heartbeatMs: opts.rankHeartbeatMs ?? opts.beatMs, key: opts.secret?.key }
+    this.hosts = new NodeHosts(opts.ranksPerNode, hostsOptions, this.node >= workingNodes)
   }
 
   /** Join, then follow node 0 until it says the run's exit code (or this node loses it). */
@@ -671,7 +663,7 @@ class ClusterAgent {
         if (m.gen === generation) void this.stopLocal().then(() => this.wire.send({ t: 'stopped', gen: m.gen }))
         return
       case 'warm':
-        this.warmHosts?.warm(m.sizes)
+        this.hosts.warm(m.sizes)
         return
       case 'ping':
         return
@@ -708,7 +700,7 @@ class ClusterAgent {
     wire.send({ t: 'beats', gen: this.generation, beats: list })
   }
 
-  /** An attempt's ranks on this node: in the warm processes of a spare node given a lost node's ranks, else started now. */
+  /** An attempt's ranks on this node: in its kept processes (a spare node's started ahead), else started now. */
   private startAttempt(gen: number, given: RankGroupSpec, ranks: number[]): void {
     void this.stopLocal()
     this.generation = gen
@@ -720,13 +712,9 @@ class ClusterAgent {
       message: (rm) => wire.send({ t: 'rank', gen, m: rm }),
       exit: (rank, how) => wire.send({ t: 'exit', gen, rank, how, where: nodeRanks.where(rank) }),
     }
-    // The warm processes serve one attempt: every later attempt starts its own.
-    const warm = this.warmHosts
-    this.warmHosts = undefined
-    const taken = warm?.take(spec, where, events)
-    if (!taken) void warm?.close()
-    const nodeRanks: NodeRanks = taken ?? startNodeRanks(spec, where, events)
+    const nodeRanks: NodeRanks = this.hosts.start(spec, where, events)
     this.local = nodeRanks
+    wire.send({ t: 'origin', gen, origin: this.hosts.lastOrigin })
   }
 
   private onClosed(why: string): void {
@@ -747,9 +735,8 @@ class ClusterAgent {
     this.finished = true
     clearTimeout(this.joinTimer)
     if (this.beats) clearInterval(this.beats)
-    const warm = this.warmHosts
-    this.warmHosts = undefined
-    void Promise.all([this.stopLocal(), warm?.close()]).then(() => {
+    // Closed first: the ranks are killed, not told to stop and kept.
+    void Promise.all([this.hosts.close(), this.stopLocal()]).then(() => {
       this.wire.close()
       if (code instanceof Error) this.settle.reject(code)
       else this.settle.resolve(code)
