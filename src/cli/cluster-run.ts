@@ -37,6 +37,7 @@ export interface ClusterFlags {
   heartbeat: number
   insecureCluster: boolean
   spareNodes: number
+  keepSurvivors: boolean
 }
 
 /**
@@ -190,6 +191,7 @@ export async function joinCluster(
     secret,
     spareNodes: flags.spareNodes,
     rankHeartbeatMs: flags.heartbeat,
+    keepSurvivors: flags.keepSurvivors,
   }
   if (place.node === 0) return { kind: 'leader', leader: await ClusterLeader.open(opts), place }
   const tsconfig = findTsconfig(file)

@@ -38,6 +38,8 @@ export interface ClusterOptions {
   spareNodes?: number
   /** Heartbeat period of the rank processes (ms): a spare node's warm processes beat at it (default `beatMs`). */
   rankHeartbeatMs?: number
+  /** A node's rank processes that stop in time run the next attempt (NodeHosts); false: every attempt starts new ones (default true). */
+  keepSurvivors?: boolean
 }
 
 /** A node lost during the run, as node 0 saw it: what the membership decided, and where the run was. */
@@ -318,7 +320,7 @@ export class ClusterLeader {
       exit: on.exit,
     }
     const changed = generation === this.changedFor ? this.losses[this.losses.length - 1] : undefined
-    this.ownHosts ??= new NodeHosts(this.opts.ranksPerNode, { programFile: spec.programFile, tsconfig: spec.tsconfig, compiled: spec.compiled, size: spec.size, heartbeatMs: spec.heartbeatMs, key: this.opts.secret?.key }, false)
+    this.ownHosts ??= new NodeHosts(this.opts.ranksPerNode, { programFile: spec.programFile, tsconfig: spec.tsconfig, compiled: spec.compiled, size: spec.size, heartbeatMs: spec.heartbeatMs, key: this.opts.secret?.key, keep: this.opts.keepSurvivors }, false)
     const attempt = new LeaderAttempt(spec, events, generation, this.opts, this.host, working, placement, changed, this.ownHosts)
     this.current = attempt
     // Node 0's now; each other node says how it got its ranks (`origin`) when it starts them.
@@ -614,7 +616,7 @@ class ClusterAgent {
     this.host = unmapped(socket.localAddress) ?? '127.0.0.1'
     const workingNodes = opts.place.nodes - (opts.spareNodes ?? 0)
     this.ranks = this.node < workingNodes ? ranksOfNode(this.node, opts.ranksPerNode) : []
-    const hostsOptions = { ...own, size: workingNodes * opts.ranksPerNode, heartbeatMs: opts.rankHeartbeatMs ?? opts.beatMs, key: opts.secret?.key }
+    const hostsOptions = { ...own, size: workingNodes * opts.ranksPerNode, heartbeatMs: opts.rankHeartbeatMs ?? opts.beatMs, key: opts.secret?.key, keep: opts.keepSurvivors }
     this.hosts = new NodeHosts(opts.ranksPerNode, hostsOptions, this.node >= workingNodes)
   }
 

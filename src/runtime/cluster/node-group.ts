@@ -107,6 +107,8 @@ export interface NodeHostsOptions {
   heartbeatMs: number
   /** The run's secret, for the handshakes of the ranks they run: in their environment from the start, as every rank's. */
   key: Uint8Array | undefined
+  /** Hosts that stop in time run the next attempt (default true); false (`--no-keep-survivors`): each attempt's are killed after it. */
+  keep?: boolean
   /** A rank told to stop that has not stopped after this long (ms) is killed (default 1000, as with `--spares`). */
   abortTimeoutMs?: number
 }
@@ -244,7 +246,7 @@ export class NodeHosts {
         p.kill()
         await p.exited
       }
-      if (this.closed || h.tainted) return kill()
+      if (this.closed || h.tainted || this.o.keep === false) return kill()
       // A process that stopped beating (hung, stopped) cannot read an abort: kill it at once.
       if (performance.now() - p.heartbeat.lastAt > 3 * this.o.heartbeatMs) return kill()
       if (!h.idle) {
