@@ -157,8 +157,8 @@ export class ClusterLeader {
   async finish(code: number): Promise<void> {
     this.finishing = true
     if (this.pinger) clearInterval(this.pinger)
-    await this.ownHosts?.close()
     for (const a of this.agents) if (!a.lost) a.wire.send({ t: 'finish', code })
+    await this.ownHosts?.close()
     // Give them a moment to read it and hang up; a node that does not is on its own.
     const until = performance.now() + 2000
     while (this.agents.some((a) => !a.wire.isClosed) && performance.now() < until) await sleep(20)
