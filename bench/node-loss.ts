@@ -176,6 +176,8 @@ export interface Measured {
   elasticBytes: number | undefined
   exitCode: number | undefined
   checksum: number | undefined
+  /** Where the new attempt's ranks came from (the `recovered` event's ranksFrom): kept processes, a spare node's warm ones, new ones. */
+  ranksFrom?: { kept: number; spares: number; spawned: number }
 }
 
 function checkpointBytes(events: Event[], seq: number): number | undefined {
@@ -260,6 +262,7 @@ async function once(c: Case, root: string, tag: string): Promise<Measured> {
         elasticBytes: Number.isFinite(elasticBytes) ? elasticBytes : undefined,
         exitCode: statusOf(status).exitCode,
         checksum: checksumIn(run.out()),
+        ranksFrom: recovered.ranksFrom as Measured['ranksFrom'],
       }
     }
 
@@ -360,7 +363,7 @@ try {
     for (const c of cases) {
       const m = await once(c, root, `${c.name}-${rep}`)
       rows.get(c)!.push(m)
-      process.stderr.write(`${c.label}, repeat ${rep + 1}: ${m.totalMs.toFixed(0)} ms (detection ${m.detectionMs.toFixed(0)}), exit ${m.exitCode}\n`)
+      process.stderr.write(`${c.label}, repeat ${rep + 1}: ${m.totalMs.toFixed(0)} ms (detection ${m.detectionMs.toFixed(0)}, decision ${m.decisionMs.toFixed(0)}${m.ranksFrom ? `; ranks kept ${m.ranksFrom.kept}, from a spare ${m.ranksFrom.spares}, new ${m.ranksFrom.spawned}` : ''}), exit ${m.exitCode}\n`)
     }
   }
 } finally {

@@ -40,6 +40,7 @@ export interface ClusterFlags {
   heartbeat: number
   insecureCluster: boolean
   spareNodes: number
+  keepSurvivors: boolean
 }
 
 /**
@@ -213,6 +214,7 @@ export async function joinCluster(
     secret,
     spareNodes: flags.spareNodes,
     rankHeartbeatMs: flags.heartbeat,
+    keepSurvivors: flags.keepSurvivors,
   }
   if (place.node === 0) return { kind: 'leader', leader: await ClusterLeader.open(opts), place }
   const tsconfig = findTsconfig(file)

@@ -49,7 +49,7 @@ export const RUN_OPTIONS = {
   allowCodeChange: option.boolean(false, "with --resume: resume even though the program's code changed since the checkpoint (a warning instead of a refusal)"),
   restarts: option.int(RUN_DEFAULTS.restarts, 'automatic restarts after failures (the restart budget)', { min: 0 }),
   spares: option.int(RUN_DEFAULTS.spares, "warm spares: rank processes (threads) started ahead with the program loaded; a failed rank is replaced by one (an idle spare process holds a rank's large buffers, touched ahead)", { min: 0 }),
-  keepSurvivors: option.boolean(RUN_DEFAULTS.keepSurvivors, 'with --spares: survivors of a failure run the program again in their own process (--no-keep-survivors: replaced by spares too)'),
+  keepSurvivors: option.boolean(RUN_DEFAULTS.keepSurvivors, 'with --spares, and on every node of a cluster run: survivors of a failure run the program again in their own process (--no-keep-survivors: replaced by spares or new processes too)'),
   heartbeat: option.int(RUN_DEFAULTS.heartbeatMs, 'heartbeat period of rank processes, ms', { min: MIN_HEARTBEAT_MS }),
   hangTimeout: option.int(undefined, `a rank process silent this long (ms) is hung (default: max(${RUN_DEFAULTS.hangTimeoutFloorMs}, ${RUN_DEFAULTS.hangTimeoutBeats} × heartbeat))`, { min: 1 }),
   inject: option.string(undefined, 'inject failures: rank=R,step=S[,phase=calculate|route|checkpoint] or random[:seed][,count=K]; several separated by ;'),

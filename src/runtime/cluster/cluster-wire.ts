@@ -4,6 +4,7 @@ import { CommunicationError, ConfigError, type ErrorRecord } from '../../errors.
 import { handshake, peerAddress } from '../transport/auth.js'
 import type { RankExit, RankGroupSpec, RankWhere } from '../group.js'
 import type { LauncherToRank, RankToLauncher } from '../protocol.js'
+import type { RanksOrigin } from '../groups/spares.js'
 import type { HostPort } from '../cluster-env.js'
 import type { Injection } from '../inject.js'
 import type { MembershipView } from './membership.js'
@@ -66,6 +67,8 @@ export type AgentMessage =
   | { t: 'exit'; gen: number; rank: number; how: RankExit; where: RankWhere }
   | { t: 'beats'; gen: number; beats: RemoteBeat[] }
   | { t: 'stopped'; gen: number }
+  /** How this node got the attempt's ranks (kept processes, a spare node's warm ones, new ones): added into the attempt's `ranksFrom`. */
+  | { t: 'origin'; gen: number; origin: RanksOrigin }
   /** A signal reached this node's supervisor (SIGTERM from the batch system): node 0 preempts the run. */
   | { t: 'preempt'; why: string }
   /** This node holds the view of `epoch` (the coordinator settles a membership once every live member has it). */

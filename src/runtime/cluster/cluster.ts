@@ -9,7 +9,7 @@ import type { CompiledProgram } from '../compiled-program.js'
 import { admitConnection, proveToLeader, Wire, type AgentMessage, type ClusterView, type CoordinatorState, type JoinRequest, type LeaderMessage, type RemoteBeat } from './cluster-wire.js'
 import type { ClusterSecret } from './secret.js'
 import type { RankGroup, RankGroupEvents, RankGroupSpec, RankWhere, StartRankGroup } from '../group.js'
-import { EndpointTable, startNodeRanks, startWarmHosts, type Listening, type NodeRanks, type NodeRanksOptions, type WarmHosts } from './node-group.js'
+import { addOrigin, EndpointTable, NodeHosts, type Listening, type NodeRanks, type NodeRanksOptions } from './node-group.js'
 import { decideSide, Membership, membersOf, ranksText, type MembershipChange } from './membership.js'
 import { warmSizes } from '../rank/warm-memory.js'
 import type { RanksOrigin } from '../groups/spares.js'
@@ -38,6 +38,8 @@ export interface ClusterOptions {
   spareNodes?: number
   /** Heartbeat period of the rank processes (ms): a spare node's warm processes beat at it (default `beatMs`). */
   rankHeartbeatMs?: number
+  /** A node's rank processes that stop in time run the next attempt (NodeHosts); false: every attempt starts new ones (default true). */
+  keepSurvivors?: boolean
 }
 
 /** A node lost during the run, as node 0 saw it: what the membership decided, and where the run was. */
@@ -163,8 +165,8 @@ export class ClusterLeader {
   onPreempt: (why: string) => void = () => {}
   /** How the last attempt's ranks were obtained: those of a spare node's first attempt from its warm processes. */
   lastOrigin: RanksOrigin | undefined
-  /** Nodes that have run ranks (a spare node's first start uses its warm processes). */
-  private readonly started: Set<number>
+  /** This node's rank processes, kept across attempts: created with the first attempt (it brings the program), or a successor's own (see succeed). */
+  private ownHosts: NodeHosts | undefined
   /** Told of every node lost during the run, once the membership decided (events, log line). */
   onNodeLost: (loss: NodeLoss) => void = () => {}
 
@@ -172,13 +174,14 @@ export class ClusterLeader {
     private readonly opts: ClusterOptions,
     private readonly server: Server | undefined,
     from?: ClusterView,
+    ownHosts?: NodeHosts,
   ) {
     this.self = opts.place.node
     this.membership = new Membership(opts.place.nodes, opts.spareNodes ?? 0, opts.ranksPerNode, from?.membership)
     this.settled = from ? [...from.settled] : Array.from({ length: opts.place.nodes }, (_, i) => i)
     this.generation = from?.generation ?? 0
     this.earlierLosses = from?.run.losses ?? 0
-    this.started = new Set([this.self, ...(from?.membership.slots ?? [])])
+    this.ownHosts = ownHosts
   }
 
   /** The run's ranks: working nodes × ranks per node (spare nodes carry none until they replace one). */
@@ -218,13 +221,16 @@ export class ClusterLeader {
    * (exit 76). Otherwise the lost coordinator and every member that did not
    * join are lost as any node is (a spare node takes their ranks, or the run
    * shrinks), and the run's supervisor goes on here (Supervisor `takeover`).
+   * This node's rank processes (`hosts`, kept from the attempts it ran as a
+   * member) run its ranks as the coordinator's own; the leader closes them
+   * when it finishes or stops.
    *
    * ```ts
-   * const leader = await ClusterLeader.succeed(opts, standby, host, view, 0, 'the connection closed')
+   * const leader = await ClusterLeader.succeed(opts, standby, host, view, 0, 'the connection closed', hosts)
    * ```
    */
-  static async succeed(opts: ClusterOptions, standby: StandbyListener, host: string, view: ClusterView, lost: number, why: string): Promise<ClusterLeader> {
-    const leader = new ClusterLeader(opts, standby.server, view)
+  static async succeed(opts: ClusterOptions, standby: StandbyListener, host: string, view: ClusterView, lost: number, why: string, hosts: NodeHosts): Promise<ClusterLeader> {
+    const leader = new ClusterLeader(opts, standby.server, view, hosts)
     leader.host = host
     const self = opts.place.node
     const expected = membersOf(view.membership).filter((n) => n !== self && n !== lost)
@@ -235,7 +241,7 @@ export class ClusterLeader {
       const e = new NodeLostError(lost, minorityText(self, `node ${lost} was lost (${why})`, view.settled, live))
       for (const a of leader.agents) a.wire.send({ t: 'stand-down', why: e.message })
       // A moment for the stand-down to leave before the connections close.
-      await sleep(100)
+      await Promise.all([sleep(100), hosts.close()])
       leader.closeAll()
       throw e
     }
@@ -269,6 +275,7 @@ export class ClusterLeader {
     if (this.pinger) clearInterval(this.pinger)
     const minority = this.minority
     for (const a of this.agents) if (!a.lost) a.wire.send(minority === undefined ? { t: 'finish', code } : { t: 'stand-down', why: minority })
+    await this.ownHosts?.close()
     // Give them a moment to read it and hang up; a node that does not is on its own.
     const until = performance.now() + 2000
     while (this.agents.some((a) => !a.wire.isClosed) && performance.now() < until) await sleep(20)
@@ -445,9 +452,10 @@ export class ClusterLeader {
       return this.settle()
     }
     const cur = this.current
+    if (m.t === 'origin' && cur && m.gen === cur.generation) return void addOrigin(this.lastOrigin, m.origin)
     if (!cur || m.gen !== cur.generation) {
       // A straggler of an earlier attempt: never let it touch this one.
-      if (m.t !== 'beats' && m.t !== 'stopped') this.opts.log?.(`warning: node 0: dropped a ${m.t} message of attempt ${m.gen} from node ${a.node} (this is attempt ${cur?.generation ?? 'none'})`)
+      if (m.t !== 'beats' && m.t !== 'stopped') this.opts.log?.(`warning: node ${this.self}: dropped a ${m.t} message of attempt ${m.gen} from node ${a.node} (this is attempt ${cur?.generation ?? 'none'})`)
       return
     }
     cur.fromAgent(a.node, m)
@@ -494,13 +502,15 @@ export class ClusterLeader {
       exit: on.exit,
     }
     const changed = generation === this.changedFor ? this.losses[this.losses.length - 1] : undefined
-    const attempt = new LeaderAttempt(spec, events, generation, this.opts, this.host, this.self, working, placement, changed)
+    this.ownHosts ??= new NodeHosts(this.opts.ranksPerNode, { programFile: spec.programFile, tsconfig: spec.tsconfig, compiled: spec.compiled, size: spec.size, heartbeatMs: spec.heartbeatMs, key: this.opts.secret?.key, keep: this.opts.keepSurvivors }, false)
+    const attempt = new LeaderAttempt(spec, events, generation, this.opts, this.host, this.self, working, placement, changed, this.ownHosts)
     this.current = attempt
+    // This node's now; each other node says how it got its ranks (`origin`) when it starts them.
+    this.lastOrigin = { ...this.ownHosts.lastOrigin }
     this.sendViews()
     const minority = this.minority
     // Deferred: the attempt must have its group before it can end.
     if (minority !== undefined) setImmediate(() => attempt.stopAsMinority(this.self, minority))
-    const origin: RanksOrigin = { kept: 0, spares: 0, spawned: this.opts.ranksPerNode }
     working.forEach((a, slot) => {
       if (!a) return
       // Deferred: the attempt must have its group before it can end.
@@ -509,12 +519,7 @@ export class ClusterLeader {
         return
       }
       a.wire.send({ t: 'start', gen: generation, spec, ranks: this.membership.ranksOfSlot(slot) })
-      const warm = !this.started.has(a.node) && a.node >= this.membership.nodes - this.membership.spareNodes
-      this.started.add(a.node)
-      if (warm) origin.spares += this.opts.ranksPerNode
-      else origin.spawned += this.opts.ranksPerNode
     })
-    this.lastOrigin = origin
     return attempt.group
   }
 }
@@ -544,7 +549,9 @@ class LeaderAttempt {
     /** Slot → node for this attempt. */
     private readonly placement: readonly number[],
     /** The loss this attempt runs after (a spare took its ranks, or the run shrank): until it has resumed, a refusal ends the run as that loss (exit 76). */
-    private afterLoss?: NodeLoss,
+    private afterLoss: NodeLoss | undefined,
+    /** The coordinator's rank processes, kept across attempts. */
+    own: NodeHosts,
   ) {
     const rpn = opts.ranksPerNode
     this.agents = bySlot.filter((a): a is AgentLink => a !== undefined)
@@ -555,27 +562,27 @@ class LeaderAttempt {
     for (let r = 0; r < spec.size; r++) if (r < ownFirst || r >= ownFirst + rpn) this.remote.set(r, { where: { skeleton: -1, step: -1, phase: 'start' }, lastAt: started })
     // After a loss, a refusal before the restore ended (an array that cannot be re-sliced, no copy of a file) is the loss's: exit 76.
     const events: RankGroupEvents = { message: (m) => this.message(m), exit: on.exit }
-    this.local = startNodeRanks(spec, { ranks: ranksOfNode(ownFirst / rpn, rpn), node: self, host, generation, key: opts.secret?.key, onListening: (m) => this.listening(m) }, events)
-    const own = (rank: number): boolean => rank >= ownFirst && rank < ownFirst + rpn
+    this.local = own.start(spec, { ranks: ranksOfNode(ownFirst / rpn, rpn), node: self, host, generation, key: opts.secret?.key, onListening: (m) => this.listening(m) }, events)
+    const isOwn = (rank: number): boolean => rank >= ownFirst && rank < ownFirst + rpn
     const agentOf = (rank: number): AgentLink | undefined => bySlot[Math.floor(rank / rpn)]
     this.group = {
       size: spec.size,
       transport: 'tcp',
-      where: (rank) => (own(rank) ? this.local.where(rank) : this.remote.get(rank)!.where),
+      where: (rank) => (isOwn(rank) ? this.local.where(rank) : this.remote.get(rank)!.where),
       lastHeartbeat: (rank) => {
-        if (own(rank)) return this.local.lastHeartbeat(rank)
+        if (isOwn(rank)) return this.local.lastHeartbeat(rank)
         // While a node is silent its ranks' beats are unknown: the node timeout judges it, not the hang timeout.
         const a = agentOf(rank)
         if (!a || a.lost || performance.now() - a.wire.lastHeard > 2 * opts.beatMs + 100) return undefined
         return this.remote.get(rank)!.lastAt
       },
-      pid: (rank) => (own(rank) ? this.local.pid(rank) : undefined),
+      pid: (rank) => (isOwn(rank) ? this.local.pid(rank) : undefined),
       send: (rank, m) => {
-        if (own(rank)) this.local.send(rank, m)
+        if (isOwn(rank)) this.local.send(rank, m)
         else agentOf(rank)?.wire.send({ t: 'to-rank', gen: generation, rank, m })
       },
       kill: (rank, signal = 'SIGKILL') => {
-        if (own(rank)) this.local.kill(rank, signal)
+        if (isOwn(rank)) this.local.kill(rank, signal)
         else agentOf(rank)?.wire.send({ t: 'kill', gen: generation, rank, signal })
       },
       terminate: () => this.terminate(),
@@ -911,14 +918,16 @@ class ClusterAgent {
   private coordinator = 0
   /** A working node's ranks until the coordinator says otherwise; a spare node has none until it replaces a lost node. */
   private ranks: number[]
-  /** A spare node's rank processes, started ahead with the program loaded, computing nothing until given ranks. */
-  private warmHosts: WarmHosts | undefined
+  /** This node's rank processes, kept across attempts; a spare node's start ahead with the program loaded and compute nothing until given ranks. */
+  private readonly hosts: NodeHosts
   private local: NodeRanks | undefined
   private generation = -1
   private beats: NodeJS.Timeout | undefined
   private joinTimer: NodeJS.Timeout | undefined
   private welcomed = false
   private finished = false
+  /** This node became the coordinator: its rank processes are the leader's now (see handOver). */
+  private handedOver = false
   /** Why the coordinator counts as lost when this node stopped hearing it (set before the connection is closed). */
   private silence: string | undefined
   /** The last view the coordinator sent: what a successor goes on from. */
@@ -937,17 +946,8 @@ class ClusterAgent {
     this.host = standby.at.host
     const workingNodes = opts.place.nodes - (opts.spareNodes ?? 0)
     this.ranks = this.node < workingNodes ? ranksOfNode(this.node, opts.ranksPerNode) : []
-    this.warmHosts =
-      this.node < workingNodes
-        ? undefined
-        : startWarmHosts(opts.ranksPerNode, {
-            programFile: own.programFile,
-            tsconfig: own.tsconfig,
-            compiled: own.compiled,
-            size: workingNodes * opts.ranksPerNode,
-            heartbeatMs: opts.rankHeartbeatMs ?? opts.beatMs,
-            key: opts.secret?.key,
-          })
+    const hostsOptions = { ...own, size: workingNodes * opts.ranksPerNode, heartbeatMs: opts.rankHeartbeatMs ?? opts.beatMs, key: opts.secret?.key, keep: opts.keepSurvivors }
+    this.hosts = new NodeHosts(opts.ranksPerNode, hostsOptions, this.node >= workingNodes)
     process.on('SIGTERM', this.forward)
     process.on('SIGINT', this.forward)
   }
@@ -992,7 +992,7 @@ class ClusterAgent {
     for (const c of members) {
       if (c === lost.coordinator) continue
       if (c === node) {
-        const leader = await ClusterLeader.succeed(this.opts, this.standby, this.host, view, lost.coordinator, lost.why).catch((e: unknown) => {
+        const leader = await ClusterLeader.succeed(this.opts, this.standby, this.host, view, lost.coordinator, lost.why, this.hosts).catch((e: unknown) => {
           // A minority stops without speaking for the run; a majority that cannot go on reports its 76.
           if (e instanceof NodeLostError && / not a majority /.test(e.message)) this.onDropped('minority')
           throw e
@@ -1040,7 +1040,7 @@ class ClusterAgent {
         if (m.gen === generation) void this.stopLocal().then(() => this.wire.send({ t: 'stopped', gen: m.gen }))
         return
       case 'warm':
-        this.warmHosts?.warm(m.sizes)
+        this.hosts.warm(m.sizes)
         return
       case 'ping':
         return
@@ -1081,7 +1081,7 @@ class ClusterAgent {
     wire.send({ t: 'beats', gen: this.generation, beats: list })
   }
 
-  /** An attempt's ranks on this node: in the warm processes of a spare node given a lost node's ranks, else started now. */
+  /** An attempt's ranks on this node: in its kept processes (a spare node's started ahead), else started now. */
   private startAttempt(gen: number, given: RankGroupSpec, ranks: number[]): void {
     void this.stopLocal()
     this.generation = gen
@@ -1093,20 +1093,16 @@ class ClusterAgent {
       message: (rm) => wire.send({ t: 'rank', gen, m: rm }),
       exit: (rank, how) => wire.send({ t: 'exit', gen, rank, how, where: nodeRanks.where(rank) }),
     }
-    // The warm processes serve one attempt: every later attempt starts its own.
-    const warm = this.warmHosts
-    this.warmHosts = undefined
-    const taken = warm?.take(spec, where, events)
-    if (!taken) void warm?.close()
-    const nodeRanks: NodeRanks = taken ?? startNodeRanks(spec, where, events)
+    const nodeRanks: NodeRanks = this.hosts.start(spec, where, events)
     this.local = nodeRanks
+    wire.send({ t: 'origin', gen, origin: this.hosts.lastOrigin })
   }
 
   private onClosed(why: string): void {
     if (this.finished) return
     clearTimeout(this.joinTimer)
     if (!this.welcomed) return this.settle.resolve({ kind: 'unadmitted', why })
-    // The coordinator is lost: this node's ranks (their attempt cannot go on) stop; a spare node keeps its warm processes.
+    // The coordinator is lost: this node's ranks (their attempt cannot go on) stop, in processes kept for the next coordinator's attempts (or its own, see handOver).
     if (this.beats) clearInterval(this.beats)
     this.beats = undefined
     const at = performance.now()
@@ -1119,29 +1115,27 @@ class ClusterAgent {
     if (l) await l.terminate()
   }
 
-  /** This node coordinates from now on: its own ranks start with the leader's attempts, its warm processes are not needed. */
+  /** This node coordinates from now on: the leader runs its ranks in this node's rank processes (given to succeed) and closes them. */
   private handOver(): void {
     this.finished = true
-    const warm = this.warmHosts
-    this.warmHosts = undefined
-    void warm?.close()
+    this.handedOver = true
   }
 
-  /** The signal handlers removed (the CLI's own take over). */
+  /** The signal handlers removed (the CLI's own take over); the rank processes killed unless the leader took them over. */
   close(): void {
     process.off('SIGTERM', this.forward)
     process.off('SIGINT', this.forward)
+    if (!this.handedOver) void this.hosts.close()
   }
 
-  /** The end, once: this node's ranks and warm processes stopped, the connection closed, then the code (or why not). */
+  /** The end, once: this node's rank processes killed, the connection closed, then the code (or why not). */
   private end(code: number | Error): void {
     if (this.finished) return
     this.finished = true
     clearTimeout(this.joinTimer)
     if (this.beats) clearInterval(this.beats)
-    const warm = this.warmHosts
-    this.warmHosts = undefined
-    void Promise.all([this.stopLocal(), warm?.close()]).then(() => {
+    // Closed first: the ranks are killed, not told to stop and kept.
+    void Promise.all([this.hosts.close(), this.stopLocal()]).then(() => {
       this.wire.close()
       if (code instanceof Error) this.settle.reject(code)
       else this.settle.resolve({ kind: 'finished', code })

@@ -60,6 +60,12 @@ function childrenOf(pid: number, word: string): number[] {
   return found
 }
 
+/** The rank processes of node `node` (its supervisor's children running a boot file), in pid order. */
+function rankProcessesOf(node: number, marker: string): number[] {
+  const [supervisor] = processesOfNode(node, marker).filter((pid) => readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes(marker))
+  return supervisor === undefined ? [] : childrenOf(supervisor, 'boot.mjs').sort((a, b) => a - b)
+}
+
 const alive = (pid: number): boolean => {
   try {
     process.kill(pid, 0)
@@ -113,11 +119,15 @@ describe.skipIf(!haveMpirun)('spare nodes under mpirun --enable-recovery', () =>
       const [spareSupervisor] = processesOfNode(3, marker).filter((pid) => readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes(marker))
       const warm = childrenOf(spareSupervisor, 'spare-boot.mjs')
       expect(warm, run.out()).toHaveLength(1)
+      // The survivors' rank processes (nodes 0 and 2): the same processes run the next attempts.
+      const survivors = [rankProcessesOf(0, marker), rankProcessesOf(2, marker)]
+      expect(survivors.flat(), run.out()).toHaveLength(2)
       // The whole node dies at once (its supervisor and its rank), and its disk with it.
       loseNode(1, marker, run.out(), memory)
       // Rank 1 runs in that warm process: it is still there once the run computes again (one not taken is killed).
       await until(run.out, /first superstep \d+ ms after the loss of node 1/, () => ended)
       expect(alive(warm[0]), run.out()).toBe(true)
+      expect([rankProcessesOf(0, marker), rankProcessesOf(2, marker), rankProcessesOf(3, marker)], run.out()).toEqual([...survivors, warm])
       expect(run.out()).toMatch(/node 1 lost( at step \d+)? \(the connection closed\); spare node 3 took rank 1 \(0 spare nodes left\)/)
       expect(run.out()).not.toMatch(/checksum/)
 
@@ -126,6 +136,9 @@ describe.skipIf(!haveMpirun)('spare nodes under mpirun --enable-recovery', () =>
       await until(afterFirst, /committed to partner[\s\S]*committed to partner/, () => ended)
       expect(run.out()).not.toMatch(/checksum/)
       loseNode(2, marker, run.out(), memory)
+      // After the shrink, node 0 and node 3 still compute in the processes they had.
+      await until(run.out, /first superstep \d+ ms after the loss of node 2/, () => ended)
+      expect([rankProcessesOf(0, marker), rankProcessesOf(3, marker)], run.out()).toEqual([survivors[0], warm])
 
       const code = await run.code
       const out = run.out()
@@ -156,16 +169,57 @@ describe.skipIf(!haveMpirun)('spare nodes under mpirun --enable-recovery', () =>
       expect(resumes, out).toMatchObject([{ requested: false, level: 'memory+partner' }, { requested: false, level: 'memory+partner' }])
       expect(resumes[0].step as number).toBeGreaterThan(0)
       expect(seen.filter((e) => e.event === 'start').map((e) => e.ranks)).toEqual([3, 3, 2])
-      // Rank 1 came from the spare node's warm process; every other rank process starts anew in each attempt.
+      // Rank 1 came from the spare node's warm process; the survivors' ranks ran again in their own processes.
       expect(seen.filter((e) => e.event === 'recovered').map((e) => e.ranksFrom)).toEqual([
-        { kept: 0, spares: 1, spawned: 2 },
-        { kept: 0, spares: 0, spawned: 2 },
+        { kept: 2, spares: 1, spawned: 0 },
+        { kept: 2, spares: 0, spawned: 0 },
       ])
       // Node 3 ran rank 1, then rank 1 of two: its checkpoints are in its own directory.
       const own = readdirSync(`${marker}3`).filter((d) => d.startsWith('ckpt-'))
       expect(readdirSync(join(`${marker}3`, own.sort().pop()!)).sort()).toEqual(['COMMIT', 'rank-1.mlf'])
     } finally {
       for (const node of [0, 1, 2, 3]) for (const pid of processesOfNode(node, marker)) process.kill(pid, 'SIGKILL')
+    }
+  }, 90_000)
+})
+
+describe.skipIf(!haveMpirun)('a shrink renumbers the kept ranks', () => {
+  it('3 nodes, no spare, node 1 killed: node 2 goes on as rank 1 of 2 in the process it had; exit 0, the serial bits', async () => {
+    const n = 40
+    const iterations = 2500
+    const marker = join(root, 'renumber-')
+    const memory = join(root, 'renumber-memory-')
+    const status = join(root, 'renumber-status.json')
+    const events = join(root, 'renumber-events.jsonl')
+    const run = startMpirun(['--enable-recovery'], 3, [
+      ...molotof,
+      'examples/jacobi/jacobi.ts', '--n', String(n), '--iterations', String(iterations),
+      '--checkpoint', 'every:100', '--checkpoint-dir', `${marker}{node}`, '--memory-checkpoint', 'every:20', '--memory-dir', `${memory}{node}`, '--hang-timeout', '20000',
+      '--rendezvous', `127.0.0.1:${await freePort()}`, '--status-file', status, '--events', events, '--log', 'all',
+    ])
+    let ended = false
+    void run.code.then(() => (ended = true))
+    try {
+      await until(run.out, /checkpoint 2 committed to partner/, () => ended)
+      const survivors = [rankProcessesOf(0, marker), rankProcessesOf(2, marker)]
+      expect(survivors.flat(), run.out()).toHaveLength(2)
+      loseNode(1, marker, run.out(), memory)
+      await until(run.out, /first superstep \d+ ms after the loss of node 1/, () => ended)
+      expect([rankProcessesOf(0, marker), rankProcessesOf(2, marker)], run.out()).toEqual(survivors)
+      const code = await run.code
+      const out = run.out()
+      expect(code, out).toBe(0)
+      expect(JSON.parse(readFileSync(status, 'utf8')), out).toMatchObject({ state: 'ended', exitCode: 0, outcome: 'done' })
+      expect(out).toMatch(/resuming a checkpoint of 3 ranks on 2/)
+      const checksum = Number(/checksum (\S+)/.exec(out)?.[1])
+      expect(Object.is(checksum, interiorSum(jacobiSerial(n, iterations), n)), out).toBe(true)
+      const seen = eventsIn(events)
+      expect(seen.filter((e) => e.event === 'recovered').map((e) => e.ranksFrom)).toEqual([{ kept: 2, spares: 0, spawned: 0 }])
+      // Node 2's process ran rank 2 of 3, then rank 1 of 2: its last checkpoint is rank 1's.
+      const own = readdirSync(`${marker}2`).filter((d) => d.startsWith('ckpt-'))
+      expect(readdirSync(join(`${marker}2`, own.sort().pop()!)).sort()).toEqual(['COMMIT', 'rank-1.mlf'])
+    } finally {
+      for (const node of [0, 1, 2]) for (const pid of processesOfNode(node, marker)) process.kill(pid, 'SIGKILL')
     }
   }, 90_000)
 })

@@ -66,6 +66,23 @@ function killAll(nodes: number, marker: string): void {
   }
 }
 
+/** The rank processes of node `node` (its supervisor's children running a boot file), in pid order. */
+function rankProcessesOf(node: number, marker: string): number[] {
+  const [supervisor] = processesOfNode(node, marker).filter((pid) => readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes(marker))
+  if (supervisor === undefined) return []
+  const found: number[] = []
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue
+    try {
+      const ppid = Number(readFileSync(`/proc/${name}/stat`, 'utf8').split(') ')[1].split(' ')[1])
+      if (ppid === supervisor && readFileSync(`/proc/${name}/cmdline`, 'utf8').includes('boot.mjs')) found.push(Number(name))
+    } catch {
+      // Ended while read.
+    }
+  }
+  return found.sort((a, b) => a - b)
+}
+
 /** The serial reference's checksum equals the one the run printed, bit for bit. */
 function sameBits(out: string, n: number, iterations: number): boolean {
   return Object.is(Number(/checksum (\S+)/.exec(out)?.[1]), interiorSum(jacobiSerial(n, iterations), n))
@@ -89,12 +106,17 @@ describe.skipIf(!haveMpirun)('node 0 lost under mpirun --enable-recovery: anothe
     ])
     try {
       await until(run.out, /checkpoint 2 committed to partner/, run.ended)
+      // The rank processes of nodes 1 and 2, and spare node 3's warm one: the same processes run the attempt after the takeover.
+      const kept = [rankProcessesOf(1, marker), rankProcessesOf(2, marker), rankProcessesOf(3, marker)]
+      expect(kept.flat(), run.out()).toHaveLength(3)
       // Node 0's supervisor (the run's coordinator) and its rank die at once, with its disk and its memory.
       const killed = processesOfNode(0, marker)
       expect(killed.length, run.out()).toBeGreaterThan(1)
       for (const pid of killed) process.kill(pid, 'SIGKILL')
       rmSync(`${marker}0`, { recursive: true, force: true })
       rmSync(`${memory}0`, { recursive: true, force: true })
+      await until(run.out, /first superstep \d+ ms after the loss of node 0/, run.ended)
+      expect([rankProcessesOf(1, marker), rankProcessesOf(2, marker), rankProcessesOf(3, marker)], run.out()).toEqual(kept)
 
       expect(await run.code, run.out()).toBe(0)
       const out = run.out()
@@ -112,7 +134,8 @@ describe.skipIf(!haveMpirun)('node 0 lost under mpirun --enable-recovery: anothe
         [0, 3, false],
         [1, 3, true],
       ])
-      expect(seen.filter((e) => e.event === 'resume'), out).toMatchObject([{ requested: false, level: 'memory+partner' }])
+      // The successor's own rank and node 2's ran on in their processes, rank 0 in the spare node's warm one.
+      expect(seen.filter((e) => e.event === 'resume'), out).toMatchObject([{ requested: false, level: 'memory+partner', ranksFrom: { kept: 2, spares: 1, spawned: 0 } }])
       expect(seen.filter((e) => e.event === 'finish')).toMatchObject([{ restarts: 1 }])
     } finally {
       killAll(4, marker)
@@ -145,6 +168,8 @@ describe.skipIf(!haveMpirun)('node 0 lost under mpirun --enable-recovery: anothe
       const seen = eventsIn(events)
       expect(seen.filter((e) => e.event === 'node-lost')).toMatchObject([{ node: 0, outcome: 'shrunk', ranks: [0], size: 2 }])
       expect(seen.filter((e) => e.event === 'membership')).toMatchObject([{ epoch: 1, working: [1, 2], spares: [] }])
+      // Nodes 1 and 2 go on as ranks 0 and 1 in the processes they had.
+      expect(seen.filter((e) => e.event === 'resume').map((e) => e.ranksFrom), out).toEqual([{ kept: 2, spares: 0, spawned: 0 }])
     } finally {
       killAll(3, marker)
     }
