@@ -11,6 +11,7 @@ import type { ClusterSecret } from './secret.js'
 import type { RankGroup, RankGroupEvents, RankGroupSpec, RankWhere, StartRankGroup } from '../group.js'
 import { EndpointTable, startNodeRanks, startWarmHosts, type Listening, type NodeRanks, type NodeRanksOptions, type WarmHosts } from './node-group.js'
 import { Membership, ranksText, type MembershipChange } from './membership.js'
+import { withMembership } from './membership-record.js'
 import { warmSizes } from '../rank/warm-memory.js'
 import type { RanksOrigin } from '../groups/spares.js'
 
@@ -307,6 +308,7 @@ export class ClusterLeader {
   private startAttempt(spec: RankGroupSpec, on: RankGroupEvents): RankGroup {
     const generation = ++this.generation
     const placement = this.membership.placement()
+    spec = withMembership(spec, this.membership) // each checkpoint records the membership it was written under
     const working = placement.slice(1).map((node) => this.agents.find((a) => a.node === node)!)
     const events: RankGroupEvents = {
       message: (m) => {
