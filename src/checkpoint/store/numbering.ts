@@ -1,5 +1,3 @@
-import type { CheckpointSummary } from './checkpoint-store.js'
-
 /**
  * The numbers of a run's new checkpoints: one past molotof's own newest
  * checkpoint (any level), never a number that a folder or file of someone
@@ -57,7 +55,7 @@ export class CheckpointNumbers {
  * numberingOf(await store.list(), await store.numbersInUse())   // { first: 4, taken: [99] }
  * ```
  */
-export function numberingOf(listed: readonly CheckpointSummary[], inUse: readonly number[]): { first: number; taken: number[] } {
+export function numberingOf(listed: readonly { seq: number; foreign?: boolean }[], inUse: readonly number[]): { first: number; taken: number[] } {
   const own = listed.filter((s) => !s.foreign)
   const ownSeqs = new Set(own.map((s) => s.seq))
   return { first: own.reduce((m, s) => Math.max(m, s.seq + 1), 0), taken: inUse.filter((n) => !ownSeqs.has(n)) }
