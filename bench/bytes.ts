@@ -9,7 +9,10 @@
  * Then the memory level's CRC32 next to its copy, per core, on the same
  * bytes (where the CRC is taken: docs/ARCHITECTURE.md).
  *
- *   npm run bench:bytes -- [--programs jacobi,jacobi-spread,swing,sparse] [--variants raw,compressed,incremental] [--repeats 2] [--ranks 2]
+ * Then (bytes-xor.ts) what redundancy holds per rank, partner against
+ * xor:G, and the rebuild of a lost node's files.
+ *
+ *   npm run bench:bytes -- [--programs jacobi,jacobi-spread,swing,sparse|none] [--variants raw,compressed,incremental,incremental-compressed] [--repeats 2] [--ranks 2] [--redundancy xor:4|none] [--xor-n 2048]
  *
  * A new way of storing checkpoints (redundancy, incremental) is one more
  * entry of VARIANTS; a new program one more entry of PROGRAMS.
@@ -20,6 +23,7 @@ import { join } from 'node:path'
 import { parseArgs } from 'node:util'
 import { crc32 } from 'node:zlib'
 import { benchArgs } from './args.js'
+import { xorFigures } from './bytes-xor.js'
 import { openRecord } from './record.js'
 import type { FaultToleranceConfig } from '../src/checkpoint/config.js'
 import type { CheckpointEvent } from '../src/checkpoint/events.js'
@@ -51,9 +55,11 @@ const VARIANTS: Record<string, Partial<FaultToleranceConfig>> = {
   compressed: { compress: true },
   // A full disk checkpoint every 8, deltas of the changed 64 KiB blocks between.
   incremental: { incremental: { every: 8 } },
+  // Both: a compressed full one every 8, deltas of the changed blocks compressed each on its own between.
+  'incremental-compressed': { incremental: { every: 8 }, compress: true },
 }
 
-const USAGE = 'npm run bench:bytes -- [--programs jacobi,jacobi-spread,swing,sparse] [--variants raw,compressed,incremental] [--repeats 2] [--ranks 2]'
+const USAGE = 'npm run bench:bytes -- [--programs jacobi,jacobi-spread,swing,sparse|none] [--variants raw,compressed,incremental,incremental-compressed] [--repeats 2] [--ranks 2] [--redundancy xor:4|none] [--xor-n 2048]'
 const { values } = benchArgs(USAGE, () =>
   parseArgs({
     options: {
@@ -61,6 +67,9 @@ const { values } = benchArgs(USAGE, () =>
       variants: { type: 'string', default: Object.keys(VARIANTS).join(',') },
       repeats: { type: 'string', default: '2' },
       ranks: { type: 'string', default: '2' },
+      // What redundancy holds and the rebuild of a lost node (bytes-xor.ts); `none`: left out.
+      redundancy: { type: 'string', default: 'xor:4' },
+      'xor-n': { type: 'string', default: '2048' },
     },
   }),
 )
@@ -69,7 +78,7 @@ const pick = <T>(all: Record<string, T>, list: string, what: string): [string, T
     if (!(k in all)) throw new Error(`unknown ${what} "${k}" (known: ${Object.keys(all).join(', ')})`)
     return [k, all[k]]
   })
-const programs = pick(PROGRAMS, values.programs!, 'program')
+const programs = values.programs === 'none' ? [] : pick(PROGRAMS, values.programs!, 'program')
 const variants = pick(VARIANTS, values.variants!, 'variant')
 const repeats = Number(values.repeats)
 const ranks = Number(values.ranks)
@@ -142,4 +151,10 @@ record.figure('memory level: copy of 16 MiB (CPU, one core)', copyMs, 'ms')
 record.figure('memory level: CRC32 of 16 MiB (CPU, one core)', crcMs, 'ms')
 console.log(`memory level, 16 MiB: copy ${med(copyMs).toFixed(1)} ms, CRC32 ${med(crcMs).toFixed(1)} ms of CPU (one core each)`)
 rmSync(root, { recursive: true, force: true })
+if (values.redundancy !== 'none') {
+  const g = /^xor:(\d+)$/.exec(values.redundancy!)
+  if (!g) throw new Error(`--redundancy: xor:<G> or none (got ${values.redundancy})`)
+  // Partner against xor:G on G one-rank nodes of a Jacobi grid, then a lost node's 2 × 16 MiB rebuilt.
+  await xorFigures(record, { n: Number(values['xor-n']), nodes: Number(g[1]), setSize: Number(g[1]), repeats })
+}
 record.save()

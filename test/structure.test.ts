@@ -23,6 +23,7 @@ const LAYERS = [
   'checkpoint/store',
   'checkpoint',
   'checkpoint/recovery',
+  'checkpoint/redundancy',
   'checkpoint/coordination',
   // The phase list and status-slot layout: a plain-JS leaf beside the boot
   // files (which run before tsx and must find it there), shared by skeletons.

@@ -37,7 +37,7 @@ export type Contents = 'none' | 'default' | 'minimal'
 export interface RunFigures {
   runtimeMs: number
   /** Rank 0's file and all ranks' bytes, write time of each committed checkpoint, the stall at its checkpoint point and its level. */
-  checkpoints: { bytes: number; totalBytes: number; ms: number; stallMs?: number; level?: 'memory' | 'disk' | 'partner' | 'shared' }[]
+  checkpoints: { bytes: number; totalBytes: number; ms: number; stallMs?: number; level?: 'memory' | 'disk' | 'partner' | 'shared' | 'xor' }[]
   /** Per rank: the largest private resident memory seen at a checkpoint (bytes). */
   privateBytes: (number | undefined)[]
 }

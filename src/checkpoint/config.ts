@@ -64,6 +64,13 @@ export interface FaultToleranceConfig {
    * over the communicator in the background (see store/partner.ts).
    */
   partner?: { ranksPerNode: number }
+  /**
+   * XOR redundancy instead of partner copies (`--redundancy xor:G`): the
+   * ranks of G nodes form a set (see redundancy/sets.ts) and each keeps, beside
+   * its own memory and disk checkpoints, one parity slice of its set's files
+   * (1/(G−1) of a file); a lost node's files are rebuilt from the others'.
+   */
+  xor?: { setSize: number; ranksPerNode: number }
   /** The shared level: complete disk checkpoints copied to a directory every node sees, in the background. */
   shared?: SharedLevelConfig
   /** Stop every rank right after this checkpoint point (tests and demonstrations). */

@@ -12,9 +12,10 @@ export type CheckpointLevel = 'memory' | 'disk'
  * The levels that copy committed checkpoints elsewhere, in the background:
  * `partner` (each rank's file of a disk or memory checkpoint also kept by a
  * rank of another node, see store/partner.ts) and `shared` (disk checkpoints
- * in a directory every node sees).
+ * in a directory every node sees), `xor` (instead of partner copies: each
+ * rank keeps one parity slice of its set's files, see redundancy/xor.ts).
  */
-export type CopyLevel = 'partner' | 'shared'
+export type CopyLevel = 'partner' | 'shared' | 'xor'
 
 /** Figures of one committed checkpoint, for progress lines, events and benchmarks. */
 export interface CheckpointEvent {

@@ -3,9 +3,10 @@ import { readFileSync, statSync } from 'node:fs'
 import { basename, join, resolve } from 'node:path'
 import type { FaultToleranceConfig } from '../checkpoint/config.js'
 import { parseDuration } from '../checkpoint/policy/duration.js'
+import { checkRedundancy } from '../checkpoint/redundancy/sets.js'
 import { ConfigError } from '../errors.js'
 import { detectLauncher, parseHostPort, RENDEZVOUS_ENV, type ClusterPlace, type HostPort } from '../runtime/cluster-env.js'
-import { ClusterLeader, runClusterAgent, type ClusterOptions } from '../runtime/cluster/cluster.js'
+import { ClusterLeader, runClusterAgent, type ClusterOptions, type StandDown, type Succession } from '../runtime/cluster/cluster.js'
 import { clusterSecret, SECRET_ENV } from '../runtime/cluster/secret.js'
 import { compileProgram } from '../runtime/compiled-program.js'
 import { findTsconfig } from '../runtime/launch/launcher.js'
@@ -18,12 +19,13 @@ export const CLUSTER_OPTIONS = {
   sharedDir: option.string(undefined, 'a directory every node sees: node 0 writes its address there when --rendezvous is not given, and --shared-checkpoint copies checkpoints there (read by --resume, with or without --shared-checkpoint)'),
   sharedCheckpoint: option.string(undefined, 'copy complete disk checkpoints to --shared-dir in the background: every:<k> (every k-th one) or a duration such as 10m (the first one after that long)'),
   partnerCopies: option.choice(['auto', 'on', 'off'] as const, 'auto', "keep each rank's disk checkpoint also on the next node (sent in the background): auto = on with two nodes or more"),
+  redundancy: option.string('partner', "what protects a lost node's checkpoints: partner (each rank's files kept whole by a rank of the next node) or xor:<G> (the ranks of G nodes form a set; each keeps one parity slice of its set, 1/(G-1) of a file, and a lost member's files are rebuilt from the others)"),
   nodeTimeout: option.string('30s', 'under a cluster launcher: a node supervisor silent this long is lost (also the limit for the rendezvous)'),
   insecureCluster: option.boolean(
     false,
     `under a cluster launcher with neither $${SECRET_ENV} nor --shared-dir: run without a secret (no handshake: any process that reaches the nodes' ports could join the run; only on a network you trust)`,
   ),
-  spareNodes: option.int(0, 'under a cluster launcher: the last K node supervisors stand by (rank processes started warm, computing nothing); a lost node other than 0 is replaced by one inside the run', { min: 0 }),
+  spareNodes: option.int(0, 'under a cluster launcher: the last K node supervisors stand by (rank processes started warm, computing nothing); a lost node (node 0 included) is replaced by one inside the run', { min: 0 }),
 }
 
 /** What `molotof run` reads for a cluster run. */
@@ -33,6 +35,7 @@ export interface ClusterFlags {
   sharedDir: string | undefined
   sharedCheckpoint: string | undefined
   partnerCopies: 'auto' | 'on' | 'off'
+  redundancy: string
   nodeTimeout: string
   heartbeat: number
   insecureCluster: boolean
@@ -44,17 +47,20 @@ export interface ClusterFlags {
  * with two nodes or more; asked for on one node, refused: there is no
  * partner) and the shared level (`--shared-checkpoint` needs
  * `--shared-dir`; its checkpoints go to `<shared-dir>/<program name>`).
+ * `--redundancy xor:G` replaces partner copies by XOR parity slices (sets of
+ * G nodes: at least 2, at most the node count).
  *
  * ```ts
  * Object.assign(ft, copyLevels(flags, { nodes: 2, ranksPerNode: 1 }, 'examples/jacobi/jacobi.ts'))
  * ```
  */
 export function copyLevels(
-  flags: Pick<ClusterFlags, 'sharedDir' | 'sharedCheckpoint' | 'partnerCopies' | 'ranksPerNode'>,
+  flags: Pick<ClusterFlags, 'sharedDir' | 'sharedCheckpoint' | 'partnerCopies' | 'ranksPerNode'> & Partial<Pick<ClusterFlags, 'redundancy'>>,
   nodes: number,
   program: string,
-): Pick<FaultToleranceConfig, 'partner' | 'shared'> {
-  const out: Pick<FaultToleranceConfig, 'partner' | 'shared'> = {}
+): Pick<FaultToleranceConfig, 'partner' | 'shared' | 'xor'> {
+  const out: Pick<FaultToleranceConfig, 'partner' | 'shared' | 'xor'> = {}
+  const xor = xorFlag(flags.redundancy ?? 'partner', flags.partnerCopies, nodes, flags.ranksPerNode)
   if (flags.partnerCopies === 'on' && nodes < 2) {
     throw new ConfigError(
       '--partner-copies on: this run has one node, so there is no partner on another node to keep the copies ' +
@@ -64,7 +70,8 @@ export function copyLevels(
   if (flags.sharedDir !== undefined && flags.sharedDir.trim() !== '' && isFile(resolve(flags.sharedDir))) {
     throw new ConfigError(`--shared-dir ${flags.sharedDir} is a file, not a directory`)
   }
-  if (flags.partnerCopies !== 'off' && nodes >= 2) out.partner = { ranksPerNode: flags.ranksPerNode }
+  if (xor) out.xor = xor
+  else if (flags.partnerCopies !== 'off' && nodes >= 2) out.partner = { ranksPerNode: flags.ranksPerNode }
   if (flags.sharedCheckpoint !== undefined) {
     if (flags.sharedDir === undefined) throw new ConfigError('--shared-checkpoint copies checkpoints to the shared directory: give --shared-dir DIR too (a directory every node sees)')
     if (flags.sharedDir.trim() === '') throw new ConfigError('--shared-dir needs a directory path (got an empty value)')
@@ -101,14 +108,25 @@ export function checkSpareNodes(spareNodes: number, nodes: number | undefined): 
   }
 }
 
-/** With spare nodes, the run must keep copies of each node's checkpoints elsewhere (see checkSpareNodes). */
-export function checkSpareCopies(spareNodes: number, copies: Pick<FaultToleranceConfig, 'partner' | 'shared'>): void {
-  if (spareNodes > 0 && !copies.partner && !copies.shared) {
+/** With spare nodes, the run must keep copies of each node's checkpoints elsewhere, or their XOR parity (see checkSpareNodes). */
+export function checkSpareCopies(spareNodes: number, copies: Pick<FaultToleranceConfig, 'partner' | 'shared' | 'xor'>): void {
+  if (spareNodes > 0 && !copies.partner && !copies.xor && !copies.shared) {
     throw new ConfigError(
       `--spare-nodes ${spareNodes}: this run keeps no copy of a node's checkpoints on another node (--partner-copies off, or one working node, and no --shared-checkpoint), ` +
-        "so a lost node's data would be gone and a spare node could not take its ranks over: keep partner copies (two working nodes or more) or a shared level",
+        "so a lost node's data would be gone and a spare node could not take its ranks over: keep partner copies (two working nodes or more), XOR parity (--redundancy xor:G) or a shared level",
     )
   }
+}
+
+/** `--redundancy`: undefined for `partner`, the XOR sets for `xor:G` (checked against the nodes: refused before they meet). */
+function xorFlag(value: string, partnerCopies: ClusterFlags['partnerCopies'], nodes: number, ranksPerNode: number): FaultToleranceConfig['xor'] {
+  if (value === 'partner') return undefined
+  const m = /^xor:(\d+)$/.exec(value)
+  if (!m) throw new ConfigError(`--redundancy needs partner or xor:<G> (G nodes per set, 2 or more), got "${value}"`)
+  if (partnerCopies === 'on') throw new ConfigError(`--redundancy ${value} replaces partner copies: drop --partner-copies on`)
+  const xor = { setSize: Number(m[1]), ranksPerNode }
+  checkRedundancy(nodes * ranksPerNode, { xor })
+  return xor
 }
 
 /** Something other than a directory is at `path` (absent: false). */
@@ -136,10 +154,15 @@ export function checkClusterFlags(flags: Pick<ClusterFlags, 'nodeTimeout' | 'ren
   return { nodeTimeoutSeconds, rendezvous: flags.rendezvous === undefined ? undefined : parseHostPort(flags.rendezvous, '--rendezvous') }
 }
 
-/** This process's part in a cluster run: none, node 0 (runs the supervisor), or another node (runs its ranks as node 0 says). */
+/**
+ * This process's part in a cluster run: none, node 0 (runs the supervisor), another node (runs its ranks as the
+ * coordinator says, and returns the run's code), or the successor of a lost coordinator (runs the supervisor from
+ * then on).
+ */
 export type ClusterRole =
   | { kind: 'leader'; leader: ClusterLeader; place: ClusterPlace }
-  | { kind: 'agent'; code: number }
+  | { kind: 'agent'; code: number; leader?: undefined }
+  | { kind: 'successor'; leader: ClusterLeader; place: ClusterPlace; succession: Succession }
 
 /**
  * When a cluster launcher started this process, meet the other node
@@ -158,7 +181,7 @@ export async function joinCluster(
   settings: Record<string, unknown>,
   dir: string,
   log: (text: string) => void,
-  onDropped: () => void = () => {},
+  onDropped: (how: StandDown) => void = () => {},
   env: Readonly<Record<string, string | undefined>> = process.env,
 ): Promise<ClusterRole | undefined> {
   const place = detectLauncher(env)
@@ -195,5 +218,6 @@ export async function joinCluster(
   const tsconfig = findTsconfig(file)
   // This node's own copy: node 0's compiled file may not exist on this host.
   const { compiled } = await compileProgram(file, tsconfig)
-  return { kind: 'agent', code: await runClusterAgent(opts, { programFile: file, tsconfig, compiled }, onDropped) }
+  const end = await runClusterAgent(opts, { programFile: file, tsconfig, compiled }, onDropped)
+  return typeof end === 'number' ? { kind: 'agent', code: end } : { kind: 'successor', leader: end.leader, place, succession: end }
 }

@@ -1,16 +1,18 @@
 import { existsSync, readdirSync } from 'node:fs'
+import { readFile } from 'node:fs/promises'
 import { join, resolve } from 'node:path'
 import { LEVEL_KINDS, type LevelKind, type LevelRoots } from '../checkpoint/coordination/levels.js'
-import { readHeaderOnly } from '../checkpoint/format/rank-file.js'
+import { readHeaderOnly, storedLength, type EntryRecord } from '../checkpoint/format/rank-file.js'
 import type { DeltaRecord } from '../checkpoint/format/delta.js'
 import { deltaShare } from '../checkpoint/store/delta-chain.js'
 import { describeBlocker, elasticBlockers } from '../checkpoint/recovery/elastic/line.js'
 import { DirectorySource, SpreadSource, type RankFileSource } from '../checkpoint/recovery/elastic/source.js'
-import { CheckpointStore, validRanks } from '../checkpoint/store/checkpoint-store.js'
+import { CheckpointStore, validRanks, type ValidationReport } from '../checkpoint/store/checkpoint-store.js'
 import type { MembershipRecord } from '../checkpoint/store/marker.js'
 import { alive, lockHolder } from '../checkpoint/store/dir-lock.js'
 import { memoryDirFor, memoryLevelDirectoryIn } from '../checkpoint/store/memory-level.js'
-import { ConfigError } from '../errors.js'
+import { decodeParityFile } from '../checkpoint/redundancy/parity-file.js'
+import { CheckpointCorruptError, ConfigError } from '../errors.js'
 import { matchingDirectories } from '../runtime/cluster-env.js'
 import { option } from '../skeletons/options.js'
 import { HELP_OPTION, parseCommand } from './args.js'
@@ -98,6 +100,8 @@ interface Row {
   present: number[]
   /** Ranks whose file is present and valid (none when the checkpoint is incomplete). */
   validRanks: number[]
+  /** A level of XOR parity: each slice's rank and the set it is a slice of (unreadable slices are in `problems`). */
+  slices?: { rank: number; set: number[] }[]
   /** Rank files this level should hold but are missing or damaged, each with the other levels holding a valid copy of it. */
   damaged?: { rank: number; validCopies: { level: LevelName; dir: string }[] }[]
 }
@@ -122,6 +126,13 @@ interface Listed {
 /** The kinds of level inspect lists, fastest first (see LEVEL_KINDS): the run's own levels and the copies it can find from a directory. */
 const LISTED_KINDS = LEVEL_KINDS.filter((k) => k.inspectTitle !== undefined)
 
+/** How a heavy entry is stored, when not raw and whole: `, compressed to 1.2 MiB`, `, 3 blocks held compressed to 40 KiB`. */
+function storedOf(e: EntryRecord): string {
+  if (e.stored) return `, compressed to ${formatSize(e.stored.length)}`
+  if (e.blocks?.stored) return `, ${e.blocks.held.length} block${e.blocks.held.length === 1 ? '' : 's'} held compressed to ${formatSize(storedLength(e))}`
+  return ''
+}
+
 /** `delta 2 of #5 (needs #5, #6), 12/256 blocks changed`: a delta checkpoint's chain and share, over its rank files. */
 async function chainOf(dir: string, files: readonly { file: string }[], delta: DeltaRecord): Promise<string> {
   let changed = 0
@@ -137,16 +148,44 @@ async function chainOf(dir: string, files: readonly { file: string }[], delta: D
   return `delta ${delta.depth} of #${delta.base} (needs ${delta.needs.map((n) => `#${n}`).join(', ')}), ${changed}/${total} blocks changed`
 }
 
+/** The XOR set of each parity slice of checkpoint `seq` in `store` (a slice that cannot be read is left out: validation names it). */
+/**
+ * The XOR set of each parity slice of checkpoint `seq` in `store`, every
+ * checksum verified (a slice is read whole, as a rebuild reads it; the
+ * `COMMIT` beside the slices is the protected checkpoint's, whose sizes are
+ * its rank files'), and what is wrong with the others.
+ */
+async function slicesOf(store: CheckpointStore, seq: number, files: readonly { rank: number; file: string }[]): Promise<{ slices: { rank: number; set: number[] }[]; problems: ValidationReport['problems'] }> {
+  const slices: { rank: number; set: number[] }[] = []
+  const problems: ValidationReport['problems'] = []
+  for (const { rank, file } of files) {
+    const path = store.fileOf(seq, rank)
+    try {
+      slices.push({ rank, set: decodeParityFile(await readFile(path), path, seq, rank).set.members })
+    } catch (e) {
+      problems.push({ file, rank, reason: e instanceof CheckpointCorruptError ? e.reason : (e as Error).message })
+    }
+  }
+  return { slices, problems }
+}
+
 /**
  * Every checkpoint of one level's store, with its validity; `presentOnly`:
  * check only the rank files this directory holds (one of several, or a partner directory).
  */
-async function rowsOf(store: CheckpointStore, verify: boolean, presentOnly = false): Promise<Row[]> {
+async function rowsOf(store: CheckpointStore, verify: boolean, presentOnly = false, parity = false): Promise<Row[]> {
   const rows: Row[] = []
   for (const c of await store.list()) {
     const size = c.marker?.size ?? c.files.length
     const present = c.files.map((x) => x.rank)
-    const report = c.complete ? await store.validate(c.seq, size, { checksums: verify, ranks: presentOnly ? present : undefined }) : undefined
+    const slices = parity ? await slicesOf(store, c.seq, c.files) : undefined
+    const report = slices
+      ? c.complete
+        ? { ok: slices.problems.length === 0, problems: slices.problems }
+        : undefined
+      : c.complete
+        ? await store.validate(c.seq, size, { checksums: verify, ranks: presentOnly ? present : undefined })
+        : undefined
     const first = c.files[0]
     // An unreadable header only leaves its columns at "?": validate (complete checkpoints) or the missing marker says what is wrong.
     const header = first ? await readHeaderOnly(`${c.path}/${first.file}`).catch(() => undefined) : undefined
@@ -154,6 +193,7 @@ async function rowsOf(store: CheckpointStore, verify: boolean, presentOnly = fal
     const elastic = report?.ok && !presentOnly ? await elasticityOf(new DirectorySource(store), c.seq, size) : undefined
     const chain = header?.header.delta ? await chainOf(c.path, c.files, header.header.delta) : undefined
     rows.push({
+      ...(slices ? { slices: slices.slices } : {}),
       ...(elastic ? { elastic } : {}),
       ...(chain ? { chain } : {}),
       seq: c.seq,
@@ -167,7 +207,7 @@ async function rowsOf(store: CheckpointStore, verify: boolean, presentOnly = fal
       step: c.marker?.step ?? header?.header.step,
       ranks: c.marker?.size ?? header?.header.size,
       bytes: c.files.reduce((s, f) => s + f.bytes, 0),
-      entries: header ? header.header.entries.map((e) => `${e.name}(${e.kind === 'heavy' ? `${e.dtype} ${formatSize(e.length)}${e.stored ? `, compressed to ${formatSize(e.stored.length)}` : ''}` : 'light'})`) : [],
+      entries: header ? header.header.entries.map((e) => `${e.name}(${e.kind === 'heavy' ? `${e.dtype} ${formatSize(e.length)}${storedOf(e)}` : 'light'})`) : [],
       runId: c.marker?.runId ?? header?.header.runId,
       code: codeOf(c.marker?.code ?? header?.header.code),
       // A folder that is not molotof's is named on its line; another problem about a folder names it here.
@@ -214,7 +254,11 @@ function printRows(rows: readonly Row[], out: (s: string) => void, copies = fals
     // "elastic": resumable on another rank count; otherwise what blocks it, on the next line.
     const elastic = r.elastic ? (r.elastic.ok ? '  elastic' : '  not elastic') : ''
     // A partner directory holds other ranks' files: which ones.
-    const held = copies ? `  copies of rank${r.present.length === 1 ? '' : 's'} ${r.present.join(', ') || '-'}` : ''
+    const held = r.slices
+      ? `  parity slice${r.slices.length === 1 ? '' : 's'} of checkpoint #${r.seq}: ${r.slices.map((x) => `rank ${x.rank}'s of XOR set {${x.set.join(', ')}}`).join(', ') || '-'}`
+      : copies
+        ? `  copies of rank${r.present.length === 1 ? '' : 's'} ${r.present.join(', ') || '-'}`
+        : ''
     out(
       `  #${r.seq}  ${state.padEnd(11)} skeleton ${r.skeleton ?? '?'} step ${r.step ?? '?'}  ${r.ranks ?? '?'} ranks${held}  ${formatSize(r.bytes)}  entries: ${r.entries.join(', ') || '-'}${r.chain ? `  ${r.chain}` : ''}${identityOf(r)}${elastic}`,
     )
@@ -247,7 +291,7 @@ function printLevel({ kind, listing: l }: Listed, verify: boolean, out: (s: stri
 /** A level read from one directory; only the rank files present in a level holding some ranks' files (a partner directory). */
 async function levelOf(kind: LevelKind, dir: string, verify: boolean): Promise<Listed> {
   const store = new CheckpointStore(dir, kind.volatile ? { volatile: true } : {})
-  return { kind, listing: { level: kind.name, dir: store.dir, checkpoints: await rowsOf(store, verify, kind.someRanks), spares: await store.spares() } }
+  return { kind, listing: { level: kind.name, dir: store.dir, checkpoints: await rowsOf(store, verify, kind.someRanks, kind.name === 'xor'), spares: await store.spares() } }
 }
 
 /**

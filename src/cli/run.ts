@@ -13,9 +13,11 @@ import { describe } from '../runtime/launch/launcher.js'
 import { MIN_HEARTBEAT_MS, RUN_DEFAULTS } from '../runtime/launch/run-options.js'
 import { Supervisor, type GroupStarterOption, type SuperviseOptions, type SuperviseResult } from '../runtime/launch/supervisor.js'
 import type { LogKind } from '../runtime/protocol.js'
-import type { ClusterLeader, NodeLoss } from '../runtime/cluster/cluster.js'
+import type { ClusterLeader, NodeLoss, StandDown } from '../runtime/cluster/cluster.js'
+import type { Takeover } from '../runtime/launch/supervisor.js'
 import { option, type OptionSpecs, type OptionValues } from '../skeletons/options.js'
 import { HELP_OPTION, parseProgramCommand } from './args.js'
+import { checkRedundancy } from '../checkpoint/redundancy/sets.js'
 import { CLUSTER_OPTIONS, checkClusterFlags, checkSpareCopies, checkSpareNodes, copyLevels, joinCluster, type ClusterRole } from './cluster-run.js'
 import { EXIT, exitCodeOf } from './exit-codes.js'
 import { formatHelp, RUN_EXIT_CODES, STARTER_EXAMPLES_FROM } from './help.js'
@@ -39,7 +41,7 @@ export const RUN_OPTIONS = {
   memoryDir: option.string(undefined, 'directory in RAM for the memory level (default: /dev/shm/molotof-<hash of the checkpoint directory>); one already holding other files is left alone: the level uses its sub-directory molotof-memory'),
   asyncCheckpoints: option.boolean(false, 'write disk checkpoints through a memory copy flushed in the background (the same as --memory-checkpoint off)'),
   compress: option.boolean(false, 'compress disk checkpoints as they are flushed from the memory level, in the background (needs --memory-checkpoint or --async-checkpoints; their partner and shared copies are copies of those files); a payload registered with { compress: false } stays raw'),
-  incremental: option.boolean(false, 'incremental disk checkpoints: a disk checkpoint flushed from the memory level stores only the 64 KiB blocks changed since the previous one (needs --memory-checkpoint or --async-checkpoints and a disk policy; not with --compress)'),
+  incremental: option.boolean(false, 'incremental disk checkpoints: a disk checkpoint flushed from the memory level stores only the 64 KiB blocks changed since the previous one (needs --memory-checkpoint or --async-checkpoints and a disk policy; with --compress their blocks are compressed)'),
   fullEvery: option.int(undefined, 'with --incremental: a full disk checkpoint every K (default 8; also when more than half of the bytes changed)', { min: 1 }),
   resume: option.boolean(false, 'resume from the newest checkpoint valid on every rank, found on any level or copy (refused, exit 2, when there is none)'),
   resumeOrStart: option.boolean(false, 'resume when there is a checkpoint of the run to resume, else start afresh (saying which it did)'),
@@ -117,7 +119,7 @@ export async function runCommand(argv: readonly string[], out: (s: string) => vo
   const status = f.statusFile === undefined ? undefined : new StatusFile(resolve(f.statusFile), detectLauncher(process.env)?.node ?? 0, err)
   status?.running()
   try {
-    const code = await runSupervised(f, program, programArgv, resume, out, err, () => status?.disown())
+    const code = await runSupervised(f, program, programArgv, resume, out, err, (how) => (how === 'dropped' ? status?.disown() : status?.yieldToOthers()))
     status?.ended(code, { resume })
     return code
   } catch (e) {
@@ -138,7 +140,7 @@ async function runSupervised(
   out: (s: string) => void,
   err: (s: string) => void,
   /** This node was dropped from the run as lost: the run's outcome is the others' to write. */
-  onDropped: () => void,
+  onDropped: (how: StandDown) => void,
 ): Promise<number> {
   const level: LogLevel = f.quiet ? 'quiet' : f.log
   const setup = readRunSetup(f, program)
@@ -155,6 +157,11 @@ async function runSupervised(
   if (compression !== undefined && level !== 'quiet') out(`note: ${compression}`)
   const shape: RunShape = { ranks: leader ? leader.size : f.ranks, transport: leader ? 'tcp' : f.transport, cluster }
   const supervisor = new Supervisor(program, { ...supervisorOptions(f, setup, shape, programArgv), ...runOutput(level, view, out, setup.eventsFile, shape.ranks) })
+  if (leader) {
+    // Every node is told where the run is, for a successor should this node be lost; a minority disowns the outcome.
+    leader.runState = () => supervisor.handover()
+    leader.onMinority = () => onDropped('minority')
+  }
   stops.listen(supervisor, leader)
   let code: number = EXIT.failed
   try {
@@ -216,13 +223,7 @@ function readRunSetup(f: RunValues, program: string): RunSetup {
   checkSpareNodes(f.spareNodes, launcherNodes)
   Object.assign(checkpoint, copyLevels(f, (launcherNodes ?? 1) - f.spareNodes, program))
   checkSpareCopies(f.spareNodes, checkpoint)
-  if (checkpoint.incremental && (checkpoint.partner || checkpoint.shared)) {
-    // A copy level gets one file per checkpoint (the shared level not even every one): a delta there lacks its chain.
-    throw new ConfigError(
-      `--incremental stores disk checkpoints as deltas that need their chain, and ${checkpoint.shared ? '--shared-checkpoint copies some checkpoints to the shared level' : 'partner copies (on by default with two nodes or more) send one file per checkpoint'}: ` +
-        `give ${checkpoint.shared ? 'no --shared-checkpoint' : '--partner-copies off'}, or leave out --incremental`,
-    )
-  }
+  if (checkpoint.xor) checkRedundancy(checkpoint.xor.setSize * checkpoint.xor.ranksPerNode, checkpoint)
   // A resume reads the shared level whenever --shared-dir names it, also without --shared-checkpoint this time.
   if (checkpoint.resume && checkpoint.shared === undefined && f.sharedDir !== undefined && f.sharedDir.trim() !== '') {
     checkpoint.resumeSharedDir = join(resolve(f.sharedDir), basename(program).replace(/\.[^.]+$/, ''))
@@ -239,8 +240,9 @@ interface RunShape {
 
 /** The supervisor's options from the command line; a cluster run's ranks started on every node by its leader. */
 function supervisorOptions(f: RunValues, setup: RunSetup, shape: RunShape, programArgv: string[]): SuperviseOptions {
-  const leader = shape.cluster?.kind === 'leader' ? shape.cluster.leader : undefined
+  const leader = shape.cluster?.leader
   const starter: GroupStarterOption = leader ? { startGroup: leader.startGroup, groupSize: () => leader.size, origin: () => leader.lastOrigin } : {}
+  if (shape.cluster?.kind === 'successor') starter.takeover = takeoverOf(shape.cluster, f.ranksPerNode)
   return {
     ...starter,
     ranks: shape.ranks,
@@ -258,6 +260,14 @@ function supervisorOptions(f: RunValues, setup: RunSetup, shape: RunShape, progr
   }
 }
 
+/** Where the lost coordinator left the run, for this node's supervisor (see Takeover). */
+function takeoverOf({ leader, place, succession: s }: Extract<ClusterRole, { kind: 'successor' }>, ranksPerNode: number): Takeover {
+  const { attempt, failures, preempt, fired } = s.view.run
+  const rank = Math.max(0, s.view.membership.slots.indexOf(s.lost)) * ranksPerNode
+  const message = `node ${s.lost} was lost (${s.why}); node ${place.node} took the coordinator's role over`
+  return { attempt, failures, preempt, fired, loss: { rank, message, lostAt: s.lostAt }, home: { node: place.node, rank: Math.max(0, leader.membership.slotOf(place.node)) * ranksPerNode } }
+}
+
 /** What the run prints as it goes (by --log) and writes to --events. */
 function runOutput(level: LogLevel, view: ProgressView, out: (s: string) => void, eventsFile: string | undefined, ranks: number): Pick<SuperviseOptions, 'onLog' | 'onCheckpoint' | 'onEvent'> {
   const everything = level === 'all'
@@ -270,7 +280,7 @@ function runOutput(level: LogLevel, view: ProgressView, out: (s: string) => void
     },
     onCheckpoint: (e) => {
       if (!everything) return
-      const background = e.level === 'partner' || e.level === 'shared' ? 'copied' : 'flushed'
+      const background = e.level === 'partner' || e.level === 'shared' || e.level === 'xor' ? 'copied' : 'flushed'
       const how = e.level === 'memory' ? `in ${e.ms.toFixed(1)} ms` : e.stallMs === 0 ? `${background} in the background in ${e.ms.toFixed(0)} ms` : `in ${e.ms.toFixed(0)} ms`
       view.line(`checkpoint ${e.seq} committed to ${e.level}: skeleton ${e.skeleton}, step ${e.step}, ${formatSize(e.totalBytes)} on ${ranks} rank(s) ${how}`)
     },
@@ -293,9 +303,10 @@ function reportRun(r: SuperviseResult, level: LogLevel, json: boolean, shape: Ru
   if (level !== 'quiet' && !json) {
     const { transport, cluster } = shape
     const restarts = r.restarts > 0 ? `, ${r.restarts} restart${r.restarts > 1 ? 's' : ''}` : ''
-    const lost = cluster?.kind === 'leader' ? cluster.leader.losses.length : 0
+    const lost = cluster?.leader?.lossCount ?? 0
     const losses = lost > 0 ? `, ${lost} node${lost > 1 ? 's' : ''} lost` : ''
-    const nodes = cluster?.kind === 'leader' ? `${cluster.place.nodes} node${cluster.place.nodes > 1 ? 's' : ''} (${cluster.place.launcher}), ` : ''
+    const place = cluster?.kind === 'agent' ? undefined : cluster?.place
+    const nodes = place ? `${place.nodes} node${place.nodes > 1 ? 's' : ''} (${place.launcher}), ` : ''
     out(`(${nodes}${r.ranks} rank${r.ranks > 1 ? 's' : ''}, ${transport}, wall ${(r.wallMs / 1000).toFixed(3)} s${restarts}${losses})`)
   }
   return EXIT.done
@@ -344,6 +355,8 @@ class StopRequests {
     if (!this.stopLauncherWatch) this.stopWrapperWatch = watchWrapper((why) => this.onStopRequest(why, `${why}: checkpointing and stopping`), process.env, parentAtCliStart())
     if (leader) {
       leader.onPreempt = (why) => this.onStopRequest(why)
+      // A successor's losses were decided as it took over, before this supervisor existed.
+      for (const loss of leader.losses) reportNodeLoss(supervisor, leader, loss)
       leader.onNodeLost = (loss) => reportNodeLoss(supervisor, leader, loss)
     }
     this.onLauncherGone = (why) => this.onStopRequest(why, `${why}: checkpointing and stopping`)
@@ -400,6 +413,7 @@ function clusterSettings(f: RunValues, programArgv: readonly string[]): Record<s
     'node timeout': f.nodeTimeout,
     'partner copies': f.partnerCopies,
     'spare nodes': f.spareNodes,
+    redundancy: f.redundancy,
     'shared checkpoint': f.sharedCheckpoint,
   }
 }
@@ -457,7 +471,6 @@ function faultTolerance(program: string, f: RunValues): FaultToleranceConfig {
   if (f.incremental) {
     // Deltas are made by the background flush from the memory copy (its block digests off the stall), on the disk level only.
     if (!ft.memory) throw new ConfigError('--incremental stores disk checkpoints flushed from the memory level as deltas: add --async-checkpoints (or --memory-checkpoint)')
-    if (f.compress) throw new ConfigError('--incremental and --compress do not combine (a delta is not compressed): give one or the other')
     if ('kind' in ft.policy && ft.policy.kind === 'off') throw new ConfigError('--incremental stores disk checkpoints as deltas, and --checkpoint off writes none: give a disk policy (e.g. --checkpoint every:50)')
     ft.incremental = { every: f.fullEvery ?? DEFAULT_FULL_EVERY }
   }

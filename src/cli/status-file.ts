@@ -1,4 +1,4 @@
-import { renameSync, writeFileSync } from 'node:fs'
+import { readFileSync, renameSync, writeFileSync } from 'node:fs'
 import { hostname } from 'node:os'
 import { EXIT } from './exit-codes.js'
 
@@ -33,6 +33,17 @@ const MEANING: Readonly<Record<number, [outcome: string, meaning: string]>> = {
   [EXIT.nodeLost]: ['node-lost', 'a node of the cluster run was lost: run the launcher again with --resume'],
 }
 
+/** The file holds an outcome another process wrote. */
+function endedBy(path: string): { node: number; pid: number; host: string } | undefined {
+  try {
+    const s = JSON.parse(readFileSync(path, 'utf8')) as Partial<RunStatus>
+    return s.state === 'ended' ? { node: s.node ?? -1, pid: s.pid ?? -1, host: s.host ?? '' } : undefined
+  } catch {
+    // No file, or a half-read one: no outcome to keep.
+    return undefined
+  }
+}
+
 /**
  * The outcome of `molotof run` written to a file a batch script reads: for
  * when the exit code does not reach the script (mpirun reports 137 when a
@@ -54,6 +65,7 @@ const MEANING: Readonly<Record<number, [outcome: string, meaning: string]>> = {
 export class StatusFile {
   private warned = false
   private disowned = false
+  private yielding = false
 
   constructor(
     readonly path: string,
@@ -82,8 +94,24 @@ export class StatusFile {
     this.disowned = true
   }
 
+  private endedByAnother(): boolean {
+    const by = endedBy(this.path)
+    return by !== undefined && (by.pid !== process.pid || by.host !== hostname())
+  }
+
+  /**
+   * From now on this process writes only where no other process wrote an
+   * outcome: its side of a partition stopped without a majority, and the
+   * other side may go on and write the run's own (it writes last, at its
+   * end). When every side stopped, the 76 written here lets a batch loop
+   * relaunch.
+   */
+  yieldToOthers(): void {
+    this.yielding = true
+  }
+
   private write(s: Omit<RunStatus, 'node' | 'host' | 'pid' | 'time'>): void {
-    if (this.disowned) return
+    if (this.disowned || (this.yielding && this.endedByAnother())) return
     const record: RunStatus = { ...s, node: this.node, host: hostname(), pid: process.pid, time: new Date().toISOString() }
     // One temporary file per writer: nodes sharing the file system write the same path.
     const tmp = `${this.path}.${hostname()}.${process.pid}.tmp`

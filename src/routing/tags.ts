@@ -25,4 +25,8 @@ export const FRAMEWORK_TAGS = {
   partnerRestore: -0x7ffd0001,
   /** Byte ranges of old rank files served to other ranks at an elastic restore. */
   elasticRead: -0x7ffd0002,
+  /** XOR redundancy: chunks of committed checkpoints sent to the members whose parity slices hold them (disk, memory), and slices and files sent to a lost member rebuilt. */
+  xorParity: -0x7ffd0004,
+  xorParityMemory: -0x7ffd0005,
+  xorRebuild: -0x7ffd0006,
 } as const

@@ -10,7 +10,7 @@ export type RankToLauncher =
   | { type: 'load-error'; rank: number; message: string }
   /** `once`: a key said once per run, however many restarts (the launcher remembers it across attempts). */
   | { type: 'log'; rank: number; text: string; once?: string; kind?: LogKind }
-  | { type: 'checkpoint'; rank: number; seq: number; skeleton: number; step: number; bytes: number; totalBytes: number; ms: number; level: 'memory' | 'disk' | 'partner' | 'shared'; stallMs: number; votes?: number; voteMs?: number }
+  | { type: 'checkpoint'; rank: number; seq: number; skeleton: number; step: number; bytes: number; totalBytes: number; ms: number; level: 'memory' | 'disk' | 'partner' | 'shared' | 'xor'; stallMs: number; votes?: number; voteMs?: number }
   | { type: 'resumed'; rank: number; seq: number; skeleton: number; step: number; negotiateMs: number; loadMs: number; replayMs: number; restoreMs: number; level: string }
   | { type: 'progress'; rank: number; skeleton: number; step: number; total: number | undefined }
   | { type: 'result'; rank: number; value: unknown; text: string | undefined }

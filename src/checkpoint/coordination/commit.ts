@@ -152,11 +152,8 @@ export class CheckpointCommitter {
     this.memory = this.own.find((w) => w.level.name === 'memory')
     this.memoryKept = this.memory ? this.memory.level.listed.map((s) => s.seq) : []
     this.flushIo = cfg.compress === true || cfg.incremental ? new CheckpointIoThread() : undefined
-    // Deltas are made by the background flush from the memory copy: the disk level only, never with compression.
-    if (cfg.incremental && (!this.memory || cfg.compress || cfg.partner || cfg.shared)) {
-      const why = cfg.compress ? 'are not compressed: use one of incremental and compress' : !this.memory ? 'need a memory level (memory or async): the background flush makes the deltas' : 'need their chain, which partner and shared copies (one file per checkpoint) do not keep: leave out partner and shared'
-      throw new ConfigError(`incremental checkpoints ${why}`)
-    }
+    // Deltas are made by the background flush from the memory copy.
+    if (cfg.incremental && !this.memory) throw new ConfigError('incremental checkpoints need a memory level (memory or async): the background flush makes the deltas')
     this.chain = cfg.incremental ? new DeltaChain(cfg.incremental.every) : undefined
   }
 
@@ -512,13 +509,14 @@ export class CheckpointCommitter {
     const total = await this.comm.allreduce(mine, 'sum')
     const available = availableMemoryBytes(memory.dir)
     const flushes = !('kind' in this.cfg.policy && this.cfg.policy.kind === 'off')
-    const partnerCopies = this.memory?.copies !== undefined
-    // With partner copies: up to three checkpoints more kept for them here, and two of the partner's held for it.
-    const copies = (flushes ? 3 : 2) + (partnerCopies ? 5 : 0)
+    const memoryCopies = this.memory?.copies
+    // With partner copies: up to three checkpoints more kept for them here, and two of the partner's held for it
+    // (with XOR parity, two slices of 1/(G−1) of a file instead).
+    const copies = (flushes ? 3 : 2) + (memoryCopies ? 3 + memoryCopies.heldForOthers : 0)
     if (available !== undefined && copies * total > available) {
       throw new ConfigError(
-        `the memory level needs ${formatMiB(copies * total)} in ${memory.dir} (${copies} copies of ${formatMiB(total)}: ` +
-          `the newest checkpoint, the next one${flushes ? ', the one being flushed to disk' : ''}${partnerCopies ? ', those being copied to the partner and the partner’s copies' : ''}) and this node has ${formatMiB(available)} free; ` +
+        `the memory level needs ${formatMiB(copies * total)} in ${memory.dir} (${Number(copies.toFixed(2))} copies of ${formatMiB(total)}: ` +
+          `the newest checkpoint, the next one${flushes ? ', the one being flushed to disk' : ''}${memoryCopies ? ', those being copied to the partner and the partner’s copies (or parity slices)' : ''}) and this node has ${formatMiB(available)} free; ` +
           'write fewer bytes (unregister what replay rebuilds), or use the disk level only',
       )
     }

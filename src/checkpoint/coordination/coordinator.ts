@@ -1,6 +1,6 @@
 import { join } from 'node:path'
 import { performance } from 'node:perf_hooks'
-import { ConfigError, errorRecord, InternalError, PreemptedError, reviveError, RunInterruptedError, type ErrorRecord } from '../../errors.js'
+import { ConfigError, errorRecord, InternalError, NothingToResumeError, PreemptedError, reviveError, RunInterruptedError, type ErrorRecord } from '../../errors.js'
 import type { Communicator } from '../../routing/communicator.js'
 import type { FaultToleranceConfig, ProgramIdentity } from '../config.js'
 import type { CheckpointAt, CheckpointControl } from '../control.js'
@@ -22,7 +22,8 @@ import type { MembershipRecord } from '../store/marker.js'
 import { partnerDirOf } from '../store/partner.js'
 import { CheckpointCommitter } from './commit.js'
 import { CheckpointCopies } from './copies.js'
-import { copyTargetsOf, openLevels, ownLevel, type Level } from './levels.js'
+import { copyTargetsOf, openLevels, ownLevel, parityLevelsOf, type Level } from './levels.js'
+import { rebuildLostFiles, type RebuildOutcome } from '../redundancy/rebuild.js'
 import { CheckpointVote, type ClockState } from './vote.js'
 import type { RankLog } from '../../util/log.js'
 
@@ -107,6 +108,8 @@ export class CheckpointCoordinator implements SkeletonHooks {
     // A fresh start discards the copies as the supervisor discarded the directory's own checkpoints (they derive from them).
     if (!cfg.resume) await discardCopies(comm, levels)
     for (const l of levels) l.listed = await l.store.list()
+    // A lost node's files are rebuilt from their XOR sets first: the negotiation then finds them as the ranks' own.
+    const rebuilds = cfg.resume ? await rebuildFromParity(comm, levels, log) : []
     // One numbering over every level: a checkpoint keeps its number when it is flushed from memory to disk, or copied.
     const everyLevel = [...levels, ...search].flatMap((l) => l.listed).sort((a, b) => a.seq - b.seq)
     // From molotof's own checkpoints only: a number a user's folder has is skipped on every rank, never written into.
@@ -119,7 +122,7 @@ export class CheckpointCoordinator implements SkeletonHooks {
     const coordinator = new CheckpointCoordinator(comm, cfg, ownLevel(levels, 'disk')!.store, memory?.store, vote, commits, log, hooks)
     coordinator.cleansMemory = memory?.writesMarker === true
     if (!cfg.resume) return coordinator
-    await coordinator.resumeLine(levels, search, id, code, otherRuns(everyLevel, runId))
+    await coordinator.resumeLine(levels, search, id, code, otherRuns(everyLevel, runId), rebuilds)
     return coordinator
   }
 
@@ -135,15 +138,17 @@ export class CheckpointCoordinator implements SkeletonHooks {
     id: ProgramIdentity,
     code: CodeIdentity | undefined,
     foreign: ReadonlySet<number>,
+    rebuilds: readonly RebuildOutcome[] = [],
   ): Promise<void> {
     const { comm, cfg, log } = this
-    const sources = [...levels, ...search].sort((a, b) => MEDIUMS.indexOf(a.medium) - MEDIUMS.indexOf(b.medium))
+    // Parity slices are no rank's file: they were used above, to rebuild lost files.
+    const sources = [...levels.filter((l) => l.name !== 'xor'), ...search].sort((a, b) => MEDIUMS.indexOf(a.medium) - MEDIUMS.indexOf(b.medium))
     // A refused resume leaves no memory level it created only to look into.
     const memoryDir = levels.find((l) => l.name === 'memory')?.store.dir
     const { info, file, elastic, marker: lineMarker } = await negotiateRecoveryLine(comm, sources, id.settings, log, this.hooks.rejected, foreign, cfg.resumeRequest).catch(
       (e: unknown) => {
         if (memoryDir !== undefined) removeIfUnused(memoryDir)
-        throw e
+        throw withParityReasons(e, rebuilds)
       },
     )
     if (info.seq !== undefined) {
@@ -451,6 +456,29 @@ async function listIfOurs(l: SearchedLevel, fingerprint: string): Promise<void> 
     l.absent = true
     l.listed = []
   }
+}
+
+/**
+ * A resume: each XOR level rebuilds the files ranks lost (a lost node's)
+ * into the level it protects, memory's first (collective); the levels it
+ * wrote to are listed again.
+ */
+async function rebuildFromParity(comm: Communicator, levels: readonly Level[], log: (text: string) => void): Promise<RebuildOutcome[]> {
+  const own = levels.filter((l) => !l.copy)
+  const out: RebuildOutcome[] = []
+  for (const { parity, protects } of parityLevelsOf(levels)) {
+    const r = await rebuildLostFiles(comm, parity, own, protects.store, log)
+    if (r.rebuilt.length > 0) protects.listed = await protects.store.list()
+    out.push(r)
+  }
+  return out
+}
+
+/** A refused resume also says why the XOR sets could not rebuild what was lost (two members of a set, a damaged slice). */
+function withParityReasons(e: unknown, rebuilds: readonly RebuildOutcome[]): unknown {
+  const reasons = rebuilds.flatMap((r) => r.passedOver.flatMap((p) => p.reasons))
+  if (!(e instanceof NothingToResumeError) || reasons.length === 0) return e
+  return new NothingToResumeError(`${e.message}\nXOR redundancy could not rebuild the lost files:\n  ${[...new Set(reasons)].join('\n  ')}`)
 }
 
 /** Run `f`; its error as plain data (for an allgather), or undefined. */

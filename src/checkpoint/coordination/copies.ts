@@ -7,6 +7,8 @@ import type { CheckpointStore } from '../store/checkpoint-store.js'
 import { BackgroundWork } from './background.js'
 import type { CommitMarker } from '../store/marker.js'
 import { receiveRankFile, sendRankFile, type PartnerRing } from '../store/partner.js'
+import { makeParitySlice } from '../redundancy/exchange.js'
+import type { XorSets } from '../redundancy/sets.js'
 
 /**
  * A level the copies go to (a copy level of levels.ts): `partner` (this rank
@@ -19,16 +21,21 @@ export interface CopyTarget {
   name: CopyLevel
   store: CheckpointStore
   writesMarker: boolean
-  feed: { kind: 'partner'; ring: PartnerRing; tag: number } | { kind: 'shared'; config: SharedLevelConfig }
+  feed: { kind: 'partner'; ring: PartnerRing; tag: number } | { kind: 'shared'; config: SharedLevelConfig } | { kind: 'xor'; sets: XorSets; tag: number }
 }
 
 interface PendingCopies {
   marker: CommitMarker
   started: number
   shared: boolean
+  /** Shared level: the markers of the earlier files of a delta's chain this rank copied along (see CheckpointStore.copyWithChain). */
+  carried: CommitMarker[]
   /** This rank's part: resolves to a failure message, or undefined. Never rejects. */
   work: Promise<string | undefined>
   done: boolean
+  /** The bytes of this rank's XOR parity slice, once written; then every rank's (their events report these, not the file's). */
+  sliceBytes?: number
+  allSliceBytes?: number
 }
 
 /**
@@ -84,6 +91,20 @@ export class CheckpointCopies {
     return undefined
   }
 
+  /**
+   * The checkpoints' worth of another rank's files this rank holds for these
+   * copies at most (the newest committed and the one being made): two
+   * partner copies, or two parity slices of 1/(G−1) of a file each.
+   */
+  get heldForOthers(): number {
+    let held = 0
+    for (const t of this.targets) {
+      if (t.feed.kind === 'partner') held += 2
+      else if (t.feed.kind === 'xor') held += 2 / (t.feed.sets.setSize - 1)
+    }
+    return held
+  }
+
   /** Copies are being made and wait for their commit. */
   get inFlight(): boolean {
     return this.pending !== undefined
@@ -136,6 +157,8 @@ export class CheckpointCopies {
     const { rank } = this.comm
     const { seq } = marker
     const jobs: Promise<unknown>[] = []
+    const slice: { bytes?: number } = {}
+    const carried: CommitMarker[] = []
     for (const t of this.targets) {
       if (!due(t, sharedTo)) continue
       const { feed, store } = t
@@ -148,9 +171,15 @@ export class CheckpointCopies {
             await store.writeRankFile(seq, source, parts)
           })(),
         )
-      } else jobs.push(store.flushRankFile(seq, rank, this.disk, marker.ranks[rank].headerChecksum))
+      } else if (feed.kind === 'xor') {
+        jobs.push(
+          makeParitySlice(this.comm, feed.sets, feed.tag, this.disk.fileOf(seq, rank), marker)
+            .then((parts) => store.writeRankFile(seq, rank, parts))
+            .then((w) => (slice.bytes = w.bytes)),
+        )
+      } else jobs.push(store.copyWithChain(seq, rank, this.disk, marker.ranks[rank].headerChecksum).then((m) => void carried.push(...m)))
     }
-    const pending: PendingCopies = { marker, started, shared: sharedTo, done: false, work: this.background.track(settleAll(jobs)) }
+    const pending: PendingCopies = { marker, started, shared: sharedTo, carried, done: false, work: this.background.track(settleAll(jobs).then((why) => ((pending.sliceBytes = slice.bytes), why))) }
     void pending.work.then(() => (pending.done = true))
     this.pending = pending
   }
@@ -172,12 +201,13 @@ export class CheckpointCopies {
     this.markers = undefined
     const previous = last ? await last.done : undefined
     const work = p ? await p.work : undefined
-    const outcomes = await this.comm.allgather({ work, previous })
+    const outcomes = await this.comm.allgather({ work, previous, sliceBytes: p?.sliceBytes ?? 0 })
     const why = outcomes.find((o) => o.previous !== undefined)?.previous
     if (why !== undefined) throw new CheckpointError(why)
     if (last) this.committed = last.seq
     if (!p) return
     const { seq } = p.marker
+    p.allSliceBytes = outcomes.reduce((n, o) => n + o.sliceBytes, 0)
     const failed = outcomes.map((o, r) => (o.work === undefined ? '' : `rank ${r}: ${o.work}`)).filter(Boolean)
     if (failed.length > 0) throw new CheckpointError(`the copies of checkpoint ${seq} could not be made (the previous copies are intact):\n  ${failed.join('\n  ')}`)
     this.markers = { seq, done: this.background.track(this.commitAll(p)) }
@@ -188,6 +218,8 @@ export class CheckpointCopies {
   private async commitAll(p: PendingCopies): Promise<string | undefined> {
     const { marker } = p
     try {
+      // The earlier files of a delta's chain carried to the shared level: committed by each rank that carried them, first.
+      for (const t of this.targets) if (due(t, p.shared) && t.feed.kind === 'shared') for (const m of p.carried) await t.store.commit(m.seq, m)
       for (const t of this.targets) if (due(t, p.shared) && t.writesMarker) await this.commitIn(t.store, marker)
     } catch (e) {
       return `the copies of checkpoint ${marker.seq} could not be committed (the previous copies are intact): ${(e as Error).message}`
@@ -196,7 +228,12 @@ export class CheckpointCopies {
     const bytes = marker.ranks[this.comm.rank].bytes
     const totalBytes = marker.ranks.reduce((n, r) => n + r.bytes, 0)
     const event = { seq: marker.seq, skeleton: marker.skeleton, step: marker.step, bytes, totalBytes, ms, stallMs: 0 }
-    for (const t of this.targets) if (due(t, p.shared)) this.onCheckpoint?.({ ...event, level: t.name })
+    for (const t of this.targets) {
+      if (!due(t, p.shared)) continue
+      // A parity slice is not the file: what the rank holds for redundancy is reported.
+      const held = t.feed.kind === 'xor' ? { bytes: p.sliceBytes ?? 0, totalBytes: p.allSliceBytes ?? 0 } : {}
+      this.onCheckpoint?.({ ...event, ...held, level: t.name })
+    }
     return undefined
   }
 
@@ -206,9 +243,9 @@ export class CheckpointCopies {
   }
 }
 
-/** Whether `target` gets this checkpoint's copy: a partner level every one, the shared level when its policy said so (`shared`). */
+/** Whether `target` gets this checkpoint's copy: a partner or XOR level every one, the shared level when its policy said so (`shared`). */
 function due(target: CopyTarget, shared: boolean): boolean {
-  return target.feed.kind === 'partner' || shared
+  return target.feed.kind !== 'shared' || shared
 }
 
 /** Wait for every job; the first failure's message, or undefined. Never rejects (no job's rejection goes unhandled). */

@@ -8,6 +8,8 @@ import type { LevelMedium, LevelSource } from '../recovery/negotiate.js'
 import { CheckpointStore, type CheckpointSummary } from '../store/checkpoint-store.js'
 import { claimMemoryDirectory, memoryDirFor } from '../store/memory-level.js'
 import { PARTNER_COPY_TAG, PartnerRing, partnerDirOf } from '../store/partner.js'
+import { xorDirOf } from '../redundancy/parity-file.js'
+import { XorSets } from '../redundancy/sets.js'
 import type { CopyTarget } from './copies.js'
 
 /**
@@ -15,7 +17,9 @@ import type { CopyTarget } from './copies.js'
  * the checkpoint point: the memory level, or disk without one), `flushed`
  * (disk, copied from a committed memory checkpoint in the background),
  * `partner` (each rank's file of a committed checkpoint of level `from` sent
- * to its holder on another node), `shared` (disk checkpoints copied to a
+ * to its holder on another node), `xor` (each rank's parity slice of its
+ * set's files of a committed checkpoint of level `from`, see
+ * redundancy/exchange.ts), `shared` (disk checkpoints copied to a
  * directory every node sees, as `config` says), `left` (copies an earlier run
  * left: a resume reads them, a fresh start discards them, this run adds none).
  */
@@ -24,6 +28,7 @@ export type LevelFeed =
   | { kind: 'flushed'; from: 'memory' }
   | { kind: 'partner'; from: CheckpointLevel; ring: PartnerRing; tag: number; keep: number }
   | { kind: 'shared'; from: 'disk'; config: SharedLevelConfig; keep: number }
+  | { kind: 'xor'; from: CheckpointLevel; sets: XorSets; tag: number; keep: number }
   | { kind: 'left' }
 
 /**
@@ -63,6 +68,8 @@ export interface LevelRun {
   ring?: PartnerRing
   /** This rank's partner copies are of rank `holds` (partner levels). */
   holds?: number
+  /** The XOR sets, when the run keeps parity slices instead of partner copies. */
+  sets?: XorSets
 }
 
 /** How a run opens a level of some kind: its feed, and its policy when the vote writes to it. */
@@ -112,9 +119,15 @@ async function partnerOpening(run: LevelRun, present: () => Promise<boolean>, fe
   return { feed, ...(run.holds !== undefined ? { holds: run.holds } : {}) }
 }
 
+/** XOR parity slices, like partner copies, are opened also when this run makes none (see partnerOpening). */
+async function parityOpening(run: LevelRun, present: () => Promise<boolean>, feed: LevelFeed): Promise<LevelOpening | undefined> {
+  if (run.sets === undefined && !(await present())) return undefined
+  return { feed }
+}
+
 /**
- * The kinds of level, fastest first: memory and its partner copies (in the
- * holder's RAM), disk and its partner copies, shared.
+ * The kinds of level, fastest first: memory, its partner copies and its XOR
+ * parity slices (in RAM), disk, its partner copies and its parity slices, shared.
  */
 export const LEVEL_KINDS: readonly LevelKind[] = [
   {
@@ -141,6 +154,18 @@ export const LEVEL_KINDS: readonly LevelKind[] = [
       partnerOpening(run, present, run.ring && run.cfg.memory ? { kind: 'partner', from: 'memory', ring: run.ring, tag: FRAMEWORK_TAGS.partnerCopyMemory, keep: 1 } : { kind: 'left' }),
   },
   {
+    // The parity slices of memory checkpoints live in each member's memory level (RAM), beside its own files.
+    name: 'xor',
+    medium: 'ram',
+    volatile: true,
+    copy: true,
+    someRanks: true,
+    dirOf: (r) => (r.memory === undefined ? undefined : xorDirOf(r.memory)),
+    open: (run, present) =>
+      parityOpening(run, present, run.sets && run.cfg.memory ? { kind: 'xor', from: 'memory', sets: run.sets, tag: FRAMEWORK_TAGS.xorParityMemory, keep: 1 } : { kind: 'left' }),
+    inspectTitle: 'XOR parity slices of the memory level',
+  },
+  {
     name: 'disk',
     medium: 'node',
     volatile: false,
@@ -159,6 +184,16 @@ export const LEVEL_KINDS: readonly LevelKind[] = [
     dirOf: (r) => partnerDirOf(r.disk),
     open: (run, present) => partnerOpening(run, present, run.ring ? { kind: 'partner', from: 'disk', ring: run.ring, tag: PARTNER_COPY_TAG, keep: run.cfg.keep } : { kind: 'left' }),
     inspectTitle: "partner level: copies of other ranks' files",
+  },
+  {
+    name: 'xor',
+    medium: 'node',
+    volatile: false,
+    copy: true,
+    someRanks: true,
+    dirOf: (r) => xorDirOf(r.disk),
+    open: (run, present) => parityOpening(run, present, run.sets ? { kind: 'xor', from: 'disk', sets: run.sets, tag: FRAMEWORK_TAGS.xorParity, keep: run.cfg.keep } : { kind: 'left' }),
+    inspectTitle: 'XOR parity slices: one per rank, of its set',
   },
   {
     name: 'shared',
@@ -185,7 +220,8 @@ export const LEVEL_KINDS: readonly LevelKind[] = [
  */
 export async function openLevels(comm: Communicator, cfg: FaultToleranceConfig, policies: { disk: CheckpointPolicy; memory?: CheckpointPolicy }): Promise<Level[]> {
   const ring = cfg.partner ? new PartnerRing(comm.size, cfg.partner.ranksPerNode) : undefined
-  const run: LevelRun = { cfg, policies, ...(ring ? { ring, holds: ring.sourceOf(comm.rank) } : {}) }
+  const sets = cfg.xor ? new XorSets(comm.size, cfg.xor.ranksPerNode, cfg.xor.setSize) : undefined
+  const run: LevelRun = { cfg, policies, ...(ring ? { ring, holds: ring.sourceOf(comm.rank) } : {}), ...(sets ? { sets } : {}) }
   // The memory level writes only in a directory of molotof's own (a sub-directory of a given one holding the user's files).
   const memory = policies.memory === undefined ? undefined : claimMemoryDirectory(cfg.memory?.dir ?? memoryDirFor(cfg.dir))
   const shared = cfg.shared?.dir ?? (cfg.resume ? cfg.resumeSharedDir : undefined)
@@ -215,6 +251,17 @@ export async function openLevels(comm: Communicator, cfg: FaultToleranceConfig, 
   return levels.map((l, i) => ({ ...l, writesMarker: dirs.findIndex((d) => d[i] === l.store.dir) === comm.rank }))
 }
 
+/**
+ * The XOR levels of a run, each with the level whose checkpoints its slices
+ * protect (the one whose directory holds it): a rebuild writes there.
+ */
+export function parityLevelsOf(levels: readonly Level[]): { parity: Level; protects: Level }[] {
+  return levels.flatMap((parity) => {
+    const protects = parity.name === 'xor' ? levels.find((l) => !l.copy && xorDirOf(l.store.dir) === parity.store.dir) : undefined
+    return protects ? [{ parity, protects }] : []
+  })
+}
+
 /** The level named `name` that the vote writes to (memory or disk), if the run has it. */
 export function ownLevel(levels: readonly Level[], name: CheckpointLevel): Level | undefined {
   return levels.find((l) => l.name === name && !l.copy)
@@ -223,7 +270,7 @@ export function ownLevel(levels: readonly Level[], name: CheckpointLevel): Level
 /**
  * Where the copies of level `from`'s committed checkpoints go (see
  * CheckpointCopies), in the order of the levels, or undefined when no level
- * is fed from it; `partner`: the partner level among them.
+ * is fed from it; `partner`: the partner (or XOR) level among them.
  */
 export function copyTargetsOf(levels: readonly Level[], from: CheckpointLevel): { targets: CopyTarget[]; keep: number; partner?: Level } | undefined {
   const targets: CopyTarget[] = []
@@ -231,11 +278,15 @@ export function copyTargetsOf(levels: readonly Level[], from: CheckpointLevel): 
   let partner: Level | undefined
   for (const l of levels) {
     const f = l.feed
-    if ((f.kind !== 'partner' && f.kind !== 'shared') || f.from !== from) continue
+    if ((f.kind !== 'partner' && f.kind !== 'shared' && f.kind !== 'xor') || f.from !== from) continue
     keep ??= f.keep
     const name = l.name as CopyLevel
     if (f.kind === 'partner') {
       targets.push({ name, store: l.store, writesMarker: l.writesMarker, feed: { kind: 'partner', ring: f.ring, tag: f.tag } })
+      partner = l
+    } else if (f.kind === 'xor') {
+      // Pinned like partner copies: a rebuild needs the survivors' own files of the checkpoint the slices are of.
+      targets.push({ name, store: l.store, writesMarker: l.writesMarker, feed: { kind: 'xor', sets: f.sets, tag: f.tag } })
       partner = l
     } else targets.push({ name, store: l.store, writesMarker: l.writesMarker, feed: { kind: 'shared', config: f.config } })
   }

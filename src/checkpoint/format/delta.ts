@@ -1,5 +1,6 @@
 import { crc32 } from 'node:zlib'
 import { CheckpointCorruptError } from '../../errors.js'
+import { decompressPayload, PAYLOAD_CODEC } from '../store/io-worker/payload-codec.mjs'
 import { isPlainObject } from './json.js'
 
 /*
@@ -10,6 +11,13 @@ import { isPlainObject } from './json.js'
  * then each delta in order, its blocks copied over — gives the payload of
  * the newest file, whose own CRC32 (the entry's `checksum`, taken when the
  * bytes were copied out of the program) is checked last.
+ *
+ * With compression (`blocks.stored`), each held block is compressed on its
+ * own (shuffled, then brotli: store/io-worker/payload-codec.mjs) and gets a
+ * second CRC32, of its stored bytes: damage is found and named per block
+ * before the decompressor sees it, and the raw CRC32 of each block is still
+ * checked after. A block compression would not make smaller is stored raw
+ * (its stored length equals its raw length).
  */
 
 /** Bytes per block of an incremental payload (the last block of a payload may be shorter). */
@@ -34,6 +42,19 @@ export interface EntryBlocks {
   /** Indices of the blocks held, ascending. */
   held: number[]
   /** CRC32 of each held block, in the same order. */
+  sums: number[]
+  /** Present when the held blocks are stored compressed, each on its own. */
+  stored?: BlockEncoding
+}
+
+/** How the held blocks of a delta entry are stored when compressed (entry field `blocks.stored`). */
+export interface BlockEncoding {
+  codec: typeof PAYLOAD_CODEC
+  /** Element width the bytes were shuffled by before compression (1: not shuffled). */
+  shuffle: number
+  /** Stored bytes of each held block, in order: its raw length when stored raw, less when compressed. */
+  lengths: number[]
+  /** CRC32 of each held block's stored bytes, in order. */
   sums: number[]
 }
 
@@ -62,37 +83,76 @@ export function deltaPieces(payload: Uint8Array, held: readonly number[], blockS
 }
 
 /**
- * How many bytes the held blocks of a payload of `length` take.
+ * How many bytes the held blocks of a payload of `length` take in the file
+ * (compressed, when `blocks.stored` says so).
  *
  * ```ts
  * heldBytes(65536 + 10, { size: 65536, held: [1], sums: [0] })   // 10
  * ```
  */
 export function heldBytes(length: number, blocks: EntryBlocks): number {
+  if (blocks.stored) return blocks.stored.lengths.reduce((n, l) => n + l, 0)
+  return rawHeldBytes(length, blocks)
+}
+
+/** How many bytes the held blocks of a payload of `length` take raw. */
+export function rawHeldBytes(length: number, blocks: EntryBlocks): number {
   let n = 0
-  for (const i of blocks.held) n += Math.min(length, (i + 1) * blocks.size) - i * blocks.size
+  for (const i of blocks.held) n += blockLength(length, blocks.size, i)
   return n
 }
 
+/** The length of block `i` of a payload of `length` bytes. */
+function blockLength(length: number, size: number, i: number): number {
+  return Math.min(length, (i + 1) * size) - i * size
+}
+
 /**
- * Checks each held block of a delta entry (`stored`: the blocks back to back)
- * against its CRC32; a mismatch names the entry, the block and the file.
+ * Checks each held block of a delta entry (`stored`: the blocks back to back,
+ * as in the file) against its CRC32, and returns the raw held blocks back to
+ * back: `stored` itself, or, for compressed blocks, a fresh buffer of them
+ * decompressed. A mismatch, or a block that does not decompress to its
+ * length, names the entry, the block and the file.
  *
  * ```ts
- * checkHeldBlocks('write', 800_000, blocks, storedBytes, path)
+ * const held = checkHeldBlocks('write', 800_000, blocks, storedBytes, path)
  * ```
  */
-export function checkHeldBlocks(entry: string, length: number, blocks: EntryBlocks, stored: Uint8Array, file: string): void {
+export function checkHeldBlocks(entry: string, length: number, blocks: EntryBlocks, stored: Uint8Array, file: string): Uint8Array {
+  const enc = blocks.stored
+  const out = enc ? new Uint8Array(rawHeldBytes(length, blocks)) : stored
   let at = 0
+  let rawAt = 0
   for (let k = 0; k < blocks.held.length; k++) {
     const i = blocks.held[k]
-    const n = Math.min(length, (i + 1) * blocks.size) - i * blocks.size
-    const sum = crc32(stored.subarray(at, at + n)) >>> 0
-    if (sum !== blocks.sums[k]) {
-      throw new CheckpointCorruptError(file, `checksum mismatch in block ${i} of delta entry "${entry}" (stored 0x${blocks.sums[k].toString(16).padStart(8, '0')}, computed 0x${sum.toString(16).padStart(8, '0')})`)
+    const n = blockLength(length, blocks.size, i)
+    const m = enc ? enc.lengths[k] : n
+    let raw = stored.subarray(at, at + m)
+    if (enc) {
+      const sum = crc32(raw) >>> 0
+      if (sum !== enc.sums[k]) throw new CheckpointCorruptError(file, `checksum mismatch in compressed block ${i} of delta entry "${entry}" (stored ${hex(enc.sums[k])}, computed ${hex(sum)})`)
+      if (m < n) {
+        try {
+          raw = decompressPayload(raw, enc.shuffle, n)
+        } catch (e) {
+          throw new CheckpointCorruptError(file, `compressed block ${i} of delta entry "${entry}" cannot be decompressed (${(e as Error).message})`)
+        }
+        if (raw.byteLength !== n) throw new CheckpointCorruptError(file, `compressed block ${i} of delta entry "${entry}" decompressed to ${raw.byteLength} bytes, not ${n}`)
+      }
+      out.set(raw, rawAt)
     }
-    at += n
+    const sum = crc32(raw) >>> 0
+    if (sum !== blocks.sums[k]) {
+      throw new CheckpointCorruptError(file, `checksum mismatch in block ${i} of delta entry "${entry}"${enc ? ' after decompression' : ''} (stored ${hex(blocks.sums[k])}, computed ${hex(sum)})`)
+    }
+    at += m
+    rawAt += n
   }
+  return out
+}
+
+function hex(n: number): string {
+  return '0x' + n.toString(16).padStart(8, '0')
 }
 
 /**
@@ -131,7 +191,20 @@ export function isEntryBlocks(b: unknown, length: number): b is EntryBlocks {
   const n = blockCount(length, b.size as number)
   const held = b.held as unknown[]
   if (!held.every((x, i) => Number.isSafeInteger(x) && (x as number) >= 0 && (x as number) < n && (i === 0 || (x as number) > (held[i - 1] as number)))) return false
-  return (b.sums as unknown[]).every((s) => Number.isInteger(s) && (s as number) >= 0 && (s as number) <= 0xffffffff)
+  if (!(b.sums as unknown[]).every(isCrc)) return false
+  return b.stored === undefined || isBlockEncoding(b.stored, held as number[], length, b.size as number)
+}
+
+function isCrc(s: unknown): boolean {
+  return Number.isInteger(s) && (s as number) >= 0 && (s as number) <= 0xffffffff
+}
+
+/** A valid `blocks.stored` for these held blocks: one length (≥ 0, at most the block's raw length) and one CRC per block. */
+function isBlockEncoding(e: unknown, held: readonly number[], length: number, size: number): boolean {
+  if (!isPlainObject(e) || e.codec !== PAYLOAD_CODEC || !Number.isSafeInteger(e.shuffle) || (e.shuffle as number) < 1 || (e.shuffle as number) > 8) return false
+  if (!Array.isArray(e.lengths) || !Array.isArray(e.sums) || e.lengths.length !== held.length || e.sums.length !== held.length) return false
+  const lengths = e.lengths as unknown[]
+  return lengths.every((l, k) => Number.isSafeInteger(l) && (l as number) >= 0 && (l as number) <= blockLength(length, size, held[k])) && (e.sums as unknown[]).every(isCrc)
 }
 
 /** One file's view of a payload in a chain: the whole payload (no `blocks`), or only its held blocks. */

@@ -154,12 +154,13 @@ export interface EntryInput {
   encoded?: { codec: StoredEncoding['codec']; shuffle: number; length: number; checksum: number }
   /**
    * `bytes` are only the held blocks of the payload, back to back
-   * (deltaPieces): `length` and `checksum` are the whole payload's.
+   * (deltaPieces; compressed each on its own when `blocks.stored` says so):
+   * `length` and `checksum` are the whole payload's.
    */
   delta?: { blocks: EntryBlocks; length: number; checksum: number }
 }
 
-/** A decoded entry: its record plus its payload (a view inside the file buffer; a fresh buffer when it was stored compressed; only the held blocks, back to back, when it has `blocks`). */
+/** A decoded entry: its record plus its payload (a view inside the file buffer; a fresh buffer when it was stored compressed; only the held blocks, back to back and decompressed, when it has `blocks`). */
 export interface DecodedEntry extends EntryRecord {
   bytes: Uint8Array
 }
@@ -230,7 +231,7 @@ export function encodeRankFile(meta: RankFileMeta, entries: readonly EntryInput[
         ...described,
         length: delta.length,
         checksum: delta.checksum >>> 0,
-        blocks: { size: delta.blocks.size, held: [...delta.blocks.held], sums: [...delta.blocks.sums] },
+        blocks: { size: delta.blocks.size, held: [...delta.blocks.held], sums: [...delta.blocks.sums], ...(delta.blocks.stored ? { stored: { ...delta.blocks.stored, lengths: [...delta.blocks.stored.lengths], sums: [...delta.blocks.stored.sums] } } : {}) },
       })
       payloads.push({ pieces, length })
       offset = align(offset + length)
@@ -318,8 +319,7 @@ export function decodeRankFile(file: Uint8Array, name: string): DecodedRankFile 
     const bytes = file.subarray(base + rec.offset, base + rec.offset + stored)
     if (rec.blocks) {
       // Only the held blocks are here: each has its CRC; the payload's own is checked once the chain is assembled.
-      checkHeldBlocks(rec.name, rec.length, rec.blocks, bytes, name)
-      entries.set(rec.name, { ...rec, bytes })
+      entries.set(rec.name, { ...rec, bytes: checkHeldBlocks(rec.name, rec.length, rec.blocks, bytes, name) })
       expected = rec.offset + stored
       continue
     }

@@ -8,7 +8,8 @@ import type { CheckpointLevel, CopyLevel, RecoveryInfo, RecoveryWarning } from '
 import { decodeRankFile } from '../format/rank-file.js'
 import { CheckpointStore, type CheckpointSummary } from '../store/checkpoint-store.js'
 import type { CommitMarker } from '../store/marker.js'
-import { PARTNER_RESTORE_TAG, receiveRankFile, sendRankFile } from '../store/partner.js'
+import { PARTNER_RESTORE_TAG, receiveRankFileChain, sendRankFileChain } from '../store/partner.js'
+import { assembleChain } from '../store/delta-chain.js'
 import { assertSameSettings, chooseRecoveryLine, localView, mergeLevelViews, type RankView, type RecoveryLine, type SkipReason } from './line.js'
 import { recoveryWarningText } from './warnings.js'
 import { elasticCoverage, shareOf, type Coverage } from './elastic/coverage.js'
@@ -368,7 +369,8 @@ async function fetchFromPartner(
   const source = level.holds!
   const transfers: Promise<unknown>[] = []
   // Holder side: send the copy this rank keeps for `source` when it needs it.
-  if (needs[source] && everyView[rank][index].valid.includes(seq)) transfers.push(sendRankFile(comm, source, PARTNER_RESTORE_TAG, level.store.fileOf(seq, source)))
+  // A delta goes with the earlier files of its chain, which the holder keeps too (pruning keeps what a kept delta needs).
+  if (needs[source] && everyView[rank][index].valid.includes(seq)) transfers.push(sendRankFileChain(comm, source, PARTNER_RESTORE_TAG, seq, (s) => level.store.fileOf(s, source)))
   let result: { file?: DecodedRankFile; problem?: SkipReason } = {}
   const holder = everyView.findIndex((vs) => vs[index].rank === rank)
   if (need && holder >= 0 && everyView[holder][index].valid.includes(seq)) {
@@ -378,12 +380,19 @@ async function fetchFromPartner(
       (async () => {
         try {
           // The holder checked size and header against its marker; every payload checksum is checked here.
-          const parts = await receiveRankFile(comm, holder, PARTNER_RESTORE_TAG, record, name)
+          const { file: parts, chain } = await receiveRankFileChain(comm, holder, PARTNER_RESTORE_TAG, record, name)
           const file = decodeRankFile(joinBytes(parts), name)
           if (file.header.rank !== rank) throw new CheckpointCorruptError(name, `the file holds rank ${file.header.rank}'s data`)
-          // A delta needs the earlier files of its chain, which a partner sends none of: the next level is read.
-          if (file.header.delta) throw new CheckpointCorruptError(name, `a delta of checkpoint ${file.header.delta.previous} cannot be restored without its chain`)
-          result = { file }
+          // A delta: assembled from the earlier files of its chain the holder sent after it (every checksum checked).
+          const needs = file.header.delta?.needs ?? []
+          const earlier = new Map(needs.map((s, i) => [s, chain[i]]))
+          const load = async (s: number) => {
+            const got = earlier.get(s)
+            const at = `rank ${holder}'s partner copy ${level.store.fileOf(s, rank).replace(level.store.dir, '…')} of rank ${rank}`
+            if (got === undefined || got instanceof Error) throw new CheckpointCorruptError(at, got?.message ?? 'the holder sent no such file')
+            return decodeRankFile(joinBytes(got), at)
+          }
+          result = { file: await assembleChain(file, name, load, comm.allocator) }
         } catch (e) {
           result = { problem: { seq, rank, file: name, reason: e instanceof CheckpointCorruptError ? e.reason : (e as Error).message } }
         }

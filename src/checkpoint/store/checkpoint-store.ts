@@ -25,7 +25,7 @@ import { PAYLOAD_CODEC } from './io-worker/payload-codec.mjs'
 import { checkpointFsError, errorCode, explainFsError } from './fs-errors.js'
 import { encodeMarker, parseMarker, type CommitMarker, type RankFileRecord } from './marker.js'
 import { CheckpointNumbers, numberingOf } from './numbering.js'
-import { assembleChain, deltaCandidates, type DeltaChain, type DeltaWritten } from './delta-chain.js'
+import { assembleChain, compressedBlocks, deltaCandidates, type DeltaChain, type DeltaWritten } from './delta-chain.js'
 import { DELTA_BLOCK_BYTES } from '../format/delta.js'
 
 /** What writeRankFile reports: the marker record for this rank plus where and how long. */
@@ -130,6 +130,8 @@ const MARKER = 'COMMIT'
 const SPARE_DIR = 'spare'
 /** The sub-directory of partner copies (see partner.ts): a store of the same layout. */
 const PARTNER_DIR = 'partner'
+/** The sub-directory of XOR parity slices (see redundancy/parity-file.ts): a store of the same layout. */
+const XOR_DIR = 'xor'
 
 /** A temporary file of a rank file's or a commit marker's write (see temporaryNameFor). */
 const STORE_TEMPORARY = /^(rank-\d+\.mlf|COMMIT)\.tmp-/
@@ -137,7 +139,7 @@ const STORE_TEMPORARY = /^(rank-\d+\.mlf|COMMIT)\.tmp-/
 /**
  * Whether an entry of a checkpoint directory is one the store writes:
  * checkpoint folders, their rank files, commit markers and temporary files,
- * the spare folder, the partner copies' folder. Cleaning removes these only;
+ * the spare folder, the partner copies' and the XOR slices' folders. Cleaning removes these only;
  * anything else a user put there stays. With `path`, a checkpoint or spare
  * folder counts only when it is provably molotof's (see isMolotofFolder).
  *
@@ -148,7 +150,7 @@ const STORE_TEMPORARY = /^(rank-\d+\.mlf|COMMIT)\.tmp-/
  */
 export function isStoreEntry(name: string, dir: boolean, path?: string): boolean {
   if (!dir) return RANK_FILE.test(name) || name === MARKER || isTemporaryName(name)
-  if (name === PARTNER_DIR) return true
+  if (name === PARTNER_DIR || name === XOR_DIR) return true
   if (!CKPT_DIR.test(name) && name !== SPARE_DIR) return false
   return path === undefined || isMolotofFolder(path, namesOrNone(path))
 }
@@ -382,8 +384,8 @@ export class CheckpointStore {
    * before or during the compression is found when it is read back.
    */
   async flushRankFile(seq: number, rank: number, from: CheckpointStore, headerChecksum: number, compress?: FlushCompression, incremental?: { chain: DeltaChain; io?: CheckpointIoThread }): Promise<RankFileWritten & { delta?: DeltaWritten }> {
+    if (incremental) return this.flushIncremental(seq, rank, from, incremental.chain, compress?.io ?? incremental.io, compress)
     if (compress) return this.flushCompressed(seq, rank, from, compress)
-    if (incremental) return this.flushIncremental(seq, rank, from, incremental.chain, incremental.io)
     const t0 = performance.now()
     const dir = this.pathOf(seq)
     const path = this.fileOf(seq, rank)
@@ -402,11 +404,42 @@ export class CheckpointStore {
   }
 
   /**
+   * Copies this rank's file of checkpoint `seq` from `from` (flushRankFile)
+   * and, when it is a delta, each earlier file of its chain this store does
+   * not hold yet, with the commit marker `from` has for it: a level that
+   * gets only some checkpoints (the shared level, every k-th) then holds
+   * every chain its deltas need. Returns the markers of the files carried
+   * along (or whose marker is missing here), for the caller to write once
+   * every rank's copies are durable.
+   */
+  async copyWithChain(seq: number, rank: number, from: CheckpointStore, headerChecksum: number): Promise<CommitMarker[]> {
+    await this.flushRankFile(seq, rank, from, headerChecksum)
+    const source = from.fileOf(seq, rank)
+    let needs: number[]
+    try {
+      needs = (await readHeaderOnly(source)).header.delta?.needs ?? []
+    } catch (e) {
+      throw checkpointFsError('cannot read checkpoint file to copy its chain', source, e)
+    }
+    const carried: CommitMarker[] = []
+    for (const need of needs) {
+      const fileHere = await exists(this.fileOf(need, rank))
+      if (fileHere && (await exists(this.markerOf(need)))) continue
+      const marker = await from.readMarker(need)
+      if (!fileHere) await this.flushRankFile(need, rank, from, marker.ranks[rank].headerChecksum)
+      carried.push(marker)
+    }
+    return carried
+  }
+
+  /**
    * flushRankFile with a delta chain (`incremental`): read the source whole,
    * write only the blocks changed since the chain's previous file, or the
-   * file as it is when the chain says full (see DeltaChain).
+   * file as it is when the chain says full (see DeltaChain). With
+   * `compress`, a full file is compressed as flushCompressed does, and each
+   * held block of a delta on its own (compressedBlocks).
    */
-  private async flushIncremental(seq: number, rank: number, from: CheckpointStore, chain: DeltaChain, io?: CheckpointIoThread): Promise<RankFileWritten & { delta: DeltaWritten }> {
+  private async flushIncremental(seq: number, rank: number, from: CheckpointStore, chain: DeltaChain, io?: CheckpointIoThread, compress?: FlushCompression): Promise<RankFileWritten & { delta: DeltaWritten }> {
     const t0 = performance.now()
     const source = from.fileOf(seq, rank)
     let file: Uint8Array
@@ -422,8 +455,16 @@ export class CheckpointStore {
     const previous = chain.previousSeq
     const present = previous !== undefined && (await exists(this.fileOf(previous, rank)))
     const digests = io ? await io.digest(deltaCandidates(header).map(payload), DELTA_BLOCK_BYTES) : undefined
-    const { parts, written } = chain.encode(seq, header, payload, present, digests)
-    const w = await this.writeRankFile(seq, rank, parts ?? [file])
+    if (!compress) {
+      const { parts, written } = chain.encode(seq, header, payload, present, digests)
+      const w = await this.writeRankFile(seq, rank, parts ?? [file])
+      return { ...w, delta: written, durationMs: performance.now() - t0 }
+    }
+    const { entries, written } = chain.plan(seq, header, payload, present, digests)
+    const parts = entries
+      ? encodeRankFile({ ...metaOfHeader(header), delta: written.delta }, await compressDeltaEntries(entries, compress))
+      : await compressedFile(header, payload, compress)
+    const w = await this.writeRankFile(seq, rank, parts)
     return { ...w, delta: written, durationMs: performance.now() - t0 }
   }
 
@@ -440,18 +481,7 @@ export class CheckpointStore {
     }
     const { header, dataStart } = decodeRankFileHeader(file, source)
     const payload = (e: EntryRecord) => file.subarray(dataStart + e.offset, dataStart + e.offset + storedLength(e))
-    const widthOf = (e: EntryRecord) => (e.dtype === undefined ? 1 : DTYPES[e.dtype].BYTES_PER_ELEMENT)
-    const chosen = header.entries.filter((e) => e.kind === 'heavy' && e.stored === undefined && e.length > 0 && !compress.raw.has(e.name))
-    const results = await compress.io.compress(chosen.map((e) => ({ bytes: payload(e), width: widthOf(e) })))
-    const compressed = new Map(chosen.map((e, i) => [e.name, results[i]]))
-    const entries: EntryInput[] = header.entries.map((e) => {
-      const base = { name: e.name, kind: e.kind, ...(e.dtype !== undefined ? { dtype: e.dtype } : {}), ...(e.box !== undefined ? { box: e.box } : {}) }
-      const c = compressed.get(e.name)
-      if (c) return { ...base, bytes: c.stored, checksum: c.checksum, encoded: { codec: PAYLOAD_CODEC, shuffle: widthOf(e), length: e.length, checksum: e.checksum } }
-      if (e.stored) return { ...base, bytes: payload(e), checksum: e.stored.checksum, encoded: { codec: e.stored.codec, shuffle: e.stored.shuffle, length: e.length, checksum: e.checksum } }
-      return { ...base, bytes: payload(e), checksum: e.checksum }
-    })
-    const w = await this.writeRankFile(seq, rank, encodeRankFile(metaOfHeader(header), entries))
+    const w = await this.writeRankFile(seq, rank, await compressedFile(header, payload, compress))
     return { ...w, durationMs: performance.now() - t0 }
   }
 
@@ -857,6 +887,40 @@ function reasonOf(e: unknown): string {
 
 async function exists(path: string): Promise<boolean> {
   return (await statIfPresent(path)) !== undefined
+}
+
+/** Bytes per element of an entry's dtype: what its bytes are shuffled by before compression. */
+function widthOf(e: { dtype?: EntryRecord['dtype'] }): number {
+  return e.dtype === undefined ? 1 : DTYPES[e.dtype].BYTES_PER_ELEMENT
+}
+
+/** A full rank file (`header`, payloads by `payload`) encoded anew with its heavy payloads compressed on `compress.io`'s thread (but those in `compress.raw`). */
+async function compressedFile(header: RankFileHeader, payload: (e: EntryRecord) => Uint8Array, compress: FlushCompression): Promise<Uint8Array[]> {
+  const chosen = header.entries.filter((e) => e.kind === 'heavy' && e.stored === undefined && e.length > 0 && !compress.raw.has(e.name))
+  const results = await compress.io.compress(chosen.map((e) => ({ bytes: payload(e), width: widthOf(e) })))
+  const compressed = new Map(chosen.map((e, i) => [e.name, results[i]]))
+  const entries: EntryInput[] = header.entries.map((e) => {
+    const base = { name: e.name, kind: e.kind, ...(e.dtype !== undefined ? { dtype: e.dtype } : {}), ...(e.box !== undefined ? { box: e.box } : {}) }
+    const c = compressed.get(e.name)
+    if (c) return { ...base, bytes: c.stored, checksum: c.checksum, encoded: { codec: PAYLOAD_CODEC, shuffle: widthOf(e), length: e.length, checksum: e.checksum } }
+    if (e.stored) return { ...base, bytes: payload(e), checksum: e.stored.checksum, encoded: { codec: e.stored.codec, shuffle: e.stored.shuffle, length: e.length, checksum: e.checksum } }
+    return { ...base, bytes: payload(e), checksum: e.checksum }
+  })
+  return encodeRankFile(metaOfHeader(header), entries)
+}
+
+/** The entries of a delta file (DeltaChain.plan) with each held block compressed on `compress.io`'s thread (but the entries in `compress.raw`). */
+async function compressDeltaEntries(entries: readonly EntryInput[], compress: FlushCompression): Promise<EntryInput[]> {
+  const chosen = entries.filter((e) => e.delta !== undefined && e.delta.blocks.held.length > 0 && !compress.raw.has(e.name))
+  const pieces = chosen.map((e) => e.bytes as readonly Uint8Array[])
+  const results = await compress.io.compress(chosen.flatMap((e, i) => pieces[i].map((bytes) => ({ bytes, width: widthOf(e) }))))
+  const out = new Map<string, EntryInput>()
+  let at = 0
+  for (const [i, e] of chosen.entries()) {
+    out.set(e.name, compressedBlocks(e, pieces[i], results.slice(at, at + pieces[i].length), widthOf(e)))
+    at += pieces[i].length
+  }
+  return entries.map((e) => out.get(e.name) ?? e)
 }
 
 /** stat(), or undefined when nothing is there (a file pruned meanwhile); any other failure is a CheckpointError. */

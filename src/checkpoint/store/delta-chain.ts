@@ -1,8 +1,9 @@
 import { crc32 } from 'node:zlib'
 import { CheckpointCorruptError, ConfigError } from '../../errors.js'
 import type { BufferAllocator } from '../../domains/dtype.js'
-import { assemblePayload, blockCount, deltaPieces, DELTA_BLOCK_BYTES, type DeltaRecord, type PayloadLayer } from '../format/delta.js'
+import { assemblePayload, blockCount, deltaPieces, DELTA_BLOCK_BYTES, type DeltaRecord, type EntryBlocks, type PayloadLayer } from '../format/delta.js'
 import { blockDigests as digestsOf, DIGEST_BYTES } from './io-worker/block-digests.mjs'
+import { PAYLOAD_CODEC } from './io-worker/payload-codec.mjs'
 import { encodeRankFile, metaOfHeader, type DecodedEntry, type DecodedRankFile, type EntryInput, type EntryRecord, type RankFileHeader } from '../format/rank-file.js'
 
 /**
@@ -105,6 +106,22 @@ export class DeltaChain {
     /** The block digests of the heavy payloads (deltaCandidates, in order), when computed elsewhere (the flush's thread). */
     given?: readonly Uint8Array[],
   ): { parts?: Uint8Array[]; written: DeltaWritten } {
+    const { entries, written } = this.plan(seq, header, payloadOf, previousPresent, given)
+    return { ...(entries ? { parts: encodeRankFile({ ...metaOfHeader(header), delta: written.delta }, entries) } : {}), written }
+  }
+
+  /**
+   * As `encode`, but the entries of a delta file before they are encoded
+   * (undefined for a full file): a delta entry's `bytes` are its held blocks,
+   * one piece each, for a flush that compresses them (see compressedBlocks).
+   */
+  plan(
+    seq: number,
+    header: RankFileHeader,
+    payloadOf: (e: EntryRecord) => Uint8Array,
+    previousPresent: boolean,
+    given?: readonly Uint8Array[],
+  ): { entries?: EntryInput[]; written: DeltaWritten } {
     const digests = new Map<string, Uint8Array>()
     const changed = new Map<string, number[]>()
     let changedBytes = 0
@@ -135,7 +152,7 @@ export class DeltaChain {
       const { pieces, blocks } = deltaPieces(bytes, c)
       return { ...base, bytes: pieces, checksum: 0, delta: { blocks, length: e.length, checksum: e.checksum } }
     })
-    return { parts: encodeRankFile({ ...metaOfHeader(header), delta }, entries), written: { delta, changedBlocks: changedCount, totalBlocks: total } }
+    return { entries, written: { delta, changedBlocks: changedCount, totalBlocks: total } }
   }
 
   /** The checkpoint the next delta would apply to, when there is one. */
@@ -154,6 +171,29 @@ export class DeltaChain {
     this.last = undefined
     this.written = undefined
   }
+}
+
+/** A held block compressed (io-worker/payload-codec.mjs) and the CRC32 of its stored bytes, or null: stored raw. */
+export type CompressedBlock = { stored: Uint8Array; checksum: number } | null
+
+/**
+ * A delta entry (from DeltaChain.plan) with its held blocks compressed each
+ * on its own: `compressed` holds one result per block, in order. A block
+ * compression did not make smaller stays raw; an entry none of whose blocks
+ * got smaller is returned as it is.
+ *
+ * ```ts
+ * const results = await io.compress(pieces.map((bytes) => ({ bytes, width: 8 })))
+ * const entry = compressedBlocks(planned, pieces, results, 8)
+ * ```
+ */
+export function compressedBlocks(entry: EntryInput, pieces: readonly Uint8Array[], compressed: readonly CompressedBlock[], width: number): EntryInput {
+  const delta = entry.delta
+  if (!delta || compressed.every((c) => c === null)) return entry
+  const stored = pieces.map((p, k) => compressed[k]?.stored ?? p)
+  const sums = pieces.map((p, k) => compressed[k]?.checksum ?? delta.blocks.sums[k])
+  const blocks: EntryBlocks = { ...delta.blocks, stored: { codec: PAYLOAD_CODEC, shuffle: width, lengths: stored.map((b) => b.byteLength), sums } }
+  return { ...entry, bytes: stored, checksum: 0, delta: { ...delta, blocks } }
 }
 
 /**

@@ -3,7 +3,7 @@ import { join } from 'node:path'
 import { CheckpointError, ConfigError } from '../../errors.js'
 import { SENT, type Communicator } from '../../routing/communicator.js'
 import { FRAMEWORK_TAGS } from '../../routing/tags.js'
-import { headerChecksumOf, PREAMBLE_BYTES } from '../format/rank-file.js'
+import { headerChecksumOf, PREAMBLE_BYTES, readHeaderOnly } from '../format/rank-file.js'
 
 /** The sub-directory of a rank's checkpoint directory that holds its partner's copies. */
 const PARTNER_DIR = 'partner'
@@ -78,6 +78,57 @@ export async function sendRankFile(comm: Communicator, dest: number, tag: number
   }
   await post(comm, dest, tag, Float64Array.of(bytes.byteLength))
   await postChunks(comm, dest, tag, bytes)
+}
+
+/**
+ * Send the rank file of checkpoint `seq` at `pathOf(seq)` and, when it is a
+ * delta, every earlier file of its chain (base first, as its header lists
+ * them): a count first, then each file as sendRankFile sends it, so the
+ * receiver (receiveRankFileChain) always knows how many transfers follow,
+ * even when one of them is a failure.
+ *
+ * ```ts
+ * await sendRankFileChain(comm, owner, PARTNER_RESTORE_TAG, seq, (s) => store.fileOf(s, owner))
+ * ```
+ */
+export async function sendRankFileChain(comm: Communicator, dest: number, tag: number, seq: number, pathOf: (seq: number) => string): Promise<void> {
+  // A header that cannot be read: the file alone is sent, and the receiver finds what is wrong with it.
+  const needs = (await readHeaderOnly(pathOf(seq)).catch(() => undefined))?.header.delta?.needs ?? []
+  await post(comm, dest, tag, Float64Array.of(1 + needs.length))
+  await sendRankFile(comm, dest, tag, pathOf(seq))
+  for (const need of needs) await sendRankFile(comm, dest, tag, pathOf(need))
+}
+
+/**
+ * Receive what sendRankFileChain sent: the file (checked against `expect`
+ * as receiveRankFile does), then each earlier file of its chain, in the
+ * order of its header's `needs` (each as its parts, or the error of its
+ * transfer). Every transfer is received before any failure is thrown: none
+ * is left half read on the tag. The earlier files are checked by decoding
+ * and assembling them (assembleChain).
+ *
+ * ```ts
+ * const { file, chain } = await receiveRankFileChain(comm, holder, PARTNER_RESTORE_TAG, record, name)
+ * ```
+ */
+export async function receiveRankFileChain(
+  comm: Communicator,
+  src: number,
+  tag: number,
+  expect: { bytes: number; headerChecksum: number } | undefined,
+  what: string,
+): Promise<{ file: Uint8Array[]; chain: (Uint8Array[] | Error)[] }> {
+  const count = await recvStatus(comm, src, tag)
+  let file: Uint8Array[] | Error
+  try {
+    file = await receiveRankFile(comm, src, tag, expect, what)
+  } catch (e) {
+    file = e as Error
+  }
+  const chain: (Uint8Array[] | Error)[] = []
+  for (let i = 1; i < count; i++) chain.push(await receiveRankFile(comm, src, tag, undefined, what).catch((e: Error) => e))
+  if (file instanceof Error) throw file
+  return { file, chain }
 }
 
 /**

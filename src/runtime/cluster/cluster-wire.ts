@@ -4,6 +4,40 @@ import { CommunicationError, ConfigError, type ErrorRecord } from '../../errors.
 import { handshake, peerAddress } from '../transport/auth.js'
 import type { RankExit, RankGroupSpec, RankWhere } from '../group.js'
 import type { LauncherToRank, RankToLauncher } from '../protocol.js'
+import type { HostPort } from '../cluster-env.js'
+import type { Injection } from '../inject.js'
+import type { MembershipView } from './membership.js'
+
+/** What a coordinator holds that a successor needs to go on: where the run's supervisor was (see Supervisor.handover). */
+export interface CoordinatorState {
+  /** The attempt running when this was sent. */
+  attempt: number
+  /** Failures counted so far (the restart budget). */
+  failures: number
+  /** Why a stop with a checkpoint was asked for, when one was. */
+  preempt: string | undefined
+  /** Injected failures that fired already (`--inject`): a successor does not fire them again. */
+  fired: Injection[]
+  /** Nodes lost so far, under every coordinator (the final summary counts them). */
+  losses: number
+}
+
+/**
+ * What the coordinator tells every node with each attempt and membership
+ * change: enough for the lowest-numbered survivor to take the role over
+ * when the coordinator is lost (see ClusterLeader.succeed).
+ */
+export interface ClusterView {
+  membership: MembershipView
+  /** The members of the last membership every live member acknowledged: a partition's majority is counted among them. */
+  settled: number[]
+  coordinator: number
+  /** Where each node other than the coordinator listens for the others should it become the coordinator. */
+  endpoints: Record<number, HostPort>
+  /** The last attempt's generation: a successor's attempts number on from it. */
+  generation: number
+  run: CoordinatorState
+}
 
 /** What a node supervisor says about itself when it joins node 0; every field must match node 0's (see `identity`). */
 export interface JoinRequest {
@@ -15,12 +49,16 @@ export interface JoinRequest {
   /** Which machine and checkpoint directory: nodes on one machine sharing one directory are refused. */
   machine: string
   dir: string
+  /** Where this node listens should it become the coordinator (a successor's followers join there). */
+  takeover?: HostPort
+  /** Joining a successor: the last view this node was told (the successor adopts the newest). */
+  view?: ClusterView
 }
 
 /** One rank's heartbeat as its node saw it: rank, ms since its last beat, where it was. */
 export type RemoteBeat = [rank: number, agoMs: number, where: RankWhere]
 
-/** Node supervisor → node 0. `gen` is the attempt's generation: node 0 drops messages of any other. */
+/** Node supervisor → the coordinator (node 0, or its successor). `gen` is the attempt's generation: the coordinator drops messages of any other. */
 export type AgentMessage =
   | JoinRequest
   | { t: 'rank'; gen: number; m: RankToLauncher }
@@ -30,8 +68,10 @@ export type AgentMessage =
   | { t: 'stopped'; gen: number }
   /** A signal reached this node's supervisor (SIGTERM from the batch system): node 0 preempts the run. */
   | { t: 'preempt'; why: string }
+  /** This node holds the view of `epoch` (the coordinator settles a membership once every live member has it). */
+  | { t: 'view-ack'; epoch: number }
 
-/** Node 0 → node supervisor. */
+/** The coordinator (node 0, or its successor) → node supervisor. */
 export type LeaderMessage =
   | { t: 'welcome' }
   /** Refused at the rendezvous; `error` is an ErrorRecord of the reason. */
@@ -45,8 +85,12 @@ export type LeaderMessage =
   | { t: 'kill'; gen: number; rank: number; signal: NodeJS.Signals }
   | { t: 'stop'; gen: number }
   | { t: 'ping' }
+  /** The membership and the coordinator's state, to answer with view-ack (see ClusterView). */
+  | { t: 'view'; view: ClusterView }
   /** Node 0 counts this node as lost (silent past --node-timeout) and goes on without it; the connection closes next. */
   | { t: 'dropped'; why: string }
+  /** This side of a partition lost the majority and stops (see decideSide): exit 76 without writing the run's outcome. */
+  | { t: 'stand-down'; why: string }
   /** The run is over: exit with this code. */
   | { t: 'finish'; code: number }
 
@@ -137,11 +181,11 @@ const RENDEZVOUS_CONTEXT = 'rendezvous'
  * if (await admitConnection(socket, key, log)) new Wire(socket, …)
  * ```
  */
-export async function admitConnection(socket: Socket, key: Uint8Array | undefined, log: (text: string) => void): Promise<boolean> {
+export async function admitConnection(socket: Socket, key: Uint8Array | undefined, log: (text: string) => void, self = 0): Promise<boolean> {
   if (!key) return true
   const from = peerAddress(socket)
   const failed = await handshake(socket, key, 'acceptor', RENDEZVOUS_CONTEXT)
-  if (failed) log(`warning: node 0: refused a connection to the rendezvous from ${from}: ${failed.why}`)
+  if (failed) log(`warning: node ${self}: refused a connection to the rendezvous from ${from}: ${failed.why}`)
   return !failed
 }
 
@@ -155,9 +199,9 @@ export async function admitConnection(socket: Socket, key: Uint8Array | undefine
  * await proveToLeader(socket, key, 1, '10.0.0.1:29500')
  * ```
  */
-export async function proveToLeader(socket: Socket, key: Uint8Array | undefined, node: number, where: string): Promise<void> {
+export async function proveToLeader(socket: Socket, key: Uint8Array | undefined, node: number, where: string, timeoutMs?: number): Promise<void> {
   if (!key) return
-  const failed = await handshake(socket, key, 'dialer', RENDEZVOUS_CONTEXT)
+  const failed = await handshake(socket, key, 'dialer', RENDEZVOUS_CONTEXT, timeoutMs)
   if (!failed) return
   if (failed.kind === 'proof') {
     throw new ConfigError(

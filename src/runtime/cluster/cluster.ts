@@ -6,11 +6,11 @@ import { CommunicationError, ConfigError, errorRecord, MolotofError, NodeLostErr
 import type { RankToLauncher } from '../protocol.js'
 import { RENDEZVOUS_FILE, type ClusterPlace, type HostPort } from '../cluster-env.js'
 import type { CompiledProgram } from '../compiled-program.js'
-import { admitConnection, proveToLeader, Wire, type AgentMessage, type JoinRequest, type LeaderMessage, type RemoteBeat } from './cluster-wire.js'
+import { admitConnection, proveToLeader, Wire, type AgentMessage, type ClusterView, type CoordinatorState, type JoinRequest, type LeaderMessage, type RemoteBeat } from './cluster-wire.js'
 import type { ClusterSecret } from './secret.js'
 import type { RankGroup, RankGroupEvents, RankGroupSpec, RankWhere, StartRankGroup } from '../group.js'
 import { EndpointTable, startNodeRanks, startWarmHosts, type Listening, type NodeRanks, type NodeRanksOptions, type WarmHosts } from './node-group.js'
-import { Membership, ranksText, type MembershipChange } from './membership.js'
+import { decideSide, Membership, membersOf, ranksText, type MembershipChange } from './membership.js'
 import { withMembership } from './membership-record.js'
 import { warmSizes } from '../rank/warm-memory.js'
 import type { RanksOrigin } from '../groups/spares.js'
@@ -51,6 +51,31 @@ export interface NodeLoss {
   step: number
 }
 
+/** The exit code of a run that lost a node it cannot go on without (the CLI's EXIT.nodeLost), told to the other nodes. */
+const NODE_LOST_EXIT = 76
+
+/**
+ * How long a successor admits the other members, and how long a node tries to
+ * reach a candidate successor (at most the node timeout). The members notice
+ * the coordinator's loss within a beat of each other and try the same
+ * candidates first, so they arrive together; a short wait bounds how long a
+ * side without a majority takes to stop (ms).
+ */
+const ELECTION_WAIT_MS = 5000
+
+function electionWaitMs(opts: ClusterOptions): number {
+  return Math.min(opts.nodeTimeoutMs, ELECTION_WAIT_MS)
+}
+
+/** Why a side without a majority of the last settled membership stops. */
+function minorityText(self: number, what: string, settled: readonly number[], live: ReadonlySet<number>): string {
+  const side = settled.filter((n) => live.has(n))
+  return (
+    `node ${self}: ${what}, and this side holds ${side.length} of the ${settled.length} nodes of the last membership (nodes ${side.join(', ')} of ${settled.join(', ')}): ` +
+    'not a majority (on a tie, the side holding the lowest-numbered node goes on), so the other side may go on; this side stops without writing the run\'s outcome'
+  )
+}
+
 /** How long node 0 tries to tell a node dropped for its silence so, before closing its connection outright (ms). */
 const SAY_DROPPED_MS = 1000
 
@@ -76,18 +101,27 @@ interface AgentLink {
   node: number
   wire: Wire<AgentMessage, LeaderMessage>
   lost: boolean
+  /** Where it listens should it become the coordinator. */
+  takeover: HostPort | undefined
+  /** The last view epoch it acknowledged. */
+  acked: number
 }
 
 /**
- * Node 0's supervisor in a cluster run: listens at the rendezvous, admits one
+ * The coordinator of a cluster run (node 0, or the successor that took the
+ * role over: see `succeed`): listens at the rendezvous, admits one
  * supervisor per other node (after the handshake on the run's secret, see
  * `admitConnection`; refusing any started differently), and then
  * provides `startGroup`: the ranks of every node as one `RankGroup`, so the
  * ordinary `Supervisor` runs the whole cluster. Each attempt has a generation
  * number; messages of another generation are dropped. A node whose
- * connection closes, or silent past the node timeout, is lost: the membership
- * decides (a spare node takes its ranks, the run shrinks, or the attempt ends
- * with NodeLostError).
+ * connection closes, or silent past the node timeout, is lost: while this
+ * side holds a majority of the last settled membership (`decideSide`) the
+ * membership decides (a spare node takes its ranks, the run shrinks, or the
+ * attempt ends with NodeLostError); a side without one stops (exit 76) and
+ * yields the run's outcome to the other side (`onMinority`, StandDown). With every attempt each node is
+ * told the membership and the coordinator's state (a `view`), so that the
+ * lowest-numbered survivor can take over should this node be lost.
  *
  * ```ts
  * const leader = await ClusterLeader.open(options)
@@ -97,7 +131,21 @@ interface AgentLink {
  */
 export class ClusterLeader {
   private readonly agents: AgentLink[] = []
-  private generation = 0
+  private generation: number
+  /** This node's number: 0, or a successor's. */
+  private readonly self: number
+  /** The members of the last membership every live member acknowledged (see decideSide). */
+  private settled: number[]
+  /** Losses decided but not yet held by every live member: reported, and their attempt failed, once they are (see settle). */
+  private readonly unsettled: { loss: NodeLoss; attempt: LeaderAttempt | undefined }[] = []
+  /** Set when this side lost the majority: why it stops. */
+  private minority: string | undefined
+  /** Where the run's supervisor is (attempt, failures, preemption), sent with every view. */
+  runState: () => Omit<CoordinatorState, 'losses'> = () => ({ attempt: 0, failures: 0, preempt: undefined, fired: [] })
+  /** Nodes lost under earlier coordinators. */
+  private readonly earlierLosses: number
+  /** This side lost the majority: the run's outcome is the other side's to write (see StandDown). */
+  onMinority: () => void = () => {}
   private current: LeaderAttempt | undefined
   private pinger: NodeJS.Timeout | undefined
   private host = '127.0.0.1'
@@ -117,20 +165,31 @@ export class ClusterLeader {
   /** How the last attempt's ranks were obtained: those of a spare node's first attempt from its warm processes. */
   lastOrigin: RanksOrigin | undefined
   /** Nodes that have run ranks (a spare node's first start uses its warm processes). */
-  private readonly started = new Set<number>([0])
+  private readonly started: Set<number>
   /** Told of every node lost during the run, once the membership decided (events, log line). */
   onNodeLost: (loss: NodeLoss) => void = () => {}
 
   private constructor(
     private readonly opts: ClusterOptions,
     private readonly server: Server | undefined,
+    from?: ClusterView,
   ) {
-    this.membership = new Membership(opts.place.nodes, opts.spareNodes ?? 0, opts.ranksPerNode)
+    this.self = opts.place.node
+    this.membership = new Membership(opts.place.nodes, opts.spareNodes ?? 0, opts.ranksPerNode, from?.membership)
+    this.settled = from ? [...from.settled] : Array.from({ length: opts.place.nodes }, (_, i) => i)
+    this.generation = from?.generation ?? 0
+    this.earlierLosses = from?.run.losses ?? 0
+    this.started = new Set([this.self, ...(from?.membership.slots ?? [])])
   }
 
   /** The run's ranks: working nodes × ranks per node (spare nodes carry none until they replace one). */
   get size(): number {
     return this.membership.slotCount * this.opts.ranksPerNode
+  }
+
+  /** Nodes lost during the run, under this coordinator and the earlier ones. */
+  get lossCount(): number {
+    return this.earlierLosses + this.losses.length
   }
 
   /** Listen at the rendezvous and wait until every other node has joined (or fail within the node timeout). */
@@ -140,12 +199,65 @@ export class ClusterLeader {
     const server = await listenRendezvous(opts)
     const leader = new ClusterLeader(opts, server)
     try {
-      await leader.admit(server)
+      await leader.admit(server, Array.from({ length: nodes - 1 }, (_, i) => i + 1), false)
     } catch (e) {
       leader.closeAll()
       throw e
     }
     leader.startPings()
+    leader.sendViews()
+    return leader
+  }
+
+  /**
+   * Take the coordinator's role over from `lost` (this node is the
+   * lowest-numbered member it could reach, see runClusterAgent): admit the
+   * other members at this node's own listener (`standby`, where connections
+   * that came early wait) for up to 5 s (the node timeout when shorter), then count
+   * who is there. A minority (decideSide over the last settled membership)
+   * stops: the nodes that joined are told to stand down, and NodeLostError
+   * (exit 76). Otherwise the lost coordinator and every member that did not
+   * join are lost as any node is (a spare node takes their ranks, or the run
+   * shrinks), and the run's supervisor goes on here (Supervisor `takeover`).
+   *
+   * ```ts
+   * const leader = await ClusterLeader.succeed(opts, standby, host, view, 0, 'the connection closed')
+   * ```
+   */
+  static async succeed(opts: ClusterOptions, standby: StandbyListener, host: string, view: ClusterView, lost: number, why: string): Promise<ClusterLeader> {
+    const leader = new ClusterLeader(opts, standby.server, view)
+    leader.host = host
+    const self = opts.place.node
+    const expected = membersOf(view.membership).filter((n) => n !== self && n !== lost)
+    await leader.admit(standby.server, expected, true, standby)
+    const live = new Set([self, ...leader.agents.map((a) => a.node)])
+    const side = decideSide(view.settled, live)
+    if (!side.goesOn) {
+      const e = new NodeLostError(lost, minorityText(self, `node ${lost} was lost (${why})`, view.settled, live))
+      for (const a of leader.agents) a.wire.send({ t: 'stand-down', why: e.message })
+      // A moment for the stand-down to leave before the connections close.
+      await sleep(100)
+      leader.closeAll()
+      throw e
+    }
+    const missing = expected.filter((n) => !live.has(n))
+    const timeout = `did not join node ${self}, the new coordinator, within ${(electionWaitMs(opts) / 1000).toFixed(1)} s`
+    // Missing spare nodes first: the slots of the lost working nodes go to spares that are there.
+    const spares = new Set(view.membership.spares)
+    const order = [...missing.filter((n) => spares.has(n)), lost, ...missing.filter((n) => !spares.has(n))]
+    for (const node of order) {
+      const because = node === lost ? `${why}; node ${self} took the coordinator's role over` : timeout
+      const change = leader.membership.lose(node)
+      if (!change) continue
+      leader.losses.push({ change, why: because, skeleton: -1, step: -1 })
+      if (change.kind === 'unrecoverable') {
+        await leader.finish(NODE_LOST_EXIT)
+        throw new NodeLostError(node, `node ${node} was lost (${because}), and the run cannot go on without it: ${change.why}; run the launcher again with --resume to continue from the last checkpoint`)
+      }
+      if (change.kind !== 'spare-lost') leader.changedFor = leader.generation + 1
+    }
+    leader.startPings()
+    leader.sendViews()
     return leader
   }
 
@@ -156,7 +268,8 @@ export class ClusterLeader {
   async finish(code: number): Promise<void> {
     this.finishing = true
     if (this.pinger) clearInterval(this.pinger)
-    for (const a of this.agents) if (!a.lost) a.wire.send({ t: 'finish', code })
+    const minority = this.minority
+    for (const a of this.agents) if (!a.lost) a.wire.send(minority === undefined ? { t: 'finish', code } : { t: 'stand-down', why: minority })
     // Give them a moment to read it and hang up; a node that does not is on its own.
     const until = performance.now() + 2000
     while (this.agents.some((a) => !a.wire.isClosed) && performance.now() < until) await sleep(20)
@@ -170,54 +283,72 @@ export class ClusterLeader {
     if (this.rendezvousFile) rmSync(this.rendezvousFile, { force: true })
   }
 
-  private admit(server: Server): Promise<void> {
-    const { nodes } = this.opts.place
+  /**
+   * Admit the nodes `expected` (every other node at the start; a successor: the
+   * other members). At the start a node missing after the node timeout fails
+   * the run; a successor (`lenient`) goes on without it.
+   */
+  private admit(server: Server, expected: readonly number[], lenient: boolean, standby?: StandbyListener): Promise<void> {
     this.rendezvousFile = (server as Server & { rendezvousFile?: string }).rendezvousFile
     let refused = 0
     return new Promise<void>((resolve, reject) => {
+      if (expected.length === 0) {
+        standby?.take((late) => late.destroy())
+        return resolve()
+      }
       const timer = setTimeout(() => {
+        if (lenient) return done()
         const joined = new Set(this.agents.map((a) => a.node))
-        const missing = Array.from({ length: nodes - 1 }, (_, i) => i + 1).filter((n) => !joined.has(n))
+        const missing = expected.filter((n) => !joined.has(n))
         const why = refused > 0 ? `; ${refused} connection${refused > 1 ? 's' : ''} failed the handshake (a node given another secret?)` : ''
         reject(
           new CommunicationError(
             `node 0: node${missing.length > 1 ? 's' : ''} ${missing.join(', ')} did not join the rendezvous within ${(this.opts.nodeTimeoutMs / 1000).toFixed(1)} s (--node-timeout)${why}`,
           ),
         )
-      }, this.opts.nodeTimeoutMs)
+      }, lenient ? electionWaitMs(this.opts) : this.opts.nodeTimeoutMs)
       const fail = (e: Error) => {
         clearTimeout(timer)
         reject(e)
       }
-      server.on('connection', async (socket: Socket) => {
-        if (!(await admitConnection(socket, this.opts.secret?.key, this.opts.log ?? (() => {})))) return void refused++
+      // Once admission closed, a late node is refused: a successor already counted it as lost.
+      let open = true
+      const done = (): void => {
+        open = false
+        clearTimeout(timer)
+        resolve()
+      }
+      const onConnection = async (socket: Socket, proven: boolean) => {
+        if (!proven && !(await admitConnection(socket, this.opts.secret?.key, this.opts.log ?? (() => {}), this.self))) return void refused++
         let link: AgentLink | undefined
         const wire: Wire<AgentMessage, LeaderMessage> = new Wire<AgentMessage, LeaderMessage>(
           socket,
           (m) => {
             if (link) return this.fromAgent(link, m)
             if (m.t !== 'join') return socket.destroy()
-            const refusal = this.check(m)
+            const member = open && expected.includes(m.node)
+            const refusal = this.check(m) ?? (member ? undefined : new NodeLostError(m.node, `node ${m.node} is not a member of this run's membership any more (node ${this.self} counted it as lost)`))
             if (refusal) {
               wire.send({ t: 'refused', error: errorRecord(refusal) })
               wire.close()
-              return fail(refusal)
+              // A successor refuses a stray node (one dropped earlier) without failing the run.
+              return lenient ? undefined : fail(refusal)
             }
-            link = { node: m.node, wire, lost: false }
+            link = { node: m.node, wire, lost: false, takeover: m.takeover, acked: -1 }
             this.agents.push(link)
-            // The address the other nodes reach us on: our ranks listen there.
-            this.host = unmapped(socket.localAddress) ?? this.host
+            // The address the other nodes reach us on: our ranks listen there (a successor knows its own).
+            if (!lenient) this.host = unmapped(socket.localAddress) ?? this.host
             wire.send({ t: 'welcome' })
-            if (this.agents.length === nodes - 1) {
-              clearTimeout(timer)
-              resolve()
-            }
+            if (this.agents.length === expected.length) done()
           },
           (why) => {
             if (link) this.lose(link, why)
           },
         )
-      })
+      }
+      server.on('connection', (socket: Socket) => void onConnection(socket, false))
+      // A successor: the connections that proved the secret at its standby listener, and those still proving it.
+      for (const socket of standby?.take((late) => void onConnection(late, true)) ?? []) void onConnection(socket, true)
     })
   }
 
@@ -227,7 +358,7 @@ export class ClusterLeader {
     if (m.nodes !== nodes) {
       return new ConfigError(`inconsistent launcher sizes: node 0 was started as one of ${nodes} nodes, node ${m.node} as one of ${m.nodes}`)
     }
-    if (!Number.isInteger(m.node) || m.node < 1 || m.node >= nodes) return new ConfigError(`a node supervisor joined as node ${m.node}, outside 1..${nodes - 1}`)
+    if (!Number.isInteger(m.node) || m.node < 0 || m.node >= nodes || m.node === this.self) return new ConfigError(`a node supervisor joined as node ${m.node}, outside 0..${nodes - 1} or this node's own number`)
     if (this.agents.some((a) => a.node === m.node)) return new ConfigError(`two node supervisors joined as node ${m.node}: the launcher's ranks are not unique`)
     const differences: SettingDifference[] = []
     const mine = this.opts.identity
@@ -238,7 +369,7 @@ export class ClusterLeader {
     const template = this.opts.identity['checkpoint directory'] ?? ''
     if (m.machine === machineId() && m.dir === this.opts.dir && !template.includes('{node}') && !template.includes('{rank}')) {
       return new ConfigError(
-        `nodes 0 and ${m.node} run on one machine with one checkpoint directory ${m.dir}: their files would collide. ` +
+        `nodes ${this.self} and ${m.node} run on one machine with one checkpoint directory ${m.dir}: their files would collide. ` +
           'Put {node} in --checkpoint-dir (e.g. /local/ckpt-{node}) so that each node has its own.',
       )
     }
@@ -269,7 +400,15 @@ export class ClusterLeader {
     if (a.lost) return
     a.lost = true
     // Nodes hang up once told the run is over: no loss.
-    if (this.finishing) return
+    if (this.finishing || this.minority !== undefined) return
+    const live = new Set([this.self, ...this.agents.filter((x) => !x.lost).map((x) => x.node)])
+    if (!decideSide(this.settled, live).goesOn) {
+      // Perhaps a partition: the other side may hold the majority and go on. This one stops before it starts an attempt.
+      this.minority = minorityText(this.self, `node ${a.node} was lost (${why})`, this.settled, live)
+      this.onMinority()
+      this.current?.stopAsMinority(a.node, this.minority)
+      return
+    }
     const change = this.membership.lose(a.node)
     if (!change) return
     const cur = this.current
@@ -277,11 +416,17 @@ export class ClusterLeader {
     const where = (first !== undefined ? cur?.whereOf(first) : undefined) ?? { skeleton: -1, step: -1 }
     const loss: NodeLoss = { change, why, skeleton: where.skeleton, step: where.step }
     this.losses.push(loss)
-    this.onNodeLost(loss)
-    if (change.kind === 'replaced' || change.kind === 'shrunk') {
-      this.changedFor = this.generation + 1
-      cur?.nodeReplaced(change, why)
-    } else if (change.kind === 'unrecoverable') cur?.nodeLost(a.node, why, change.why)
+    if (change.kind === 'unrecoverable') {
+      this.onNodeLost(loss)
+      cur?.nodeLost(a.node, why, change.why)
+      return
+    }
+    if (change.kind !== 'spare-lost') this.changedFor = this.generation + 1
+    // Reported and acted on once every live member holds the new membership (within a round trip): a change
+    // that a partition keeps from settling is never reported, and that side stops as a minority instead.
+    this.unsettled.push({ loss, attempt: cur })
+    this.sendViews()
+    this.settle()
   }
 
   /** A rank's large buffers: when the largest set changes, the spare nodes touch that much memory ahead. */
@@ -296,6 +441,10 @@ export class ClusterLeader {
   private fromAgent(a: AgentLink, m: AgentMessage): void {
     if (m.t === 'preempt') return this.onPreempt(`${m.why} on node ${a.node}`)
     if (m.t === 'join') return
+    if (m.t === 'view-ack') {
+      a.acked = m.epoch
+      return this.settle()
+    }
     const cur = this.current
     if (!cur || m.gen !== cur.generation) {
       // A straggler of an earlier attempt: never let it touch this one.
@@ -305,11 +454,40 @@ export class ClusterLeader {
     cur.fromAgent(a.node, m)
   }
 
+  /** The view every node is told now (see ClusterView). */
+  private view(): ClusterView {
+    const endpoints: Record<number, HostPort> = {}
+    for (const a of this.agents) if (!a.lost && a.takeover) endpoints[a.node] = a.takeover
+    return { membership: this.membership.view(), settled: [...this.settled], coordinator: this.self, endpoints, generation: this.generation, run: { ...this.runState(), losses: this.lossCount } }
+  }
+
+  private sendViews(): void {
+    const view = this.view()
+    for (const a of this.agents) if (!a.lost) a.wire.send({ t: 'view', view })
+  }
+
+  /** Once every live member holds the current membership, a later partition's majority is counted among its members. */
+  private settle(): void {
+    const epoch = this.membership.epoch
+    const members = this.membership.members()
+    if (this.minority !== undefined) return
+    if (!members.every((n) => n === this.self || this.agents.some((a) => a.node === n && !a.lost && a.acked === epoch))) return
+    const changed = members.length !== this.settled.length || members.some((n, i) => n !== this.settled[i])
+    this.settled = members
+    for (const { loss, attempt } of this.unsettled.splice(0)) {
+      this.onNodeLost(loss)
+      const c = loss.change
+      if (c.kind === 'replaced' || c.kind === 'shrunk') attempt?.nodeReplaced(c, loss.why)
+    }
+    if (changed) this.sendViews()
+  }
+
   private startAttempt(spec: RankGroupSpec, on: RankGroupEvents): RankGroup {
     const generation = ++this.generation
     const placement = this.membership.placement()
     spec = withMembership(spec, this.membership) // each checkpoint records the membership it was written under
-    const working = placement.slice(1).map((node) => this.agents.find((a) => a.node === node)!)
+    // By slot; undefined for this node's own slot.
+    const working = placement.map((node) => (node === this.self ? undefined : this.agents.find((a) => a.node === node)!))
     const events: RankGroupEvents = {
       message: (m) => {
         if (m.type === 'buffers') this.noteBuffers(m.rank, m.sizes)
@@ -318,16 +496,21 @@ export class ClusterLeader {
       exit: on.exit,
     }
     const changed = generation === this.changedFor ? this.losses[this.losses.length - 1] : undefined
-    const attempt = new LeaderAttempt(spec, events, generation, this.opts, this.host, working, placement, changed)
+    const attempt = new LeaderAttempt(spec, events, generation, this.opts, this.host, this.self, working, placement, changed)
     this.current = attempt
+    this.sendViews()
+    const minority = this.minority
+    // Deferred: the attempt must have its group before it can end.
+    if (minority !== undefined) setImmediate(() => attempt.stopAsMinority(this.self, minority))
     const origin: RanksOrigin = { kept: 0, spares: 0, spawned: this.opts.ranksPerNode }
-    working.forEach((a, i) => {
+    working.forEach((a, slot) => {
+      if (!a) return
       // Deferred: the attempt must have its group before it can end.
       if (a.lost) {
         setImmediate(() => attempt.nodeLost(a.node, 'lost before the attempt started'))
         return
       }
-      a.wire.send({ t: 'start', gen: generation, spec, ranks: this.membership.ranksOfSlot(i + 1) })
+      a.wire.send({ t: 'start', gen: generation, spec, ranks: this.membership.ranksOfSlot(slot) })
       const warm = !this.started.has(a.node) && a.node >= this.membership.nodes - this.membership.spareNodes
       this.started.add(a.node)
       if (warm) origin.spares += this.opts.ranksPerNode
@@ -338,10 +521,14 @@ export class ClusterLeader {
   }
 }
 
-/** One attempt seen from node 0: its own ranks, and the other nodes' through their supervisors. */
+/** One attempt seen from the coordinator: its own ranks, and the other nodes' through their supervisors. */
 class LeaderAttempt {
   readonly group: RankGroup
   private readonly local: NodeRanks
+  /** The other working nodes of this attempt. */
+  private readonly agents: readonly AgentLink[]
+  /** The first of the coordinator's own ranks (its slot's). */
+  private readonly ownFirst: number
   private readonly table: EndpointTable
   private readonly remote = new Map<number, { where: RankWhere; lastAt: number }>()
   private readonly stopped = new Set<number>()
@@ -353,39 +540,44 @@ class LeaderAttempt {
     readonly generation: number,
     private readonly opts: ClusterOptions,
     host: string,
-    /** The nodes working in this attempt, other than node 0, in slot order (slot 1 first). */
-    private readonly agents: readonly AgentLink[],
+    self: number,
+    /** Slot → the node's link for the nodes working in this attempt (undefined: the coordinator's own slot). */
+    bySlot: readonly (AgentLink | undefined)[],
     /** Slot → node for this attempt. */
     private readonly placement: readonly number[],
     /** The loss this attempt runs after (a spare took its ranks, or the run shrank): until it has resumed, a refusal ends the run as that loss (exit 76). */
     private afterLoss?: NodeLoss,
   ) {
     const rpn = opts.ranksPerNode
+    this.agents = bySlot.filter((a): a is AgentLink => a !== undefined)
+    const ownFirst = placement.indexOf(self) * rpn
+    this.ownFirst = ownFirst
     this.table = new EndpointTable(spec.size, generation)
     const started = performance.now()
-    for (let r = rpn; r < spec.size; r++) this.remote.set(r, { where: { skeleton: -1, step: -1, phase: 'start' }, lastAt: started })
+    for (let r = 0; r < spec.size; r++) if (r < ownFirst || r >= ownFirst + rpn) this.remote.set(r, { where: { skeleton: -1, step: -1, phase: 'start' }, lastAt: started })
     // After a loss, a refusal before the restore ended (an array that cannot be re-sliced, no copy of a file) is the loss's: exit 76.
     const events: RankGroupEvents = { message: (m) => this.message(m), exit: on.exit }
-    this.local = startNodeRanks(spec, { ranks: ranksOfNode(0, rpn), node: 0, host, generation, key: opts.secret?.key, onListening: (m) => this.listening(m) }, events)
-    const agentOf = (rank: number): AgentLink | undefined => this.agents[Math.floor(rank / rpn) - 1]
+    this.local = startNodeRanks(spec, { ranks: ranksOfNode(ownFirst / rpn, rpn), node: self, host, generation, key: opts.secret?.key, onListening: (m) => this.listening(m) }, events)
+    const own = (rank: number): boolean => rank >= ownFirst && rank < ownFirst + rpn
+    const agentOf = (rank: number): AgentLink | undefined => bySlot[Math.floor(rank / rpn)]
     this.group = {
       size: spec.size,
       transport: 'tcp',
-      where: (rank) => (rank < rpn ? this.local.where(rank) : this.remote.get(rank)!.where),
+      where: (rank) => (own(rank) ? this.local.where(rank) : this.remote.get(rank)!.where),
       lastHeartbeat: (rank) => {
-        if (rank < rpn) return this.local.lastHeartbeat(rank)
+        if (own(rank)) return this.local.lastHeartbeat(rank)
         // While a node is silent its ranks' beats are unknown: the node timeout judges it, not the hang timeout.
         const a = agentOf(rank)
         if (!a || a.lost || performance.now() - a.wire.lastHeard > 2 * opts.beatMs + 100) return undefined
         return this.remote.get(rank)!.lastAt
       },
-      pid: (rank) => (rank < rpn ? this.local.pid(rank) : undefined),
+      pid: (rank) => (own(rank) ? this.local.pid(rank) : undefined),
       send: (rank, m) => {
-        if (rank < rpn) this.local.send(rank, m)
+        if (own(rank)) this.local.send(rank, m)
         else agentOf(rank)?.wire.send({ t: 'to-rank', gen: generation, rank, m })
       },
       kill: (rank, signal = 'SIGKILL') => {
-        if (rank < rpn) this.local.kill(rank, signal)
+        if (own(rank)) this.local.kill(rank, signal)
         else agentOf(rank)?.wire.send({ t: 'kill', gen: generation, rank, signal })
       },
       terminate: () => this.terminate(),
@@ -436,7 +628,7 @@ class LeaderAttempt {
 
   /** Where rank `rank` was at its last heartbeat (undefined before it said). */
   whereOf(rank: number): RankWhere | undefined {
-    return rank < this.opts.ranksPerNode ? this.local.where(rank) : this.remote.get(rank)?.where
+    return this.remote.get(rank)?.where ?? (rank >= this.ownFirst && rank < this.ownFirst + this.opts.ranksPerNode ? this.local.where(rank) : undefined)
   }
 
   /** The first rank of the slot `node` carries in this attempt. */
@@ -452,6 +644,14 @@ class LeaderAttempt {
     const goOn = cannot === undefined ? '' : `, and the run cannot go on without it: ${cannot}`
     const e = new NodeLostError(node, `node ${node} was lost (${why})${goOn}; run the launcher again with --resume to continue from the last checkpoint`)
     this.on.message({ type: 'error', rank, skeleton: where.skeleton, step: where.step, phase: where.phase, ...errorRecord(e) })
+  }
+
+  /** This side lost the majority (see decideSide): the attempt ends as refused with NodeLostError, and no other starts. */
+  stopAsMinority(node: number, why: string): void {
+    if (this.ended) return
+    const rank = this.firstRankOf(node)
+    const where = this.remote.get(rank)?.where ?? { skeleton: -1, step: -1, phase: 'start' }
+    this.on.message({ type: 'error', rank, skeleton: where.skeleton, step: where.step, phase: where.phase, ...errorRecord(new NodeLostError(node, why)) })
   }
 
   /** A node was lost and a spare node takes its ranks, or the run shrinks: the attempt fails as a rank does, and the next one runs on the new membership. */
@@ -563,37 +763,155 @@ function sleep(ms: number): Promise<void> {
 }
 
 /**
+ * The coordinator was lost and this node takes its role over (see
+ * ClusterLeader.succeed): the CLI runs the run's supervisor here, from the
+ * state the lost coordinator last sent (`view.run`).
+ */
+export interface Succession {
+  leader: ClusterLeader
+  view: ClusterView
+  /** The lost coordinator, and why it counts as lost. */
+  lost: number
+  why: string
+  /** performance.now() when the loss was noticed. */
+  lostAt: number
+}
+
+/**
  * The supervisor of a node other than 0: joins node 0 at the rendezvous, then
- * starts and stops this node's ranks as node 0 says, forwarding their
+ * starts and stops this node's ranks as the coordinator says, forwarding their
  * messages, exits and heartbeats (tagged with the attempt's generation), and
- * beating itself so node 0 can tell a lost node. Resolves with the exit code
- * node 0 decided; rejects when node 0 is unreachable or lost.
+ * beating itself so the coordinator can tell a lost node. Resolves with the
+ * exit code the coordinator decided. When the coordinator is lost (its
+ * connection closed, or silent past the node timeout), the members of the last
+ * membership it sent elect its successor: each tries the members from the
+ * lowest number up, joining the first that answers at its own listener; the
+ * one that reaches none below itself takes the role over and resolves with a
+ * `Succession`. Rejects when this node cannot go on (NodeLostError: dropped,
+ * or its side of a partition is a minority).
  *
  * ```ts
- * const code = await runClusterAgent(options, { programFile, tsconfig })
+ * const end = await runClusterAgent(options, { programFile, tsconfig })
+ * if (typeof end === 'number') process.exitCode = end   // else: coordinate the run (end.leader)
  * ```
  */
 export async function runClusterAgent(
   opts: ClusterOptions,
   own: { programFile: string; tsconfig: string | undefined; compiled?: CompiledProgram },
-  onDropped: () => void = () => {},
-): Promise<number> {
+  onDropped: (how: StandDown) => void = () => {},
+): Promise<number | Succession> {
   const socket = await reachRendezvous(opts)
   await proveToLeader(socket, opts.secret?.key, opts.place.node, `${unmapped(socket.remoteAddress)}:${socket.remotePort}`)
-  return new ClusterAgent(opts, own, onDropped, socket).run()
+  const standby = await StandbyListener.open(opts, unmapped(socket.localAddress) ?? '127.0.0.1')
+  const agent = new ClusterAgent(opts, own, onDropped, standby)
+  let succeeded = false
+  try {
+    let end = await agent.follow(socket, 0)
+    for (;;) {
+      if (end.kind === 'finished') return end.code
+      if (end.kind === 'unadmitted') throw new CommunicationError(`node ${opts.place.node}: node 0 closed the connection before admitting this node (${end.why})`)
+      const next = await agent.elect(end)
+      if ('leader' in next) {
+        succeeded = true
+        return next
+      }
+      end = next
+    }
+  } finally {
+    agent.close()
+    // A successor's listener is its rendezvous now: the leader closes it.
+    if (!succeeded) standby.close()
+  }
 }
+
+/**
+ * How a node leaves a run that goes on, or may go on, without it: `dropped`
+ * (counted as lost: the run's outcome is the others' to write) or `minority`
+ * (its side of a partition holds no majority: it writes an outcome only
+ * where none was written, see StatusFile.yieldToOthers).
+ */
+export type StandDown = 'dropped' | 'minority'
 
 /** The program as this node loads it: every attempt's ranks run it. */
 type OwnProgram = { programFile: string; tsconfig: string | undefined; compiled?: CompiledProgram }
 
-/** A node other than 0 once admitted to the rendezvous (see runClusterAgent): its state and one method per step of the protocol. */
+/** How following one coordinator ended: the run's exit code, the coordinator lost, or never admitted. */
+type FollowEnd =
+  | { kind: 'finished'; code: number }
+  | { kind: 'coordinator-lost'; coordinator: number; why: string; at: number }
+  | { kind: 'unadmitted'; why: string }
+
+/**
+ * Where a node other than the coordinator listens, from the start, should it
+ * become the coordinator: connections that prove the run's secret wait there
+ * until it leads (they are the successor's followers) or follows another
+ * (they are closed, and try the next member).
+ */
+class StandbyListener {
+  private waiting: Socket[] = []
+  private queueing = true
+  /** Once this node leads: where a connection that finishes the handshake goes. */
+  private late: ((socket: Socket) => void) | undefined
+  private onConnection: (socket: Socket) => Promise<void> = async () => {}
+
+  private constructor(
+    readonly server: Server,
+    readonly at: HostPort,
+  ) {}
+
+  static async open(opts: ClusterOptions, host: string): Promise<StandbyListener> {
+    const server = createServer({ noDelay: true })
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject)
+      server.listen(0, host, () => resolve())
+    })
+    const l = new StandbyListener(server, { host, port: (server.address() as { port: number }).port })
+    l.onConnection = async (socket: Socket) => {
+      if (!l.queueing) return
+      if (!(await admitConnection(socket, opts.secret?.key, opts.log ?? (() => {}), opts.place.node))) return
+      if (l.queueing) l.waiting.push(socket)
+      else if (l.late) l.late(socket)
+      else socket.destroy()
+    }
+    server.on('connection', l.onConnection)
+    return l
+  }
+
+  /** This node leads: the connections waiting so far; those still in their handshake go to `late` (the leader's `admit` takes new ones). */
+  take(late: (socket: Socket) => void): Socket[] {
+    this.queueing = false
+    this.late = late
+    // Its own listener only: the leader's `admit` has registered its own.
+    this.server.off('connection', this.onConnection)
+    const waiting = this.waiting.filter((s) => !s.destroyed)
+    this.waiting = []
+    return waiting
+  }
+
+  /** This node follows another: those who came here try the next member. */
+  turnAway(): void {
+    for (const s of this.waiting) s.destroy()
+    this.waiting = []
+  }
+
+  close(): void {
+    this.queueing = false
+    this.late = undefined
+    this.turnAway()
+    this.server.close()
+  }
+}
+
+/** A node other than the coordinator once admitted (see runClusterAgent): its state and one method per step of the protocol. */
 class ClusterAgent {
   private readonly node: number
-  /** This node's address as node 0 reaches it: where its ranks listen. */
+  /** This node's address as the others reach it: where its ranks listen. */
   private readonly host: string
-  /** The control connection to node 0, opened by `run`. */
+  /** The control connection to the coordinator, opened by `follow`. */
   private wire!: Wire<LeaderMessage, AgentMessage>
-  /** A working node's ranks until node 0 says otherwise; a spare node has none until it replaces a lost node. */
+  /** The node it follows. */
+  private coordinator = 0
+  /** A working node's ranks until the coordinator says otherwise; a spare node has none until it replaces a lost node. */
   private ranks: number[]
   /** A spare node's rank processes, started ahead with the program loaded, computing nothing until given ranks. */
   private warmHosts: WarmHosts | undefined
@@ -603,16 +921,22 @@ class ClusterAgent {
   private joinTimer: NodeJS.Timeout | undefined
   private welcomed = false
   private finished = false
-  private settle: { resolve: (code: number) => void; reject: (e: Error) => void } = { resolve: () => {}, reject: () => {} }
+  /** Why the coordinator counts as lost when this node stopped hearing it (set before the connection is closed). */
+  private silence: string | undefined
+  /** The last view the coordinator sent: what a successor goes on from. */
+  private view: ClusterView | undefined
+  private settle: { resolve: (end: FollowEnd) => void; reject: (e: Error) => void } = { resolve: () => {}, reject: () => {} }
+  /** A stop asked of this node is the run's: the coordinator stops every node with a checkpoint. */
+  private readonly forward = (sig: NodeJS.Signals): void => this.wire?.send({ t: 'preempt', why: sig })
 
   constructor(
     private readonly opts: ClusterOptions,
     private readonly own: OwnProgram,
-    private readonly onDropped: () => void,
-    private readonly socket: Socket,
+    private readonly onDropped: (how: StandDown) => void,
+    private readonly standby: StandbyListener,
   ) {
     this.node = opts.place.node
-    this.host = unmapped(socket.localAddress) ?? '127.0.0.1'
+    this.host = standby.at.host
     const workingNodes = opts.place.nodes - (opts.spareNodes ?? 0)
     this.ranks = this.node < workingNodes ? ranksOfNode(this.node, opts.ranksPerNode) : []
     this.warmHosts =
@@ -626,29 +950,68 @@ class ClusterAgent {
             heartbeatMs: opts.rankHeartbeatMs ?? opts.beatMs,
             key: opts.secret?.key,
           })
+    process.on('SIGTERM', this.forward)
+    process.on('SIGINT', this.forward)
   }
 
-  /** Join, then follow node 0 until it says the run's exit code (or this node loses it). */
-  run(): Promise<number> {
-    return new Promise<number>((resolve, reject) => {
+  /** Join the coordinator `coordinator` on `socket`, then follow it until it says the run's exit code, is lost, or never admits this node. */
+  follow(socket: Socket, coordinator: number, joinWithinMs = this.opts.nodeTimeoutMs): Promise<FollowEnd> {
+    this.coordinator = coordinator
+    this.welcomed = false
+    this.silence = undefined
+    return new Promise<FollowEnd>((resolve, reject) => {
       this.settle = { resolve, reject }
       this.wire = new Wire<LeaderMessage, AgentMessage>(
-        this.socket,
+        socket,
         (m) => this.onMessage(m),
         (why) => this.onClosed(why),
       )
       this.joinTimer = setTimeout(() => {
         this.wire.socket.destroy()
-        reject(new CommunicationError(`node ${this.node}: node 0 did not answer the join within ${(this.opts.nodeTimeoutMs / 1000).toFixed(1)} s (--node-timeout)`))
-      }, this.opts.nodeTimeoutMs)
+        if (coordinator === 0) reject(new CommunicationError(`node ${this.node}: node 0 did not answer the join within ${(this.opts.nodeTimeoutMs / 1000).toFixed(1)} s (--node-timeout)`))
+      }, joinWithinMs)
       const { opts, node } = this
-      const join: JoinRequest = { t: 'join', node, nodes: opts.place.nodes, identity: opts.identity, machine: machineId(), dir: opts.dir }
+      const join: JoinRequest = { t: 'join', node, nodes: opts.place.nodes, identity: opts.identity, machine: machineId(), dir: opts.dir, takeover: this.standby.at }
       this.wire.send(join)
-      // A stop asked of this node is the run's: node 0 stops every node with a checkpoint.
-      const forward = (sig: NodeJS.Signals) => this.wire.send({ t: 'preempt', why: sig })
-      process.on('SIGTERM', forward)
-      process.on('SIGINT', forward)
     })
+  }
+
+  /**
+   * The coordinator is lost: find its successor among the members of the last
+   * view, lowest number first, and follow it; or take the role over when no
+   * member below this node answers.
+   */
+  async elect(lost: Extract<FollowEnd, { kind: 'coordinator-lost' }>): Promise<Succession | FollowEnd> {
+    const { node, view } = this
+    const what = `lost node ${lost.coordinator}, the coordinator (${lost.why})`
+    if (!view) throw new NodeLostError(lost.coordinator, `node ${node}: ${what} before it said the membership; run the launcher again with --resume`)
+    const members = membersOf(view.membership)
+    if (!members.includes(node)) {
+      this.onDropped('dropped')
+      throw new NodeLostError(node, `node ${node}: ${what}, and this node is not a member of the last membership; the run's outcome is the other nodes' to report`)
+    }
+    this.opts.log?.(`node ${node}: ${what}; looking for its successor among nodes ${members.filter((n) => n !== lost.coordinator).join(', ')}`)
+    for (const c of members) {
+      if (c === lost.coordinator) continue
+      if (c === node) {
+        const leader = await ClusterLeader.succeed(this.opts, this.standby, this.host, view, lost.coordinator, lost.why).catch((e: unknown) => {
+          // A minority stops without speaking for the run; a majority that cannot go on reports its 76.
+          if (e instanceof NodeLostError && / not a majority /.test(e.message)) this.onDropped('minority')
+          throw e
+        })
+        this.handOver()
+        return { leader, view, lost: lost.coordinator, why: lost.why, lostAt: lost.at }
+      }
+      const at = view.endpoints[c]
+      if (!at) continue
+      const socket = await reachMember(at, this.opts, node)
+      if (!socket) continue
+      this.standby.turnAway()
+      const end = await this.follow(socket, c)
+      if (end.kind !== 'unadmitted') return end
+    }
+    // Unreachable: this node is a member, and leads when no member below it answers.
+    throw new NodeLostError(lost.coordinator, `node ${node}: ${what}, and no successor was found`)
   }
 
   private onMessage(m: LeaderMessage): void {
@@ -657,9 +1020,15 @@ class ClusterAgent {
       case 'welcome':
         return this.welcome()
       case 'refused':
+        // A successor refuses a node it already counted as lost: this node is out of the run.
+        if (this.coordinator !== 0) this.onDropped('dropped')
         return this.end(reviveError(m.error))
       case 'start':
         return this.startAttempt(m.gen, m.spec, m.ranks)
+      case 'view':
+        this.view = m.view
+        this.wire.send({ t: 'view-ack', epoch: m.view.membership.epoch })
+        return
       case 'peers':
         if (m.gen === generation && this.local) for (const r of this.ranks) this.local.send(r, { type: 'peers', generation: m.gen, endpoints: m.endpoints })
         return
@@ -678,29 +1047,33 @@ class ClusterAgent {
       case 'ping':
         return
       case 'dropped':
-        this.onDropped()
-        return this.end(new NodeLostError(this.node, `node ${this.node}: node 0 counted this node as lost (${m.why}, past --node-timeout); the run's outcome is the other nodes' to report`))
+        this.onDropped('dropped')
+        return this.end(new NodeLostError(this.node, `node ${this.node}: node ${this.coordinator} counted this node as lost (${m.why}, past --node-timeout); the run's outcome is the other nodes' to report`))
+      case 'stand-down':
+        this.onDropped('minority')
+        return this.end(new NodeLostError(this.node, `node ${this.node}: stopped by node ${this.coordinator}: ${m.why}`))
       case 'finish':
         return this.end(m.code)
     }
   }
 
-  /** Admitted: beat from now on, so that node 0 can tell a lost node, and judge node 0 by its silence. */
+  /** Admitted: beat from now on, so that the coordinator can tell a lost node, and judge the coordinator by its silence. */
   private welcome(): void {
     this.welcomed = true
     clearTimeout(this.joinTimer)
+    if (this.beats) clearInterval(this.beats)
     this.beats = setInterval(() => this.beat(), this.opts.beatMs)
   }
 
   private beat(): void {
-    const { wire, opts, node } = this
+    const { wire, opts } = this
     if (performance.now() - wire.lastHeard > opts.nodeTimeoutMs) {
       // Judged once what has arrived is read (after this turn's I/O): a node that was itself stopped wakes up
-      // here first, and node 0's last words (`dropped`) may be waiting in the socket.
+      // here first, and the coordinator's last words (`dropped`) may be waiting in the socket.
       setImmediate(() => {
-        if (this.finished || performance.now() - wire.lastHeard <= opts.nodeTimeoutMs) return
+        if (this.finished || wire !== this.wire || performance.now() - wire.lastHeard <= opts.nodeTimeoutMs) return
+        this.silence = `silent for more than ${(opts.nodeTimeoutMs / 1000).toFixed(1)} s (--node-timeout)`
         wire.socket.destroy()
-        this.end(new NodeLostError(0, `node ${node}: node 0 fell silent for more than ${(opts.nodeTimeoutMs / 1000).toFixed(1)} s (--node-timeout); run the launcher again with --resume`))
       })
       return
     }
@@ -732,15 +1105,34 @@ class ClusterAgent {
   }
 
   private onClosed(why: string): void {
-    const { node } = this
-    if (!this.welcomed) this.end(new CommunicationError(`node ${node}: node 0 closed the connection before admitting this node (${why})`))
-    else this.end(new NodeLostError(0, `node ${node}: lost node 0 (${why}); run the launcher again with --resume`))
+    if (this.finished) return
+    clearTimeout(this.joinTimer)
+    if (!this.welcomed) return this.settle.resolve({ kind: 'unadmitted', why })
+    // The coordinator is lost: this node's ranks (their attempt cannot go on) stop; a spare node keeps its warm processes.
+    if (this.beats) clearInterval(this.beats)
+    this.beats = undefined
+    const at = performance.now()
+    void this.stopLocal().then(() => this.settle.resolve({ kind: 'coordinator-lost', coordinator: this.coordinator, why: this.silence ?? why, at }))
   }
 
   private async stopLocal(): Promise<void> {
     const l = this.local
     this.local = undefined
     if (l) await l.terminate()
+  }
+
+  /** This node coordinates from now on: its own ranks start with the leader's attempts, its warm processes are not needed. */
+  private handOver(): void {
+    this.finished = true
+    const warm = this.warmHosts
+    this.warmHosts = undefined
+    void warm?.close()
+  }
+
+  /** The signal handlers removed (the CLI's own take over). */
+  close(): void {
+    process.off('SIGTERM', this.forward)
+    process.off('SIGINT', this.forward)
   }
 
   /** The end, once: this node's ranks and warm processes stopped, the connection closed, then the code (or why not). */
@@ -754,8 +1146,25 @@ class ClusterAgent {
     void Promise.all([this.stopLocal(), warm?.close()]).then(() => {
       this.wire.close()
       if (code instanceof Error) this.settle.reject(code)
-      else this.settle.resolve(code)
+      else this.settle.resolve({ kind: 'finished', code })
     })
+  }
+}
+
+/**
+ * Reach member `at` (a candidate successor) and prove the run's secret there,
+ * each within the election wait; undefined when it does not answer (lost too).
+ */
+async function reachMember(at: HostPort, opts: ClusterOptions, node: number): Promise<Socket | undefined> {
+  const s = await tryConnect(at, electionWaitMs(opts))
+  if (typeof s === 'string') return undefined
+  try {
+    await proveToLeader(s, opts.secret?.key, node, `${at.host}:${at.port}`, electionWaitMs(opts))
+    return s
+  } catch {
+    // Not answering the handshake: counted as lost like a refused connection.
+    s.destroy()
+    return undefined
   }
 }
 

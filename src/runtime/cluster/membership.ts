@@ -4,7 +4,7 @@
  * - `shrunk`: no spare is left; the run goes on with the lost node's slot removed (`size` ranks, renumbered
  *   0…size−1 in slot order), restoring its checkpoint elastically;
  * - `spare-lost`: an idle spare node was lost, nothing else changes;
- * - `unrecoverable`: the run cannot go on without it (`why`: node 0, or no spare node left).
+ * - `unrecoverable`: the run cannot go on without it (`why`: no spare node left, or too few nodes left to go on).
  */
 export type MembershipChange =
   | { kind: 'replaced'; node: number; epoch: number; spare: number; ranks: readonly number[]; sparesLeft: number }
@@ -17,7 +17,8 @@ export type MembershipChange =
  * (working nodes, one *slot* of `ranksPerNode` ranks each: slot s holds ranks
  * s·rpn … s·rpn+rpn−1) and which nodes stand by (spare nodes). Node i starts
  * in slot i; the last `spareNodes` nodes start as spares. The epoch counts
- * the changes. Node 0 runs the run's supervisor and is never replaced. With
+ * the changes. Any node may be lost, node 0 included (the coordinator that
+ * decides is never the lost one: see `decideSide` for who coordinates). With
  * no spare left, a lost node's slot is removed (a shrink: the slots after it
  * move down, and so do their rank numbers) while two working nodes remain.
  *
@@ -38,10 +39,23 @@ export class Membership {
     readonly nodes: number,
     readonly spareNodes: number,
     readonly ranksPerNode: number,
+    /** Where an earlier coordinator left it (a successor taking over); else the start. */
+    from?: MembershipView,
   ) {
     const working = nodes - spareNodes
-    this.slots = Array.from({ length: working }, (_, i) => i)
-    this.standby = Array.from({ length: spareNodes }, (_, i) => working + i)
+    this.slots = from ? [...from.slots] : Array.from({ length: working }, (_, i) => i)
+    this.standby = from ? [...from.spares] : Array.from({ length: spareNodes }, (_, i) => working + i)
+    this.changes = from?.epoch ?? 0
+  }
+
+  /** What every node is told with each change (and a successor starts from). */
+  view(): MembershipView {
+    return { epoch: this.changes, slots: [...this.slots], spares: [...this.standby] }
+  }
+
+  /** Every member, working or standing by, lowest first: the majority of a partition is counted among them. */
+  members(): number[] {
+    return membersOf(this.view())
   }
 
   /** Working nodes (slots): the run's ranks are slots × ranks per node. */
@@ -89,7 +103,6 @@ export class Membership {
     const slot = this.slots.indexOf(node)
     if (slot < 0) return undefined
     const ranks = this.ranksOfSlot(slot)
-    if (slot === 0) return { kind: 'unrecoverable', node, epoch: this.changes, ranks, why: 'node 0 runs the run\'s supervisor, and another node taking that role over is not supported yet' }
     const spare = this.standby.shift()
     if (spare === undefined) {
       // Shrink: the others go on without this slot, as long as two working nodes are left (a run on one node keeps no partner copies).
@@ -103,6 +116,46 @@ export class Membership {
     this.slots[slot] = spare
     return { kind: 'replaced', node, epoch: ++this.changes, spare, ranks, sparesLeft: this.standby.length }
   }
+}
+
+/** A membership as nodes send it: its epoch, slot → node, and the spare nodes standing by. */
+export interface MembershipView {
+  epoch: number
+  slots: number[]
+  spares: number[]
+}
+
+/** The members of a view (working and standing by), lowest first. */
+export function membersOf(view: MembershipView): number[] {
+  return [...view.slots, ...view.spares].sort((a, b) => a - b)
+}
+
+/** What one side of a loss or partition may do: go on (coordinated by `coordinator`), or stop (exit 76). */
+export interface SideDecision {
+  goesOn: boolean
+  /** The lowest-numbered member of the side: it coordinates when the side goes on. */
+  coordinator: number | undefined
+}
+
+/**
+ * Whether the nodes a side can reach (itself included) go on after a loss or
+ * a partition of the last settled membership `members` (working + spare
+ * nodes): a strict majority goes on; an exact half goes on only when it
+ * holds the lowest-numbered member (the tie rule); any other side stops. Two
+ * disjoint sides can never both go on. The lowest-numbered member of the
+ * side that goes on coordinates.
+ *
+ * ```ts
+ * decideSide([0, 1, 2], new Set([1, 2]))   // { goesOn: true, coordinator: 1 }: node 0 lost, node 1 takes over
+ * decideSide([0, 1, 2], new Set([0]))      // { goesOn: false, … }: node 0 alone is a minority
+ * decideSide([0, 1, 2, 3], new Set([0, 3])) // { goesOn: true, coordinator: 0 }: a tie, holding node 0
+ * ```
+ */
+export function decideSide(members: readonly number[], reachable: ReadonlySet<number>): SideDecision {
+  const side = members.filter((n) => reachable.has(n))
+  const lowest = Math.min(...members)
+  const goesOn = 2 * side.length > members.length || (2 * side.length === members.length && side.includes(lowest))
+  return { goesOn, coordinator: side.length > 0 ? Math.min(...side) : undefined }
 }
 
 /** A shrink leaves at least this many working nodes: partner copies need a second node. */

@@ -4,6 +4,7 @@ import { Worker } from 'node:worker_threads'
 import { bootUrl } from '../boot-files.js'
 import { frozenConfig, type FaultToleranceConfig } from '../../checkpoint/config.js'
 import type { CheckpointEvent, ResumedFigures } from '../../checkpoint/events.js'
+import { checkRedundancy } from '../../checkpoint/redundancy/sets.js'
 import { ConfigError, PreemptedError, ProgramLoadError, RunStoppedError } from '../../errors.js'
 import { findUp } from '../../util/find-up.js'
 import { runAttempt, type AttemptCallbacks } from './attempt.js'
@@ -90,6 +91,7 @@ export interface ResumeListenerOption {
 export function groupSpec(programFile: string, opts: LaunchOptions, injectFired?: Injection[], settings: RunSettings = resolveRunOptions(opts)): RankGroupSpec {
   const { ranks, transport, heartbeatMs } = settings
   const file = checkProgramFile(programFile)
+  if (opts.checkpoint) checkRedundancy(ranks, opts.checkpoint)
   for (const i of opts.inject ?? []) {
     if (i.rank >= ranks) throw new ConfigError(`--inject rank=${i.rank}: there are only ${ranks} ranks (0..${ranks - 1})`)
   }

@@ -5,6 +5,7 @@ import { runAttempt, type AttemptOutcome } from './attempt.js'
 import { expandDir, matchingDirectories } from '../cluster-env.js'
 import { compileProgram, type CompiledProgram } from '../compiled-program.js'
 import { partnerDirOf } from '../../checkpoint/store/partner.js'
+import { xorForRanks } from '../../checkpoint/redundancy/sets.js'
 import type { RankGroup, RankGroupSpec, StartRankGroup } from '../group.js'
 import { GROUP_STARTERS, groupSpec, type LaunchOptions, type ResumeListenerOption, type RunResult } from './launcher.js'
 import type { CheckpointEvent, ResumedFigures } from '../../checkpoint/events.js'
@@ -28,7 +29,7 @@ export type SupervisorEvent =
       /** True when the ranks start again only to checkpoint and stop: the stop signal ended one of them as it started. */
       stopping?: boolean
     }
-  | { event: 'checkpoint'; attempt: number; seq: number; skeleton: number; step: number; bytes: number; totalBytes: number; ms: number; level: 'memory' | 'disk' | 'partner' | 'shared'; stallMs: number; votes?: number; voteMs?: number }
+  | { event: 'checkpoint'; attempt: number; seq: number; skeleton: number; step: number; bytes: number; totalBytes: number; ms: number; level: 'memory' | 'disk' | 'partner' | 'shared' | 'xor'; stallMs: number; votes?: number; voteMs?: number }
   | ({ event: 'failure'; attempt: number } & Omit<FailureRecord, 'attempt'>)
   | { event: 'recovery-line'; attempt: number; seq: number; skeleton: number; step: number; negotiateMs: number; level: string }
   | { event: 'replay-done'; attempt: number; replayMs: number }
@@ -172,6 +173,28 @@ export interface GroupStarterOption {
   groupSize?: () => number
   /** How the last attempt's ranks were obtained, when the starter knows (a spare node's warm processes). */
   origin?: () => RanksOrigin | undefined
+  /** A cluster run's coordinator was lost and this process takes the run's supervisor over (see Takeover). */
+  takeover?: Takeover
+}
+
+/**
+ * Where a lost coordinator left the run (its last `handover()`, sent to every
+ * node), for the successor's supervisor: it goes on with the next attempt,
+ * resuming this run's checkpoints (or starting afresh when none is
+ * complete yet), the loss counted as one failure of the restart budget, a
+ * stop asked for before still under way. The run's directory record (lock,
+ * `RUN`) moves to this node's own directory (`home`: its `{node}` and the
+ * first rank it carries).
+ */
+export interface Takeover {
+  attempt: number
+  failures: number
+  preempt: string | undefined
+  /** Injected failures that fired already: they do not fire again. */
+  fired: Injection[]
+  /** The coordinator's loss as a failure of the attempt it ended; `lostAt` is performance.now() when it was noticed. */
+  loss: { rank: number; message: string; lostAt: number }
+  home: { node: number; rank: number }
 }
 
 /** How a supervised run ended: `done` with the result, or `preempted` after a checkpoint (resume from it). */
@@ -212,6 +235,9 @@ export class Supervisor<R = unknown> {
   private readonly failures: FailureRecord[] = []
   /** Attempts ended by a stop signal as their ranks started (a second one is a second signal). */
   private stoppedStarts = 0
+  /** Failures an earlier coordinator counted (a successor's supervisor: see Takeover). */
+  private readonly earlierFailures: number
+  private readonly takeover: Takeover | undefined
 
   constructor(
     private readonly programFile: string,
@@ -220,7 +246,14 @@ export class Supervisor<R = unknown> {
     // Every default applied and every setting checked once, before the first rank starts.
     this.settings = resolveRunOptions(opts)
     if (!opts.checkpoint) throw new ConfigError('a supervised run needs a checkpoint configuration (directory and policy)')
-    this.ft = frozenConfig(opts.checkpoint)
+    this.takeover = (opts as SuperviseOptions & GroupStarterOption).takeover
+    // A successor resumes the run's own checkpoints, or starts afresh when none is complete yet.
+    this.ft = frozenConfig(this.takeover ? { ...opts.checkpoint, resume: true, fresh: false, resumeRequest: undefined } : opts.checkpoint)
+    this.earlierFailures = this.takeover?.failures ?? 0
+    if (this.takeover) {
+      this.attempt = this.takeover.attempt
+      this.fired.push(...this.takeover.fired)
+    }
     groupSpec(programFile, opts, undefined, this.settings) // the program file and the injections
   }
 
@@ -260,6 +293,11 @@ export class Supervisor<R = unknown> {
     if (g) for (let r = 0; r < g.size; r++) g.send(r, { type: 'preempt' })
   }
 
+  /** Where the run is, for a successor should this process's node be lost (a cluster run's coordinator sends it to every node). */
+  handover(): { attempt: number; failures: number; preempt: string | undefined; fired: Injection[] } {
+    return { attempt: this.attempt, failures: this.earlierFailures + this.failures.length, preempt: this.preemptWhy, fired: [...this.fired] }
+  }
+
   /** Report a cluster membership event (node 0 of a cluster run) with the run's others; `attempt` is filled in. */
   reportClusterEvent(e: Omit<NodeLostEvent, 'attempt'> | Omit<MembershipEvent, 'attempt'>): void {
     this.emit({ ...e, attempt: this.attempt } as ClusterEvent)
@@ -279,6 +317,7 @@ export class Supervisor<R = unknown> {
     const program = await this.compileOnce()
     this.startSpares(program)
     try {
+      this.takeOver()
       for (;;) {
         const spec = this.nextAttempt(run, program)
         const outcome = await this.runOne(spec)
@@ -296,6 +335,19 @@ export class Supervisor<R = unknown> {
     }
   }
 
+  /** A successor's supervisor: the lost coordinator's last attempt failed (the loss), the next one resumes; a stop asked for goes on. */
+  private takeOver(): void {
+    const t = this.takeover
+    if (!t) return
+    const record: FailureRecord = { attempt: t.attempt, rank: t.loss.rank, skeleton: -1, step: -1, phase: 'start', reason: 'error', message: t.loss.message, detectionMs: 0 }
+    this.failures.push(record)
+    this.failedAt = t.loss.lostAt
+    const { attempt, ...rest } = record
+    this.emit({ event: 'failure', attempt, ...rest })
+    this.decideRestart()
+    if (t.preempt !== undefined) this.startPreemption(t.preempt)
+  }
+
   /**
    * Before any rank starts: the directory's lock, the run's lineage and the refusals that need no rank (see
    * run-directory.ts), and the earlier run's memory directories a resume reads.
@@ -303,7 +355,8 @@ export class Supervisor<R = unknown> {
   private async openRun(): Promise<OpenedRun> {
     // With `{node}` or `{rank}` in its name the lock, the run record and the lineage live in node 0's (rank 0's)
     // directory; the other directories follow the run id the ranks write into every file.
-    const home = expandDir(this.ft.dir, 0, 0)
+    const at = this.takeover?.home ?? { node: 0, rank: 0 }
+    const home = expandDir(this.ft.dir, at.node, at.rank)
     // Partner copies are read on resume also by a run that keeps none (fewer nodes): their lineage counts too
     // (a directory that is not there lists no checkpoint).
     const sharedDir = this.ft.shared?.dir ?? (this.ft.resume ? this.ft.resumeSharedDir : undefined)
@@ -355,7 +408,7 @@ export class Supervisor<R = unknown> {
       // Only the user's first resume refuses to start afresh (see FaultToleranceConfig.resumeRequest): a restart
       // before the first checkpoint starts from the beginning.
       checkpoint: {
-        ...this.ft,
+        ...(ranks < this.settings.ranks ? onFewerRanks(this.ft, ranks) : this.ft),
         resume,
         runId: run.dir.runId,
         resumeRequest: this.attempt === 0 ? this.ft.resumeRequest : undefined,
@@ -436,8 +489,8 @@ export class Supervisor<R = unknown> {
       throw new RunStoppedError(this.preemptWhy)
     }
     const budget = this.settings.restarts
-    if (this.failures.length > budget) {
-      this.emit({ event: 'gave-up', attempt: this.attempt, failures: this.failures.length })
+    if (this.earlierFailures + this.failures.length > budget) {
+      this.emit({ event: 'gave-up', attempt: this.attempt, failures: this.earlierFailures + this.failures.length })
       throw new RestartBudgetExhaustedError(this.failures, budget)
     }
     this.attempt++
@@ -553,4 +606,11 @@ export class Supervisor<R = unknown> {
   private emit(e: SupervisorEvent): void {
     this.opts.onEvent?.({ ...e, t: performance.now() - this.t0 })
   }
+}
+
+/** The configuration of a run that goes on with `ranks` after a node's loss: XOR sets of the nodes left (the lost node's files are rebuilt from the old sets). */
+function onFewerRanks(cfg: FaultToleranceConfig, ranks: number): FaultToleranceConfig {
+  const { xor, ...rest } = cfg
+  const left = xorForRanks(xor, ranks)
+  return left ? { ...rest, xor: left } : rest
 }

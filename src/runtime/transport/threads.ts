@@ -226,7 +226,17 @@ export class ThreadCommunicator extends PointToPointCommunicator {
     const m = this.mailbox.takeNow(src, tag)
     if (m || src === this.rank) return m
     this.pull(src)
+    // That pull may have taken a bell from the port (behind a message sent by port): the bell was meant for
+    // another receive from `src` still waiting on the event loop, whose wake-up the sender has now spent.
+    if (this.mailbox.hasWaiters(src)) this.rearm(src)
     return this.mailbox.takeNow(src, tag)
+  }
+
+  /** Ask `src` for a bell again while a receive from it waits (arm pulls what came meanwhile; look again then). */
+  private rearm(src: number): void {
+    while (this.mailbox.hasWaiters(src) && this.arm(src)) {
+      // arm() pulled what came meanwhile; loop while that did not satisfy the waiters.
+    }
   }
 
   /**
@@ -332,9 +342,7 @@ export class ThreadCommunicator extends PointToPointCommunicator {
     if (!fromEventLoop || this.closed) return
     this.pull(peer)
     // Still waiting for this peer: ask for the next bell.
-    while (this.mailbox.hasWaiters(peer) && this.arm(peer)) {
-      // arm() pulled what came meanwhile; loop while that did not satisfy the waiters.
-    }
+    this.rearm(peer)
   }
 
   private ringTo(dest: number, port: MessagePort): Ring {

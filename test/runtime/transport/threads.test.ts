@@ -73,6 +73,34 @@ describe('threads transport (rings and ports)', () => {
     }
   })
 
+  it('a receive waiting on the event loop still wakes when another receive from the same peer pulled its bell off the port', async () => {
+    const [a, b] = pair()
+    try {
+      // The ring a → b exists already (its creation goes by port, and would wake b by itself).
+      a.send(1, 3, payload(0, 8, false))
+      ;(await b.recv(0, 3)).release()
+      // b waits for tag 1 on the event loop: a's next message rings the bell.
+      const waiting = b.recv(0, 1)
+      // Two messages too large for the ring: on the port, the bell goes between them.
+      void a.send(1, 2, payload(1, 100_000, false))
+      void a.send(1, 2, payload(2, 100_000, false))
+      // b takes them before its event loop turns (as a background transfer does while a collective waits):
+      // its pull reads data, bell, data off the port.
+      for (const i of [1, 2]) {
+        const m = b.recvNow(0, 2)!
+        expect(same(m.bytes, payload(i, 100_000, false))).toBe(true)
+        m.release()
+      }
+      // The message the first receive waits for, small, by ring: only a bell wakes b for it.
+      a.send(1, 1, payload(3, 8, false))
+      const woke = await Promise.race([waiting.then((m) => m.bytes), new Promise<undefined>((r) => setTimeout(r, 2000))])
+      expect(woke).toEqual(payload(3, 8, false))
+    } finally {
+      a.close()
+      b.close()
+    }
+  })
+
   it('collectives agree across the pair', async () => {
     const [a, b] = pair()
     try {
