@@ -34,6 +34,7 @@ export { Supervisor, type ClusterEvent, type MembershipEvent, type NodeLostEvent
 export { runLocal, type LocalRunOptions } from './runtime/launch/local.js'
 export type { Transport, RunningRanks } from './runtime/group.js'
 export type { FaultToleranceConfig, MemoryLevelConfig, SharedLevelConfig } from './checkpoint/config.js'
+export type { MembershipRecord } from './checkpoint/store/marker.js'
 export type { CheckpointPolicy } from './checkpoint/policy/policy.js'
 export type { CheckpointEvent, CheckpointLevel, CopyLevel } from './checkpoint/events.js'
 

@@ -17,7 +17,10 @@ export interface JacobiResult {
   checksum: number
   /** With --return-rows: this rank's interior rows [first, first + rows.length / n). */
   rows?: { first: number; values: Float64Array }
+  /** Time this rank spent in the sweeps of this run: since the restart when it resumed from a checkpoint (`resumed`). */
   seconds: number
+  /** The run resumed from a checkpoint (a recovery, --resume): `seconds` counts from there, not from step 0. */
+  resumed: boolean
 }
 
 export default defineProgram({
@@ -59,7 +62,7 @@ export default defineProgram({
       }
       return acc
     })
-    const result: JacobiResult = { n, iterations, residual, checksum, seconds }
+    const result: JacobiResult = { n, iterations, residual, checksum, seconds, resumed: ctx.recovering }
     if (ctx.options.returnRows) {
       const values = new Float64Array(box.volume)
       let k = 0
@@ -73,6 +76,6 @@ export default defineProgram({
       `jacobi n=${r.n} iterations=${r.iterations}`,
       `residual ${r.residual.toExponential(6)}`,
       `checksum ${r.checksum}`,
-      `compute  ${r.seconds.toFixed(3)} s`,
+      `compute  ${r.seconds.toFixed(3)} s${r.resumed ? ' (since the restart from a checkpoint: the steps before it are not counted)' : ''}`,
     ].join('\n'),
 })

@@ -2,6 +2,7 @@ import { freeze } from 'immer'
 import type { CodeIdentity } from './format/code-record.js'
 import type { JsonObject } from './format/json.js'
 import type { CheckpointPolicy } from './policy/policy.js'
+import type { MembershipRecord } from './store/marker.js'
 export type { CheckpointLevel } from './events.js'
 
 // The run's fault-tolerance configuration, in a module of its own: the CLI,
@@ -81,6 +82,11 @@ export interface FaultToleranceConfig {
    * start draws a new one.
    */
   runId?: string
+  /**
+   * A cluster run's membership for this attempt (set by node 0 as each
+   * attempt starts): every commit marker records it, for `molotof inspect`.
+   */
+  membership?: MembershipRecord
   /**
    * A supervised resume whose node-0 directory held no checkpoint (lost with
    * its node): the ranks continue the lineage of the newest complete

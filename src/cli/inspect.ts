@@ -1,6 +1,6 @@
 import { existsSync, readdirSync } from 'node:fs'
 import { readFile } from 'node:fs/promises'
-import { basename, dirname, join, resolve } from 'node:path'
+import { join, resolve } from 'node:path'
 import { LEVEL_KINDS, type LevelKind, type LevelRoots } from '../checkpoint/coordination/levels.js'
 import { readHeaderOnly, storedLength, type EntryRecord } from '../checkpoint/format/rank-file.js'
 import type { DeltaRecord } from '../checkpoint/format/delta.js'
@@ -8,10 +8,12 @@ import { deltaShare } from '../checkpoint/store/delta-chain.js'
 import { describeBlocker, elasticBlockers } from '../checkpoint/recovery/elastic/line.js'
 import { DirectorySource, SpreadSource, type RankFileSource } from '../checkpoint/recovery/elastic/source.js'
 import { CheckpointStore, validRanks, type ValidationReport } from '../checkpoint/store/checkpoint-store.js'
+import type { MembershipRecord } from '../checkpoint/store/marker.js'
 import { alive, lockHolder } from '../checkpoint/store/dir-lock.js'
 import { memoryDirFor, memoryLevelDirectoryIn } from '../checkpoint/store/memory-level.js'
 import { decodeParityFile } from '../checkpoint/redundancy/parity-file.js'
 import { CheckpointCorruptError, ConfigError } from '../errors.js'
+import { matchingDirectories } from '../runtime/cluster-env.js'
 import { option } from '../skeletons/options.js'
 import { HELP_OPTION, parseCommand } from './args.js'
 import { formatHelp, STARTER_EXAMPLES_FROM } from './help.js'
@@ -44,8 +46,13 @@ checkpoint (the disk copy is flushed from the memory one, the partner and
 shared copies are copied from the disk one). A partner directory holds some
 ranks' files only: the listing names them, and only those are checked. A
 directory name with {node} or {rank} (as given to molotof run) inspects every
-directory it matches as one: each rank's file is checked where it is; each
-matched directory's partner/ is listed on its own. Under a checkpoint with a
+directory it matches on this host as one (a resume looks for them so, one
+left or several): each rank's file is checked where it is; each matched
+directory's partner/, and each memory level the template matches (a lost
+node's left behind too), is listed on its own. A checkpoint of a cluster run
+names the membership it was written under: which node carried which ranks,
+and the spare nodes. A folder named like a checkpoint that is not molotof's
+is named with its path, and never read. Under a checkpoint with a
 missing or damaged rank file, the listing names the levels holding a valid
 copy of that file (which a resume can read instead); the exit code follows
 the memory and disk levels only: a damaged disk file is exit 1 even where a
@@ -68,8 +75,10 @@ interface Row {
   complete: boolean
   /** Never committed: a write its run's end interrupted (see CheckpointSummary.uncommitted); listed, but no failure. */
   uncommitted?: boolean
-  /** Named like a checkpoint but not molotof's (see CheckpointSummary.foreign): listed as such, never read. */
+  /** Named like a checkpoint but not molotof's (see CheckpointSummary.foreign): listed as such, with its path, never read. */
   foreign?: boolean
+  /** Where the checkpoint's folder is (a folder that is not molotof's is named by it). */
+  path: string
   valid: boolean
   skeleton: number | undefined
   step: number | undefined
@@ -82,6 +91,8 @@ interface Row {
   runId: string | undefined
   /** The hash of the program code that wrote it, and its files. */
   code: { hash: string; files: string[] } | undefined
+  /** A cluster run's membership the checkpoint was written under (absent for one-host runs). */
+  membership?: MembershipRecord
   problems: string[]
   /** Whether a resume on another rank count can re-slice it; `blockers` say why not (or what needs a merge rule). */
   elastic?: { ok: boolean; blockers: string[] }
@@ -189,6 +200,8 @@ async function rowsOf(store: CheckpointStore, verify: boolean, presentOnly = fal
       complete: c.complete,
       ...(c.uncommitted ? { uncommitted: true } : {}),
       ...(c.foreign ? { foreign: true } : {}),
+      ...(c.marker?.membership ? { membership: c.marker.membership } : {}),
+      path: c.path,
       valid: report?.ok ?? false,
       skeleton: c.marker?.skeleton ?? header?.header.skeleton,
       step: c.marker?.step ?? header?.header.step,
@@ -197,7 +210,8 @@ async function rowsOf(store: CheckpointStore, verify: boolean, presentOnly = fal
       entries: header ? header.header.entries.map((e) => `${e.name}(${e.kind === 'heavy' ? `${e.dtype} ${formatSize(e.length)}${storedOf(e)}` : 'light'})`) : [],
       runId: c.marker?.runId ?? header?.header.runId,
       code: codeOf(c.marker?.code ?? header?.header.code),
-      problems: [...(c.problem ? [c.problem] : []), ...(report?.problems ?? []).map((p) => `${p.file}: ${p.reason}`)],
+      // A folder that is not molotof's is named on its line; another problem about a folder names it here.
+      problems: [...(c.problem && !c.foreign ? [c.problemPath ? `${c.problemPath}: ${c.problem}` : c.problem] : []), ...(report?.problems ?? []).map((p) => `${p.file}: ${p.reason}`)],
       present,
       validRanks: report ? validRanks(report, presentOnly ? present : Array.from({ length: size }, (_, r) => r)) : [],
     })
@@ -230,6 +244,12 @@ function noteCopies(listed: readonly Listed[]): void {
 
 function printRows(rows: readonly Row[], out: (s: string) => void, copies = false): void {
   for (const r of rows) {
+    if (r.foreign) {
+      // Nothing in it is read: its name and where it is are all there is to say.
+      out(`  #${r.seq}  not molotof's: ${r.path} (no rank file or commit marker of its format): left as it is, never read as a checkpoint`)
+      for (const p of r.problems) out(`      ${p}`)
+      continue
+    }
     const state = r.foreign ? "not molotof's" : r.uncommitted ? 'uncommitted' : !r.complete ? 'INCOMPLETE' : r.valid ? 'valid' : 'INVALID'
     // "elastic": resumable on another rank count; otherwise what blocks it, on the next line.
     const elastic = r.elastic ? (r.elastic.ok ? '  elastic' : '  not elastic') : ''
@@ -243,6 +263,7 @@ function printRows(rows: readonly Row[], out: (s: string) => void, copies = fals
       `  #${r.seq}  ${state.padEnd(11)} skeleton ${r.skeleton ?? '?'} step ${r.step ?? '?'}  ${r.ranks ?? '?'} ranks${held}  ${formatSize(r.bytes)}  entries: ${r.entries.join(', ') || '-'}${r.chain ? `  ${r.chain}` : ''}${identityOf(r)}${elastic}`,
     )
     for (const p of r.problems) out(`      ${p}`)
+    if (r.membership) out(`      ${membershipText(r.membership)}`)
     if (r.elastic && !r.elastic.ok) out(`      on another rank count: ${r.elastic.blockers.join('; ')}`)
     for (const d of r.damaged ?? []) {
       const where = d.validCopies.map((c) => `the ${c.level} level (${c.dir})`).join(', ')
@@ -326,8 +347,8 @@ export async function inspectCommand(argv: readonly string[], out: (s: string) =
   }
   const [dir] = positionals
   if (!dir) throw new ConfigError('molotof inspect: name the checkpoint directory (see molotof inspect --help)')
-  const dirs = matchingDirs(dir)
-  if (dirs.length > 1) return inspectMany(dirs, f, out)
+  // A template is inspected over every directory it matches on this host, as a resume looks for them (one or several).
+  if (TEMPLATE.test(dir)) return inspectMany(matchingDirs(dir), memoryTemplateOf(dir, f.memoryDir), f, out)
   if (!existsSync(dir)) throw new ConfigError(`molotof inspect: ${dir} does not exist`)
   const shared = f.sharedDir === undefined ? undefined : sharedLevelDir(f.sharedDir)
   // A --memory-dir that held the user's files has the level in its sub-directory molotof-memory.
@@ -358,19 +379,29 @@ export async function inspectCommand(argv: readonly string[], out: (s: string) =
   return exitCodeOf(rows)
 }
 
-/** `{node}`/`{rank}` in the last path component: every directory it matches (sorted); otherwise the name itself. */
+const TEMPLATE = /\{(node|rank)\}/
+
+/** Every directory a `{node}`/`{rank}` template matches on this host (placeholders in any part of the path), sorted. */
 function matchingDirs(template: string): string[] {
-  if (!/\{(node|rank)\}/.test(template)) return [template]
-  const parent = dirname(template)
-  if (/\{(node|rank)\}/.test(parent)) throw new ConfigError(`molotof inspect: put {node} and {rank} in the last part of the directory name only (got ${template})`)
-  const pattern = new RegExp(`^${basename(template).replace(/[.*+?^$()|[\]\\]/g, '\\$&').replace(/\\?\{(node|rank)\\?\}/g, '\\d+')}$`)
-  const found = existsSync(parent) ? readdirSync(parent).filter((n) => pattern.test(n)).map((n) => join(parent, n)) : []
-  if (found.length === 0) throw new ConfigError(`molotof inspect: no directory matches ${template}`)
-  return found.sort()
+  const found = matchingDirectories(resolve(template))
+  if (found.length === 0) throw new ConfigError(`molotof inspect: no directory matches ${template} on this host`)
+  return found
+}
+
+/**
+ * The memory level's directories for a template's checkpoint directories, as
+ * a template: --memory-dir as given, else the default one molotof run uses
+ * for it (one per node or rank as the template has them, see run.ts).
+ */
+function memoryTemplateOf(template: string, memoryDir: string | undefined): string | undefined {
+  if (memoryDir !== undefined && memoryDir !== '') return resolve(memoryDir)
+  const placeholders = ['{node}', '{rank}'].filter((p) => template.includes(p)).map((p) => `-${p}`).join('')
+  const base = defaultMemoryDir(resolve(template))
+  return base === undefined ? undefined : base + placeholders
 }
 
 /** Several directories of one run (`{node}`): a checkpoint is valid when every rank's file is valid in the directory holding it. */
-async function inspectMany(dirs: string[], f: InspectFlags, out: (s: string) => void): Promise<number> {
+async function inspectMany(dirs: string[], memoryTemplate: string | undefined, f: InspectFlags, out: (s: string) => void): Promise<number> {
   const shared = f.sharedDir === undefined ? undefined : sharedLevelDir(f.sharedDir)
   const bySeq = new Map<number, Row>()
   // Where each rank's file of each checkpoint is: re-slicing is judged from the files wherever they are.
@@ -389,7 +420,10 @@ async function inspectMany(dirs: string[], f: InspectFlags, out: (s: string) => 
         m.skeleton ??= r.skeleton
         m.step ??= r.step
         m.ranks ??= r.ranks
+        m.membership ??= r.membership
         m.problems.push(...r.problems)
+        // The same number in another directory that is not molotof's: named too (the row names the first one's).
+        if (r.foreign) m.problems.push(`${r.path}: not molotof's either, left as it is`)
         m.present.push(...r.present)
         // Valid ranks count only while every directory's part is complete.
         m.validRanks = m.complete ? [...m.validRanks, ...r.validRanks] : []
@@ -406,8 +440,12 @@ async function inspectMany(dirs: string[], f: InspectFlags, out: (s: string) => 
     if (r.complete && r.valid && r.ranks !== undefined) r.elastic = await elasticityOf(new SpreadSource(fileSources.get(r.seq)!), r.seq, r.ranks)
   }
   // The disk level is the directories together (above); the other levels each directory keeps are listed one by
-  // one. No memory level: its default directory is one checkpoint directory's.
-  const roots: LevelRoots[] = dirs.map((d) => ({ disk: d, ...(shared !== undefined ? { shared } : {}) }))
+  // one, and so is each memory level the memory template matches on this host (a lost node's left behind included).
+  const memories = memoryTemplate === undefined ? [] : matchingDirectories(memoryTemplate).map(memoryLevelDirectoryIn)
+  const roots: LevelRoots[] = [
+    ...dirs.map((d) => ({ disk: d, ...(shared !== undefined ? { shared } : {}) })),
+    ...memories.map((memory) => ({ disk: dirs[0], memory })),
+  ]
   const levels: Listed[] = []
   for (const kind of LISTED_KINDS) {
     if (kind.name === 'disk' && !kind.copy) levels.push({ kind, listing: { level: kind.name, dirs, checkpoints: rows } })
@@ -447,6 +485,14 @@ async function elasticityOf(source: RankFileSource, seq: number, size: number): 
     ...(merge.length > 0 ? [`${refused.length > 0 ? 'and' : 'only if the program merges them'}: ${merge.map(describeBlocker).join('; ')}`] : []),
   ]
   return { ok: blockers.length === 0, blockers: lines }
+}
+
+/** `written under membership epoch 1: node 0 ranks 0–1, node 3 ranks 2–3; spare nodes: none`. */
+function membershipText(m: MembershipRecord): string {
+  const rpn = m.ranksPerNode
+  const ranks = (slot: number) => (rpn === 1 ? `rank ${slot}` : `ranks ${slot * rpn}–${slot * rpn + rpn - 1}`)
+  const nodes = m.nodes.map((node, slot) => `node ${node} ${ranks(slot)}`).join(', ')
+  return `written under membership epoch ${m.epoch}: ${nodes}; spare nodes: ${m.spares.length > 0 ? m.spares.join(', ') : 'none'}`
 }
 
 function codeOf(code: { hash: string; files: Record<string, string> } | undefined): Row['code'] {

@@ -153,6 +153,8 @@ async function runSupervised(
     return cluster.code
   }
   const leader = cluster?.leader
+  const compression = compressionNote(setup.checkpoint)
+  if (compression !== undefined && level !== 'quiet') out(`note: ${compression}`)
   const shape: RunShape = { ranks: leader ? leader.size : f.ranks, transport: leader ? 'tcp' : f.transport, cluster }
   const supervisor = new Supervisor(program, { ...supervisorOptions(f, setup, shape, programArgv), ...runOutput(level, view, out, setup.eventsFile, shape.ranks) })
   if (leader) {
@@ -414,6 +416,16 @@ function clusterSettings(f: RunValues, programArgv: readonly string[]): Record<s
     redundancy: f.redundancy,
     'shared checkpoint': f.sharedCheckpoint,
   }
+}
+
+/**
+ * What --compress does when the run writes no disk checkpoint on its own
+ * (--checkpoint off, a memory level only): memory checkpoints are never
+ * compressed, only the disk checkpoint a stop writes is. Said, not refused.
+ */
+function compressionNote(ft: FaultToleranceConfig): string | undefined {
+  if (!ft.compress || !('kind' in ft.policy) || ft.policy.kind !== 'off') return undefined
+  return '--compress with --checkpoint off: memory checkpoints are never compressed; only the disk checkpoint a stop writes (SIGTERM, SIGINT, --time-limit) is. Give a disk policy (e.g. --checkpoint every:50) for compressed disk checkpoints as the run goes'
 }
 
 /** `--incremental` without `--full-every`: a full disk checkpoint every 8. */

@@ -15,7 +15,7 @@ import type { DefaultEntry } from '../registry.js'
 import type { SkeletonState } from '../skeleton-hooks.js'
 import type { CheckpointStore, RankFileWritten } from '../store/checkpoint-store.js'
 import { CheckpointIoThread, type Staged } from '../store/io-thread.js'
-import type { CommitMarker, RankFileRecord } from '../store/marker.js'
+import type { CommitMarker, MembershipRecord, RankFileRecord } from '../store/marker.js'
 import { availableMemoryBytes } from '../store/memory-level.js'
 import { DeltaChain } from '../store/delta-chain.js'
 import { domainPayload, StagingBuffers } from '../store/staging.js'
@@ -23,6 +23,7 @@ import { BackgroundWork } from './background.js'
 import type { CheckpointCopies } from './copies.js'
 import type { Level } from './levels.js'
 import type { ClockState } from './vote.js'
+import type { CheckpointNumbers } from '../store/numbering.js'
 import { formatSize } from '../../util/bytes.js'
 
 /** What one rank's write (or flush) of a checkpoint came to. */
@@ -97,7 +98,7 @@ interface OwnLevel {
  * named where the protocol differs (the memory write, the flush from it).
  *
  * ```ts
- * const commits = new CheckpointCommitter(comm, cfg, id, await openLevels(comm, cfg, policies), firstSeq, { onCheckpoint, control })
+ * const commits = new CheckpointCommitter(comm, cfg, id, await openLevels(comm, cfg, policies), new CheckpointNumbers(firstSeq), { onCheckpoint, control })
  * await commits.write(state, clock, performance.now(), 'memory')
  * await commits.finishPending(true)   // every rank, at the same point
  * ```
@@ -130,11 +131,11 @@ export class CheckpointCommitter {
     private readonly id: ProgramIdentity,
     /** The run's levels (levels.ts): the committer writes to the memory and disk ones and commits them. */
     levels: readonly Level[],
-    /** The number of the next checkpoint (the same on every rank, over all levels). */
-    private seq: number,
+    /** The numbers of the next checkpoints (the same on every rank, over all levels). */
+    private readonly numbers: CheckpointNumbers,
     private readonly hooks: { onCheckpoint?: (e: CheckpointEvent) => void; control?: CheckpointControl } = {},
     /** The run lineage and program code every file and marker carries (see identity/run.ts). */
-    private readonly stamp: { runId?: string; code?: CodeIdentity } = {},
+    private readonly stamp: { runId?: string; code?: CodeIdentity; membership?: MembershipRecord } = {},
     /**
      * The copies of committed checkpoints, one per level copied (see
      * levels.ts): the partner and shared copies of disk checkpoints, the
@@ -161,7 +162,12 @@ export class CheckpointCommitter {
 
   /** The number the next checkpoint will get. */
   get nextSeq(): number {
-    return this.seq
+    return this.numbers.next
+  }
+
+  /** The number the last checkpoint got (undefined before the first). */
+  get lastSeq(): number | undefined {
+    return this.numbers.last
   }
 
   /**
@@ -269,7 +275,7 @@ export class CheckpointCommitter {
    */
   async write(state: SkeletonState, clock: ClockState, started: number, level: CheckpointLevel, final = false): Promise<void> {
     await this.makeRoom(clock, started, level)
-    const seq = this.seq++
+    const seq = this.numbers.take()
     const meta = this.metaOf(state)
     const memory = this.memory?.level.store
     if (memory === undefined) {

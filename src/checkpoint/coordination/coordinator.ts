@@ -17,6 +17,8 @@ import { restoreFromFile } from '../recovery/restore.js'
 import type { RecoveryDecision, RestoreOutcome, ResumeFigures, SkeletonHooks, SkeletonState } from '../skeleton-hooks.js'
 import { CheckpointStore, isStoreEntry, type CheckpointSummary } from '../store/checkpoint-store.js'
 import { cleanOwnedDirectory, removeIfUnused } from '../store/owned-dir.js'
+import { CheckpointNumbers, numberingOf } from '../store/numbering.js'
+import type { MembershipRecord } from '../store/marker.js'
 import { partnerDirOf } from '../store/partner.js'
 import { CheckpointCommitter } from './commit.js'
 import { CheckpointCopies } from './copies.js'
@@ -110,10 +112,12 @@ export class CheckpointCoordinator implements SkeletonHooks {
     const rebuilds = cfg.resume ? await rebuildFromParity(comm, levels, log) : []
     // One numbering over every level: a checkpoint keeps its number when it is flushed from memory to disk, or copied.
     const everyLevel = [...levels, ...search].flatMap((l) => l.listed).sort((a, b) => a.seq - b.seq)
-    const seq = await comm.allreduce(everyLevel.reduce((m, s) => Math.max(m, s.seq + 1), 0), 'max')
+    // From molotof's own checkpoints only: a number a user's folder has is skipped on every rank, never written into.
+    const mine = numberingOf(everyLevel, (await Promise.all(levels.map((l) => l.store.numbersInUse()))).flat())
+    const seq = new CheckpointNumbers(await comm.allreduce(mine.first, 'max'), (await comm.allgather(mine.taken)).flat())
     const { runId, code } = await agreeOnLineage(comm, cfg, id, everyLevel)
     const vote = new CheckpointVote(comm, cfg.policy, hooks.control, policies.memory)
-    const commits = await openCommitter(comm, cfg, id, levels, seq, vote, hooks, { runId, code })
+    const commits = await openCommitter(comm, cfg, id, levels, seq, vote, hooks, { runId, code, membership: cfg.membership })
     const memory = ownLevel(levels, 'memory')
     const coordinator = new CheckpointCoordinator(comm, cfg, ownLevel(levels, 'disk')!.store, memory?.store, vote, commits, log, hooks)
     coordinator.cleansMemory = memory?.writesMarker === true
@@ -255,7 +259,7 @@ export class CheckpointCoordinator implements SkeletonHooks {
     // A checkpoint written in the background reaches the failure-injection hook (tornWrite) from there,
     // during the memory write or the disk flush; a point that wrote in the foreground or nothing is over here.
     if (!(go && this.memory)) this.hooks.control?.faults?.checkpointPointDone({ skeleton: state.index, step: state.step })
-    if (preempt) throw new PreemptedError(go ? this.commits.nextSeq - 1 : undefined)
+    if (preempt) throw new PreemptedError(go ? this.commits.lastSeq : undefined)
     if (stopping) throw new RunInterruptedError(state.index, state.step)
   }
 
@@ -383,10 +387,10 @@ async function openCommitter(
   cfg: FaultToleranceConfig,
   id: ProgramIdentity,
   levels: readonly Level[],
-  seq: number,
+  seq: CheckpointNumbers,
   vote: CheckpointVote,
   hooks: CoordinatorHooks,
-  stamp: { runId: string; code: CodeIdentity | undefined },
+  stamp: { runId: string; code: CodeIdentity | undefined; membership: MembershipRecord | undefined },
 ): Promise<CheckpointCommitter> {
   const copies: CheckpointCopies[] = []
   for (const from of ['disk', 'memory'] as const) {

@@ -9,6 +9,7 @@ import { errorCode, explainFsError } from '../store/fs-errors.js'
 import { memoryLevelDirectoryIn } from '../store/memory-level.js'
 import { cleanOwnedDirectory, ownerOf, removeEmptyDirectory } from '../store/owned-dir.js'
 import { partnerDirOf } from '../store/partner.js'
+import { readHeaderOnly } from '../format/rank-file.js'
 import { codeChangesOnDisk, describeCodeChanges, includesProgramFile } from './code.js'
 import { codeChangeVerdict, newestComplete, newRunId } from './run.js'
 import { formatSize } from '../../util/bytes.js'
@@ -266,6 +267,8 @@ async function recordRun(
       await writeRunRecord(dir, { runId, finished: true, startedAt: lock.holder.startedAt, ...keep })
       // A finished run frees the memory levels it resumed from, as it frees its own (only the files molotof wrote).
       if (o.resume) for (const l of memoryLevels) discardMemoryLevel(l.dir)
+      // And those its lost nodes left on this host (same /dev/shm): only what holds nothing but this run's checkpoints.
+      for (const l of await earlierMemoryLevels(o, undefined)) if (await onlyThisRunIn(l, runId)) discardMemoryLevel(l.dir)
     },
     release: () => lock.release(),
     forget: async () => {
@@ -326,6 +329,33 @@ async function earlierMemoryLevels(o: RunDirectoryOptions, record: RunRecord | u
     levels.push({ dir: d, listed })
   }
   return levels
+}
+
+/**
+ * Whether a memory level is one this run left behind and no process uses: a
+ * directory molotof created whose creator (a lost node's rank process) is
+ * gone, holding checkpoints of lineage `runId` only (every commit marker, and
+ * every rank file header of a checkpoint never committed, says so). Anything
+ * else (another run's, a header that cannot be read) is left as it is.
+ */
+async function onlyThisRunIn(level: EarlierMemoryLevel, runId: string): Promise<boolean> {
+  const owner = ownerOf(level.dir)
+  if (owner === undefined || !owner.created || owner.pid === process.pid) return false
+  if (alive({ pid: owner.pid, host: owner.host, startedAt: owner.createdAt, ...(owner.pidStart === undefined ? {} : { pidStart: owner.pidStart }) })) return false
+  const own = level.listed.filter((c) => !c.foreign)
+  if (own.length === 0) return false
+  for (const c of own) {
+    if (c.marker !== undefined) {
+      if (c.marker.runId !== runId) return false
+      continue
+    }
+    for (const f of c.files) {
+      // A header that cannot be read proves nothing: the level stays.
+      const info = await readHeaderOnly(join(c.path, f.file)).catch(() => undefined)
+      if (info?.header.runId !== runId) return false
+    }
+  }
+  return true
 }
 
 /** Frees a memory level of an earlier run: only the files molotof wrote there, and only in a directory of molotof's own. */

@@ -24,6 +24,7 @@ import {
 import { PAYLOAD_CODEC } from './io-worker/payload-codec.mjs'
 import { checkpointFsError, errorCode, explainFsError } from './fs-errors.js'
 import { encodeMarker, parseMarker, type CommitMarker, type RankFileRecord } from './marker.js'
+import { CheckpointNumbers, numberingOf } from './numbering.js'
 import { assembleChain, compressedBlocks, deltaCandidates, type DeltaChain, type DeltaWritten } from './delta-chain.js'
 import { DELTA_BLOCK_BYTES } from '../format/delta.js'
 
@@ -753,10 +754,19 @@ export class CheckpointStore {
     }
   }
 
-  /** The sequence number for a new checkpoint: one more than any present (complete or not), 0 in an empty directory. */
+  /**
+   * The sequence number for a new checkpoint: one more than molotof's newest
+   * here (complete or not), 0 when there is none; a number a folder or file
+   * of someone else's has is skipped (see CheckpointNumbers).
+   */
   async nextSeq(): Promise<number> {
-    const seqs = await this.sequenceNumbers(false)
-    return seqs.length === 0 ? 0 : seqs[seqs.length - 1] + 1
+    const { first, taken } = numberingOf(await this.list(), await this.numbersInUse())
+    return new CheckpointNumbers(first, taken).next
+  }
+
+  /** Every number an entry of the directory is named with (`ckpt-<n>`, folder or file, molotof's or not), ascending. */
+  numbersInUse(): Promise<number[]> {
+    return this.sequenceNumbers(false)
   }
 
   /**

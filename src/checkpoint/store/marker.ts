@@ -18,6 +18,21 @@ export interface RankFileRecord {
 }
 
 /**
+ * The membership of a cluster run when a checkpoint was written (see
+ * runtime/cluster/membership.ts): which node carried which ranks, and the
+ * spare nodes standing by. Absent for one-host runs.
+ */
+export interface MembershipRecord {
+  /** How many membership changes (nodes lost) came before: 0 as the run started. */
+  epoch: number
+  /** The node carrying each slot of ranks: `nodes[s]` carried ranks s·ranksPerNode … (s+1)·ranksPerNode − 1. */
+  nodes: number[]
+  ranksPerNode: number
+  /** The spare nodes standing by, carrying no rank. */
+  spares: number[]
+}
+
+/**
  * The `COMMIT` file of a checkpoint. Its presence is what makes a checkpoint
  * complete: it is written only after every rank's file is durable.
  */
@@ -35,6 +50,8 @@ export interface CommitMarker {
   runId?: string
   /** The program's code, when known (a resume with other code is refused unless allowed). */
   code?: CodeIdentity
+  /** A cluster run's membership the checkpoint was written under (`molotof inspect` names it). */
+  membership?: MembershipRecord
 }
 
 /**
@@ -64,6 +81,7 @@ export function encodeMarker(m: CommitMarker): Uint8Array {
     createdAt: m.createdAt,
     ...(m.runId !== undefined ? { runId: m.runId } : {}),
     ...(m.code !== undefined ? { code: m.code } : {}),
+    ...(m.membership !== undefined ? { membership: m.membership } : {}),
   }
   const json = JSON.stringify(body)
   const withSum = JSON.stringify({ ...body, checksum: crc32(json) >>> 0 })
@@ -97,6 +115,7 @@ export function parseMarker(bytes: Uint8Array, name: string): CommitMarker {
   if (typeof rest.createdAt !== 'string') bad('createdAt is not a string')
   if (rest.runId !== undefined && typeof rest.runId !== 'string') bad('runId is not a string')
   if (rest.code !== undefined && !isCodeIdentity(rest.code)) bad('code is not a code identity')
+  if (rest.membership !== undefined && !isMembershipRecord(rest.membership)) bad('membership is not a membership record')
   if (!isPlainObject(rest.settings)) bad('settings is not an object')
   if (!Array.isArray(rest.ranks) || rest.ranks.length !== rest.size) bad('ranks does not list every rank')
   for (const [i, r] of (rest.ranks as unknown[]).entries()) {
@@ -106,4 +125,9 @@ export function parseMarker(bytes: Uint8Array, name: string): CommitMarker {
     ) bad(`the record of rank ${i} is invalid`)
   }
   return rest as unknown as CommitMarker
+}
+
+function isMembershipRecord(v: unknown): v is MembershipRecord {
+  const naturals = (a: unknown) => Array.isArray(a) && a.every((n) => Number.isSafeInteger(n) && (n as number) >= 0)
+  return isPlainObject(v) && Number.isSafeInteger(v.epoch) && Number.isSafeInteger(v.ranksPerNode) && (v.ranksPerNode as number) > 0 && naturals(v.nodes) && naturals(v.spares)
 }

@@ -11,6 +11,7 @@ import type { ClusterSecret } from './secret.js'
 import type { RankGroup, RankGroupEvents, RankGroupSpec, RankWhere, StartRankGroup } from '../group.js'
 import { addOrigin, EndpointTable, NodeHosts, type Listening, type NodeRanks, type NodeRanksOptions } from './node-group.js'
 import { decideSide, Membership, membersOf, ranksText, type MembershipChange } from './membership.js'
+import { withMembership } from './membership-record.js'
 import { warmSizes } from '../rank/warm-memory.js'
 import type { RanksOrigin } from '../groups/spares.js'
 
@@ -492,6 +493,7 @@ export class ClusterLeader {
   private startAttempt(spec: RankGroupSpec, on: RankGroupEvents): RankGroup {
     const generation = ++this.generation
     const placement = this.membership.placement()
+    spec = withMembership(spec, this.membership) // each checkpoint records the membership it was written under
     // By slot; undefined for this node's own slot.
     const working = placement.map((node) => (node === this.self ? undefined : this.agents.find((a) => a.node === node)!))
     const events: RankGroupEvents = {
