@@ -1,0 +1,111 @@
+// Network namespaces for the many-hosts tests: each "node" of an mpirun run on
+// this host gets its own namespace, with its own address on a veth pair whose
+// other end is a port of one bridge, so that TCP between nodes crosses real
+// (virtual) interfaces, and a test can cut or slow one node's link.
+import { execFileSync } from 'node:child_process'
+import { existsSync } from 'node:fs'
+
+const ip = (...args: string[]): void => void execFileSync('ip', args, { stdio: 'pipe' })
+const tc = (...args: string[]): void => void execFileSync('tc', args, { stdio: 'pipe' })
+
+/** Why namespaces cannot be used here (undefined when they can): they need root and iproute2. */
+export function namespacesUnavailable(): string | undefined {
+  if (typeof process.getuid !== 'function' || process.getuid() !== 0) return 'not root (ip netns needs CAP_NET_ADMIN)'
+  if (!existsSync('/usr/sbin/ip') && !existsSync('/sbin/ip') && !existsSync('/bin/ip')) return 'iproute2 (ip) is missing'
+  try {
+    ip('netns', 'list')
+  } catch (e) {
+    return `ip netns is unavailable: ${(e as Error).message.split('\n')[0]}`
+  }
+  return undefined
+}
+
+/**
+ * `count` namespaces on one bridge: node i is namespace `${prefix}n${i}`, address
+ * 10.77.0.(i+1)/24 on its `eth0`, whose peer on the bridge is `${prefix}v${i}`.
+ * Interface names are at most 15 characters: keep `prefix` under 12.
+ *
+ * ```ts
+ * const net = new NodeNamespaces('nns123a', 3)
+ * net.create()
+ * spawn('mpirun', ['-np', '3', 'sh', '-c', `${net.exec} molotof run …`])
+ * net.linkDown(1)
+ * net.remove()
+ * ```
+ */
+export class NodeNamespaces {
+  constructor(
+    readonly prefix: string,
+    readonly count: number,
+  ) {}
+
+  /** The namespace of node `i`. */
+  ns(i: number): string {
+    return `${this.prefix}n${i}`
+  }
+
+  /** Node `i`'s address. */
+  address(i: number): string {
+    return `10.77.0.${i + 1}`
+  }
+
+  /** The bridge's end of node `i`'s veth pair (on the host). */
+  hostEnd(i: number): string {
+    return `${this.prefix}v${i}`
+  }
+
+  /** A shell command prefix that runs the rest in the namespace of the node mpirun numbers $OMPI_COMM_WORLD_RANK. */
+  get exec(): string {
+    return `exec ip netns exec ${this.prefix}n$OMPI_COMM_WORLD_RANK`
+  }
+
+  create(): void {
+    const { prefix } = this
+    ip('link', 'add', `${prefix}br`, 'type', 'bridge')
+    ip('link', 'set', `${prefix}br`, 'up')
+    for (let i = 0; i < this.count; i++) {
+      ip('netns', 'add', this.ns(i))
+      ip('link', 'add', this.hostEnd(i), 'type', 'veth', 'peer', 'name', 'eth0', 'netns', this.ns(i))
+      ip('link', 'set', this.hostEnd(i), 'master', `${prefix}br`, 'up')
+      ip('-n', this.ns(i), 'addr', 'add', `${this.address(i)}/24`, 'dev', 'eth0')
+      ip('-n', this.ns(i), 'link', 'set', 'eth0', 'up')
+      ip('-n', this.ns(i), 'link', 'set', 'lo', 'up')
+    }
+  }
+
+  /** Remove what `create` made, whatever part of it exists (setting up may have failed halfway). */
+  remove(): void {
+    for (let i = 0; i < this.count; i++) {
+      // Absent already: nothing to remove. Deleting the namespace deletes its veth pair.
+      try {
+        ip('netns', 'del', this.ns(i))
+      } catch {}
+    }
+    // Absent already: nothing to remove.
+    try {
+      ip('link', 'del', `${this.prefix}br`)
+    } catch {}
+  }
+
+  /** Bytes node `i` sent out through its link so far (what the bridge's end received). */
+  sentBy(i: number): number {
+    return Number(execFileSync('cat', [`/sys/class/net/${this.hostEnd(i)}/statistics/rx_bytes`], { encoding: 'utf8' }))
+  }
+
+  /** Node `i`'s own interface down, inside its namespace, as a failed NIC or cable: it reaches no one and no one reaches it. */
+  linkDown(i: number): void {
+    ip('-n', this.ns(i), 'link', 'set', 'eth0', 'down')
+  }
+
+  /** Node `i` cut from the others at the bridge (its own interface stays up): a partition of it | the rest. */
+  cutOff(i: number): void {
+    ip('link', 'set', this.hostEnd(i), 'down')
+  }
+
+  /** Node `i`'s link slowed both ways to `rate` (tc tbf, e.g. '2mbit'): what it sends, and what it is sent. */
+  rateLimit(i: number, rate: string): void {
+    const tbf = ['root', 'tbf', 'rate', rate, 'burst', '16kb', 'latency', '400ms']
+    tc('-n', this.ns(i), 'qdisc', 'add', 'dev', 'eth0', ...tbf)
+    tc('qdisc', 'add', 'dev', this.hostEnd(i), ...tbf)
+  }
+}
