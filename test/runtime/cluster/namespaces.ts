@@ -55,8 +55,13 @@ export class NodeNamespaces {
   }
 
   /** A shell command prefix that runs the rest in the namespace of the node mpirun numbers $OMPI_COMM_WORLD_RANK. */
+  get enter(): string {
+    return `ip netns exec ${this.prefix}n$OMPI_COMM_WORLD_RANK`
+  }
+
+  /** `enter`, the shell replaced by the command. */
   get exec(): string {
-    return `exec ip netns exec ${this.prefix}n$OMPI_COMM_WORLD_RANK`
+    return `exec ${this.enter}`
   }
 
   create(): void {

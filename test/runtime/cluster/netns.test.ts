@@ -4,7 +4,7 @@
 // (mpirun --enable-recovery exits 0 whatever); the bits are checked against
 // serial references written without molotof (examples/*/serial.ts).
 import { execFileSync, spawn } from 'node:child_process'
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
@@ -44,9 +44,12 @@ interface Run {
   ended: () => boolean
 }
 
-/** `mpirun --enable-recovery -np <nodes>`, node i running `molotof run <args>` in namespace i, node 0's rendezvous at its address. */
+/**
+ * `mpirun --enable-recovery -np <nodes>`, node i running `molotof run <args>` in namespace i, node 0's rendezvous
+ * at its address. mpirun exits 0 whatever its processes return: each node's code is printed ("node 2 exited with 76").
+ */
 function startRun(net: NodeNamespaces, args: string[]): Run {
-  const cmd = `${net.exec} node bin/molotof.mjs run ${args.join(' ')} --rendezvous ${net.address(0)}:29500`
+  const cmd = `${net.enter} node bin/molotof.mjs run ${args.join(' ')} --rendezvous ${net.address(0)}:29500; echo "node $OMPI_COMM_WORLD_RANK exited with $?"`
   const child = spawn(MPIRUN, ['--enable-recovery', '--bind-to', 'none', '-np', String(net.count), 'sh', '-c', cmd], { env: { ...process.env, ...MPI_ENV }, stdio: ['ignore', 'pipe', 'pipe'] })
   let out = ''
   let ended = false
@@ -80,6 +83,16 @@ const eventsIn = (file: string): Event[] => readFileSync(file, 'utf8').split('\n
 const jacobiBits = (n: number, iterations: number): number => interiorSum(jacobiSerial(n, iterations), n)
 const checksumIn = (out: string): number => Number(/checksum (\S+)/.exec(out)?.[1])
 
+const alive = (pid: number): boolean => {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch {
+    // No such process.
+    return false
+  }
+}
+
 function killAll(nodes: number, marker: string): void {
   for (let node = 0; node < nodes; node++) {
     for (const pid of processesOfNode(node, marker)) {
@@ -109,6 +122,7 @@ describe.skipIf(unavailable !== undefined)('a node whose link goes down (each no
       await until(run.out, /checkpoint 2 committed to partner/, run)
       expect(run.out()).not.toMatch(/checksum/)
       net.linkDown(1)
+      rmSync(`${marker}1`, { recursive: true, force: true })
       const detected = await until(run.out, /node 1 lost/, run)
       // Silence, not a reset: the loss is told only once --node-timeout has passed (2 s), and soon after.
       expect(detected, run.out()).toBeGreaterThanOrEqual(2000)
@@ -121,6 +135,9 @@ describe.skipIf(unavailable !== undefined)('a node whose link goes down (each no
       expect(eventsIn(events).filter((e) => e.event === 'node-lost')).toMatchObject([{ node: 1, outcome: 'replaced', spare: 3, ranks: [1] }])
       // Node 1, cut off, found node 0 silent and left with 76 on its own: it did not compute on.
       expect(out).toMatch(/node 1: node 0 fell silent for more than 2\.0 s/)
+      await run.code
+      expect(run.out()).toMatch(/node 1 exited with 76/)
+      expect(run.out()).toMatch(/node 0 exited with 0/)
     } finally {
       killAll(4, marker)
     }
@@ -193,6 +210,95 @@ describe.skipIf(unavailable !== undefined)('a slow link for a whole run (each no
       expect(Date.now() - started).toBeGreaterThan(3000)
     } finally {
       killAll(3, marker)
+    }
+  }, 60_000)
+})
+
+describe.skipIf(unavailable !== undefined)('a partition of 2 | 1 nodes (each node in its own network namespace)', () => {
+  it('node 2 cut off from nodes 0 and 1: it stops with 76 within --node-timeout + 3 s, nodes 0 and 1 finish with the serial bits; a later --resume of the same directories continues their line', async () => {
+    const net = network('d', 3)
+    const n = 40
+    const iterations = 2000
+    const marker = join(root, 'split-')
+    const status = join(root, 'split-status.json')
+    const events = join(root, 'split-events.jsonl')
+    const args = [
+      'examples/jacobi/jacobi.ts', '--n', String(n), '--iterations', String(iterations), '--node-timeout', '2s',
+      '--checkpoint', 'every:100', '--checkpoint-dir', `${marker}{node}`, '--memory-checkpoint', 'every:20', '--hang-timeout', '20000',
+      '--status-file', status, '--log', 'all',
+    ]
+    const run = startRun(net, [...args, '--events', events])
+    try {
+      await until(run.out, /checkpoint 3 committed to partner/, run)
+      expect(run.out()).not.toMatch(/checksum/)
+      const minority = processesOfNode(2, marker)
+      expect(minority.length, run.out()).toBeGreaterThan(0)
+      net.cutOff(2)
+      const cut = Date.now()
+      // The minority stops on its own (node 0 is silent to it): every process of node 2 gone.
+      while (minority.some(alive) && Date.now() - cut < 20_000) await new Promise((r) => setTimeout(r, 20))
+      const stoppedAfter = Date.now() - cut
+      expect(minority.filter(alive), run.out()).toEqual([])
+      expect(stoppedAfter, run.out()).toBeLessThan(2000 + 3000)
+      expect(run.out()).toMatch(/node 2: node 0 fell silent for more than 2\.0 s \(--node-timeout\); run the launcher again with --resume/)
+      expect(run.out()).toMatch(/node 2 exited with 76/)
+      const written = await ended(status, run)
+      const out = run.out()
+      expect(written, out).toMatchObject({ state: 'ended', exitCode: 0, outcome: 'done', node: 0 })
+      expect(out).toMatch(/node 2 lost( at step \d+)? \(silent for \d+\.\d s \(--node-timeout 2\.0 s\)\); no spare node left: the run goes on with 2 ranks/)
+      expect(Object.is(checksumIn(out), jacobiBits(n, iterations)), out).toBe(true)
+      await run.code
+      const lastLine = [...out.matchAll(/checkpoint (\d+) committed to disk: skeleton 0, step (\d+)/g)].pop()
+      expect(lastLine, out).toBeDefined()
+
+      // The partition healed, the same directories: the resume takes the majority's last line (2 ranks), not node 2's older one.
+      const again = startRun(network('e', 3), [...args, '--events', events, '--resume'])
+      const second = await ended(status, again)
+      const out2 = again.out()
+      expect(second, out2).toMatchObject({ state: 'ended', exitCode: 0, outcome: 'done', node: 0 })
+      expect(out2).toMatch(/resuming a checkpoint of 2 ranks on 3/)
+      const resume = eventsIn(events).find((e) => e.event === 'resume')
+      expect(resume, out2).toMatchObject({ seq: Number(lastLine![1]), step: Number(lastLine![2]) })
+      expect(Object.is(checksumIn(out2), jacobiBits(n, iterations)), out2).toBe(true)
+    } finally {
+      killAll(3, marker)
+    }
+  }, 90_000)
+})
+
+describe.skipIf(unavailable !== undefined)('swing with a spare node (each node in its own network namespace)', () => {
+  it("3 working nodes + 1 spare, node 2's whole process tree SIGKILLed: spare node 3 takes rank 2; exit 0, the serial valuation's bits", async () => {
+    const net = network('f', 4)
+    const marker = join(root, 'swing-')
+    // The memory level in a directory of the test's own, so that the lost node's goes with it (its RAM).
+    const memory = join(root, 'swing-memory-')
+    const status = join(root, 'swing-status.json')
+    const events = join(root, 'swing-events.jsonl')
+    // daily-g over 4 years: 1500 decision dates, long enough to lose a node in the middle.
+    const model = ['--preset', 'daily-g', '--n', '1500', '--t', '4']
+    const run = startRun(net, [
+      'examples/swing/swing.ts', ...model, '--spare-nodes', '1', '--node-timeout', '5s',
+      '--checkpoint', 'every:100', '--checkpoint-dir', `${marker}{node}`, '--memory-checkpoint', 'every:20', '--memory-dir', `${memory}{node}`, '--hang-timeout', '20000',
+      '--status-file', status, '--events', events, '--log', 'all', '--json',
+    ])
+    try {
+      await until(run.out, /checkpoint 2 committed to partner/, run)
+      expect(run.out()).not.toMatch(/"value"/)
+      const tree = processesOfNode(2, marker)
+      expect(tree.length, run.out()).toBeGreaterThan(1)
+      for (const pid of tree) process.kill(pid, 'SIGKILL')
+      rmSync(`${marker}2`, { recursive: true, force: true })
+      rmSync(`${memory}2`, { recursive: true, force: true })
+      const written = await ended(status, run)
+      const out = run.out()
+      expect(written, out).toMatchObject({ state: 'ended', exitCode: 0, outcome: 'done', node: 0 })
+      // Killed: its connections reset, no waiting for the node timeout.
+      expect(out).toMatch(/node 2 lost( at step \d+)? \(the connection closed\); spare node 3 took rank 2 \(0 spare nodes left\)/)
+      expect(eventsIn(events).filter((e) => e.event === 'node-lost')).toMatchObject([{ node: 2, outcome: 'replaced', spare: 3, ranks: [2] }])
+      const { value } = JSON.parse(out.slice(out.indexOf('{\n'), out.lastIndexOf('\n}') + 2)) as { value: number }
+      expect(Object.is(value, valueSwing(resolveParams('daily-g', { N: 1500, T: 4 })).value), out).toBe(true)
+    } finally {
+      killAll(4, marker)
     }
   }, 60_000)
 })
