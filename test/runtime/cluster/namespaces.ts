@@ -4,6 +4,7 @@
 // (virtual) interfaces, and a test can cut or slow one node's link.
 import { execFileSync } from 'node:child_process'
 import { existsSync } from 'node:fs'
+import { createConnection, createServer, type Server, type Socket } from 'node:net'
 
 const ip = (...args: string[]): void => void execFileSync('ip', args, { stdio: 'pipe' })
 const tc = (...args: string[]): void => void execFileSync('tc', args, { stdio: 'pipe' })
@@ -22,7 +23,9 @@ export function namespacesUnavailable(): string | undefined {
 
 /**
  * `count` namespaces on one bridge: node i is namespace `${prefix}n${i}`, address
- * 10.77.0.(i+1)/24 on its `eth0`, whose peer on the bridge is `${prefix}v${i}`.
+ * `${subnet}.(i+1)`/24 on its `eth0`, whose peer on the bridge is `${prefix}v${i}`;
+ * with `hostOnBridge`, the host itself is `${subnet}.254` on the bridge (for a proxy
+ * between nodes: choose a subnet of the test's own then, the host routes it).
  * Interface names are at most 15 characters: keep `prefix` under 12.
  *
  * ```ts
@@ -37,7 +40,14 @@ export class NodeNamespaces {
   constructor(
     readonly prefix: string,
     readonly count: number,
+    readonly subnet = '10.77.0',
+    readonly hostOnBridge = false,
   ) {}
+
+  /** The host's address on the bridge (with `hostOnBridge`). */
+  get hostAddress(): string {
+    return `${this.subnet}.254`
+  }
 
   /** The namespace of node `i`. */
   ns(i: number): string {
@@ -46,7 +56,7 @@ export class NodeNamespaces {
 
   /** Node `i`'s address. */
   address(i: number): string {
-    return `10.77.0.${i + 1}`
+    return `${this.subnet}.${i + 1}`
   }
 
   /** The bridge's end of node `i`'s veth pair (on the host). */
@@ -68,6 +78,7 @@ export class NodeNamespaces {
     const { prefix } = this
     ip('link', 'add', `${prefix}br`, 'type', 'bridge')
     ip('link', 'set', `${prefix}br`, 'up')
+    if (this.hostOnBridge) ip('addr', 'add', `${this.hostAddress}/24`, 'dev', `${prefix}br`)
     for (let i = 0; i < this.count; i++) {
       ip('netns', 'add', this.ns(i))
       ip('link', 'add', this.hostEnd(i), 'type', 'veth', 'peer', 'name', 'eth0', 'netns', this.ns(i))
@@ -112,5 +123,62 @@ export class NodeNamespaces {
     const tbf = ['root', 'tbf', 'rate', rate, 'burst', '16kb', 'latency', '400ms']
     tc('-n', this.ns(i), 'qdisc', 'add', 'dev', 'eth0', ...tbf)
     tc('qdisc', 'add', 'dev', this.hostEnd(i), ...tbf)
+  }
+}
+
+/** How `delayingProxy` shapes the connections from one address: every chunk late by `delayMs`, and everything held for `stallMs` every `stallEveryMs`. */
+export interface LinkShape {
+  from: string
+  delayMs: number
+  stallEveryMs: number
+  stallMs: number
+}
+
+/**
+ * A TCP proxy in the test process: listens at `listen`, forwards each
+ * connection to `target`; those coming from `shape.from` are delayed both ways
+ * and stalled now and then (bytes kept in order, none lost), as a slow,
+ * congested link does. `stalls()` counts the stalls that held bytes back.
+ */
+export async function delayingProxy(listen: { host: string; port: number }, target: { host: string; port: number }, shape: LinkShape): Promise<{ close: () => void; stalls: () => number }> {
+  const sockets = new Set<Socket>()
+  let stalledUntil = 0
+  let stalls = 0
+  let held = false
+  const stallTimer = setInterval(() => {
+    stalledUntil = Date.now() + shape.stallMs
+    held = false
+  }, shape.stallEveryMs)
+  /** Bytes from `a` written to `b`, each chunk at max(its arrival + delay, the stall's end), in order. */
+  const pipe = (a: Socket, b: Socket, shaped: boolean): void => {
+    let last = 0
+    a.on('data', (chunk: Buffer) => {
+      if (!shaped) return void b.write(chunk)
+      const now = Date.now()
+      if (now < stalledUntil && !held) {
+        held = true
+        stalls++
+      }
+      last = Math.max(last, now + shape.delayMs, stalledUntil)
+      setTimeout(() => b.writable && b.write(chunk), last - now)
+    })
+    a.on('close', () => setTimeout(() => b.destroy(), shaped ? Math.max(0, last - Date.now()) : 0))
+    a.on('error', () => b.destroy())
+  }
+  const server: Server = createServer((client) => {
+    const upstream = createConnection(target)
+    sockets.add(client).add(upstream)
+    const shaped = client.remoteAddress?.replace(/^::ffff:/, '') === shape.from
+    pipe(client, upstream, shaped)
+    pipe(upstream, client, shaped)
+  })
+  await new Promise<void>((resolve) => server.listen(listen.port, listen.host, () => resolve()))
+  return {
+    close: () => {
+      clearInterval(stallTimer)
+      for (const s of sockets) s.destroy()
+      server.close()
+    },
+    stalls: () => stalls,
   }
 }

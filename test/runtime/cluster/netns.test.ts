@@ -12,7 +12,7 @@ import { interiorSum, jacobiSerial } from '../../../examples/jacobi/serial.js'
 import { resolveParams } from '../../../examples/swing/model/params.js'
 import { valueSwing } from '../../../examples/swing/model/serial.js'
 import { processesOfNode } from '../../../bench/mpirun-nodes.js'
-import { namespacesUnavailable, NodeNamespaces } from './namespaces.js'
+import { delayingProxy, namespacesUnavailable, NodeNamespaces } from './namespaces.js'
 
 const MPIRUN = '/usr/bin/mpirun'
 const unavailable = existsSync(MPIRUN) ? namespacesUnavailable() : `${MPIRUN} is missing (apt-get install openmpi-bin)`
@@ -26,8 +26,10 @@ afterAll(() => {
 })
 
 /** Fresh namespaces for one test, removed in afterAll whatever happens ('nns' + pid: other engineers' runs use other names). */
-function network(tag: string, nodes: number): NodeNamespaces {
-  const net = new NodeNamespaces(`nns${process.pid % 100000}${tag}`, nodes)
+function network(tag: string, nodes: number, hostOnBridge = false): NodeNamespaces {
+  // With the host on the bridge, a subnet of this process's own: the host routes it.
+  const subnet = hostOnBridge ? `10.79.${process.pid % 250}` : '10.77.0'
+  const net = new NodeNamespaces(`nns${process.pid % 100000}${tag}`, nodes, subnet, hostOnBridge)
   networks.push(net)
   net.remove()
   net.create()
@@ -48,8 +50,8 @@ interface Run {
  * `mpirun --enable-recovery -np <nodes>`, node i running `molotof run <args>` in namespace i, node 0's rendezvous
  * at its address. mpirun exits 0 whatever its processes return: each node's code is printed ("node 2 exited with 76").
  */
-function startRun(net: NodeNamespaces, args: string[]): Run {
-  const cmd = `${net.enter} node bin/molotof.mjs run ${args.join(' ')} --rendezvous ${net.address(0)}:29500; echo "node $OMPI_COMM_WORLD_RANK exited with $?"`
+function startRun(net: NodeNamespaces, args: string[], rendezvous = `${net.address(0)}:29500`): Run {
+  const cmd = `${net.enter} node bin/molotof.mjs run ${args.join(' ')} --rendezvous ${rendezvous}; echo "node $OMPI_COMM_WORLD_RANK exited with $?"`
   const child = spawn(MPIRUN, ['--enable-recovery', '--bind-to', 'none', '-np', String(net.count), 'sh', '-c', cmd], { env: { ...process.env, ...MPI_ENV }, stdio: ['ignore', 'pipe', 'pipe'] })
   let out = ''
   let ended = false
@@ -209,6 +211,35 @@ describe.skipIf(unavailable !== undefined)('a slow link for a whole run (each no
       expect(held.overlimits, JSON.stringify(held)).toBeGreaterThan(0)
       expect(Date.now() - started).toBeGreaterThan(3000)
     } finally {
+      killAll(3, marker)
+    }
+  }, 60_000)
+
+  it("node 1's control connection delayed 100 ms and stalled 1.5 s every 4 s (a proxy at the rendezvous): no node is taken for lost under a 3 s --node-timeout, nor a rank for hung under the default --hang-timeout", async () => {
+    const net = network('g', 3, true)
+    const proxy = await delayingProxy({ host: net.hostAddress, port: 29500 }, { host: net.address(0), port: 29500 }, { from: net.address(1), delayMs: 100, stallEveryMs: 4000, stallMs: 1500 })
+    const n = 40
+    const iterations = 4000
+    const marker = join(root, 'stall-')
+    const status = join(root, 'stall-status.json')
+    const events = join(root, 'stall-events.jsonl')
+    // Node 0 cannot listen at the proxy's address: it listens on every interface at that port, and the others reach it through the proxy.
+    const run = startRun(net, [
+      'examples/jacobi/jacobi.ts', '--n', String(n), '--iterations', String(iterations), '--node-timeout', '3s',
+      '--checkpoint', 'every:100', '--checkpoint-dir', `${marker}{node}`, '--memory-checkpoint', 'every:20',
+      '--status-file', status, '--events', events, '--log', 'all',
+    ], `${net.hostAddress}:29500`)
+    try {
+      const written = await ended(status, run)
+      const out = run.out()
+      expect(written, out).toMatchObject({ state: 'ended', exitCode: 0, outcome: 'done', node: 0 })
+      expect(out).not.toMatch(/lost|fell silent|hung/)
+      expect(eventsIn(events).filter((e) => e.event === 'node-lost' || e.event === 'restart')).toEqual([])
+      expect(Object.is(checksumIn(out), jacobiBits(n, iterations)), out).toBe(true)
+      // The stalls held node 1's traffic back while the run went on.
+      expect(proxy.stalls(), out).toBeGreaterThanOrEqual(2)
+    } finally {
+      proxy.close()
       killAll(3, marker)
     }
   }, 60_000)
