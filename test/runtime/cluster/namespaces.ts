@@ -92,7 +92,12 @@ export class NodeNamespaces {
   /** Remove what `create` made, whatever part of it exists (setting up may have failed halfway). */
   remove(): void {
     for (let i = 0; i < this.count; i++) {
-      // Absent already: nothing to remove. Deleting the namespace deletes its veth pair.
+      // The veth pair first: a namespace outlives its name while the kernel still holds sockets of it (a link cut
+      // mid-connection), and its pair would stay on the host. Absent already: nothing to remove.
+      try {
+        ip('link', 'del', this.hostEnd(i))
+      } catch {}
+      // Absent already: nothing to remove.
       try {
         ip('netns', 'del', this.ns(i))
       } catch {}

@@ -294,7 +294,7 @@ describe.skipIf(unavailable !== undefined)('a partition of 2 | 1 nodes (each nod
     } finally {
       killAll(3, marker)
     }
-  }, 90_000)
+  }, 60_000)
 })
 
 describe.skipIf(unavailable !== undefined)('swing with a spare node (each node in its own network namespace)', () => {
