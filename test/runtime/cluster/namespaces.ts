@@ -170,12 +170,26 @@ export async function delayingProxy(listen: { host: string; port: number }, targ
     a.on('close', () => setTimeout(() => b.destroy(), shaped ? Math.max(0, last - Date.now()) : 0))
     a.on('error', () => b.destroy())
   }
-  const server: Server = createServer((client) => {
+  // The target may not listen yet (node 0 starting): the client waits, as at a listening port, while its connection is retried.
+  const reach = (client: Socket, triesLeft: number): void => {
     const upstream = createConnection(target)
-    sockets.add(client).add(upstream)
-    const shaped = client.remoteAddress?.replace(/^::ffff:/, '') === shape.from
-    pipe(client, upstream, shaped)
-    pipe(upstream, client, shaped)
+    upstream.once('error', () => {
+      upstream.destroy()
+      if (triesLeft > 0 && !client.destroyed) setTimeout(() => reach(client, triesLeft - 1), 100)
+      else client.destroy()
+    })
+    upstream.once('connect', () => {
+      upstream.removeAllListeners('error')
+      sockets.add(upstream)
+      const shaped = client.remoteAddress?.replace(/^::ffff:/, '') === shape.from
+      pipe(client, upstream, shaped)
+      pipe(upstream, client, shaped)
+      client.resume()
+    })
+  }
+  const server: Server = createServer({ pauseOnConnect: true }, (client) => {
+    sockets.add(client)
+    reach(client, 100)
   })
   await new Promise<void>((resolve) => server.listen(listen.port, listen.host, () => resolve()))
   return {

@@ -71,10 +71,14 @@ async function until(text: () => string, pattern: RegExp, run: Run, ms = 45_000)
 type Status = { state: string; exitCode: number | null; outcome: string | null; node: number }
 const statusOf = (file: string): Status | undefined => (existsSync(file) ? (JSON.parse(readFileSync(file, 'utf8')) as Status) : undefined)
 
-/** Wait for node 0's end in the status file: a cut-off node's supervisor may keep mpirun waiting. */
+/**
+ * Wait for node 0's end in the status file (a cut-off node's supervisor may keep mpirun waiting). A node that lost
+ * node 0 writes its own end (76) there first: node 0's must come after it and stay.
+ */
 async function ended(status: string, run: Run): Promise<Status | undefined> {
-  for (const limit = Date.now() + 45_000; statusOf(status)?.state !== 'ended' && Date.now() < limit; ) await new Promise((r) => setTimeout(r, 50))
-  // Node 0 wrote it last: the others end when it tells them, or before.
+  const byNode0 = () => statusOf(status)?.state === 'ended' && statusOf(status)?.node === 0
+  for (const limit = Date.now() + 45_000; !byNode0() && !run.ended() && Date.now() < limit; ) await new Promise((r) => setTimeout(r, 50))
+  // The others end when node 0 tells them, or before.
   await Promise.race([run.code, new Promise((r) => setTimeout(r, 10_000))])
   return statusOf(status)
 }
