@@ -16,11 +16,11 @@ import { valueSwing } from '../../../examples/swing/model/serial.js'
 import { main } from '../../../src/cli/main.js'
 import { launch } from '../../../src/runtime/launch/launcher.js'
 import { processesOfNode } from '../../../bench/mpirun-nodes.js'
+import { namespacesUnavailable, NodeNamespaces } from './namespaces.js'
 
 const MPIRUN = '/usr/bin/mpirun'
 const haveMpirun = existsSync(MPIRUN)
 if (!haveMpirun) console.log(`mpirun tests skipped: ${MPIRUN} is missing (apt-get install openmpi-bin; npm test installs it as root)`)
-const isRoot = typeof process.getuid === 'function' && process.getuid() === 0
 
 const root = mkdtempSync(join(tmpdir(), 'molotof-mpirun-'))
 afterAll(() => rmSync(root, { recursive: true, force: true }))
@@ -284,54 +284,27 @@ describe.skipIf(!haveMpirun)('under mpirun, node 0 lost with its directory', () 
   })
 })
 
-/** Three network namespaces on one bridge: node i is 10.77.0.(i+1) on its own veth. */
-function makeNamespaces(prefix: string): void {
-  const ip = (...args: string[]) => execFileSync('ip', args, { stdio: 'pipe' })
-  ip('link', 'add', `${prefix}br`, 'type', 'bridge')
-  ip('link', 'set', `${prefix}br`, 'up')
-  for (let i = 0; i < 3; i++) {
-    ip('netns', 'add', `${prefix}n${i}`)
-    ip('link', 'add', `${prefix}v${i}`, 'type', 'veth', 'peer', 'name', 'eth0', 'netns', `${prefix}n${i}`)
-    ip('link', 'set', `${prefix}v${i}`, 'master', `${prefix}br`, 'up')
-    ip('-n', `${prefix}n${i}`, 'addr', 'add', `10.77.0.${i + 1}/24`, 'dev', 'eth0')
-    ip('-n', `${prefix}n${i}`, 'link', 'set', 'eth0', 'up')
-    ip('-n', `${prefix}n${i}`, 'link', 'set', 'lo', 'up')
-  }
-}
-
-function removeNamespaces(prefix: string): void {
-  for (let i = 0; i < 3; i++) {
-    // Absent already when setting up failed halfway: nothing to remove.
-    try {
-      execFileSync('ip', ['netns', 'del', `${prefix}n${i}`], { stdio: 'pipe' })
-    } catch {}
-  }
-  try {
-    execFileSync('ip', ['link', 'del', `${prefix}br`], { stdio: 'pipe' })
-  } catch {}
-}
-
-const canNetns = haveMpirun && isRoot && existsSync('/usr/sbin/ip')
-if (haveMpirun && !canNetns) console.log('mpirun network-namespace test skipped: it needs root and iproute2 (ip netns, veth, bridge)')
+const noNetns = haveMpirun ? namespacesUnavailable() : undefined
+const canNetns = haveMpirun && noNetns === undefined
+if (haveMpirun && !canNetns) console.log(`mpirun network-namespace test skipped: ${noNetns}`)
 
 describe.skipIf(!canNetns)('under mpirun, each node in its own network namespace', () => {
-  const prefix = `mlt${process.pid % 100000}`
-  beforeAll(() => makeNamespaces(prefix))
-  afterAll(() => removeNamespaces(prefix))
+  const net = new NodeNamespaces(`mlt${process.pid % 100000}`, 3)
+  beforeAll(() => net.create())
+  afterAll(() => net.remove())
 
   it('3 nodes talk over TCP across veth interfaces and give the bits of one host', async () => {
     const argv = ['--n', '60', '--iterations', '40']
     const reference = (await launch<JacobiResult>('examples/jacobi/jacobi.ts', { ranks: 3, argv, onLog: () => {} })).value
-    const txOf = (i: number) => Number(readFileSync(`/sys/class/net/${prefix}v${i}/statistics/rx_bytes`, 'utf8'))
-    const before = [0, 1, 2].map(txOf)
-    const cmd = `exec ip netns exec ${prefix}n$OMPI_COMM_WORLD_RANK ${molotof.join(' ')} examples/jacobi/jacobi.ts ${argv.join(' ')} --rendezvous 10.77.0.1:29500 --checkpoint every:10 --checkpoint-dir ${join(root, 'ns-{node}')} --json --quiet --hang-timeout 20000`
+    const before = [0, 1, 2].map((i) => net.sentBy(i))
+    const cmd = `${net.exec} ${molotof.join(' ')} examples/jacobi/jacobi.ts ${argv.join(' ')} --rendezvous ${net.address(0)}:29500 --checkpoint every:10 --checkpoint-dir ${join(root, 'ns-{node}')} --json --quiet --hang-timeout 20000`
     const r = await mpirun(3, ['sh', '-c', cmd])
     expect(r.code, r.out).toBe(0)
     const got = jsonOf<JacobiResult>(r.out)
     expect(got.checksum).toBe(reference.checksum)
     expect(got.residual).toBe(reference.residual)
     // Each node sent its halos (40 steps × a row of 62 doubles to each neighbour) out through its own interface.
-    const sent = [0, 1, 2].map((i) => txOf(i) - before[i])
+    const sent = [0, 1, 2].map((i) => net.sentBy(i) - before[i])
     for (const s of sent) expect(s).toBeGreaterThan(40 * 60 * 8)
   })
 })
