@@ -13,7 +13,7 @@
  * their ratio is the noise floor (what the cores and the moment alone make of
  * identical work), to read the overhead against.
  *
- *   npm run bench:overhead -- [--n 2048] [--seconds 70] [--pairs 6] [--control]
+ *   npx tsx bench/overhead-pinned.ts [--n 2048] [--seconds 70] [--pairs 6] [--control]
  */
 import { execFile } from 'node:child_process'
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
@@ -25,7 +25,7 @@ import { benchArgs } from './args.js'
 import { openRecord } from './record.js'
 
 const run = promisify(execFile)
-const USAGE = 'npm run bench:overhead -- [--n 2048] [--seconds 70] [--pairs 6] [--control]'
+const USAGE = 'npx tsx bench/overhead-pinned.ts [--n 2048] [--seconds 70] [--pairs 6] [--control]'
 const { values } = benchArgs(USAGE, () => parseArgs({
   options: {
     n: { type: 'string', default: '2048' },
@@ -38,7 +38,7 @@ const n = Number(values.n)
 const seconds = Number(values.seconds)
 const pairs = Number(values.pairs)
 const root = mkdtempSync(join(tmpdir(), 'molotof-bench-overhead-'))
-const record = openRecord('overhead', 'Failure-free overhead of the levels, one rank per core')
+const record = openRecord('overhead-pinned', 'Failure-free overhead of the levels, one rank per core')
 const median = (xs: number[]) => summary(xs).median
 const pct = (r: number) => `${((r - 1) * 100).toFixed(2)} %`
 
