@@ -1,103 +1,194 @@
 /**
- * Failure-free overhead of the checkpoint levels, measured side by side in
- * time: a run with memory checkpoints every 2 s and disk checkpoints every
- * 60 s and a run without checkpoints go at the same moment, each on one rank
- * pinned to its own core (taskset), and swap cores every pair. This machine's
- * speed drifts by several per cent over tens of seconds, which runs one after
- * the other cannot tell from the cost of checkpoints; runs at the same moment
- * see the same drift. Each pair's ratio is the compute time the program
- * reports (its supersteps, start-up left out); the rank's I/O thread shares
- * its pinned core, so the background work of the levels is charged.
+ * Failure-free overhead of the checkpoint levels as a user runs them: Jacobi
+ * on 2 rank processes (16 MiB of grid per rank at the default --n 2048, the
+ * minimal checkpoint), each variant against runs without checkpoints, in one
+ * invocation and interleaved: off, v1, off, v2, …, off. Each variant run is
+ * compared with the mean of the two runs without checkpoints on either side of
+ * it, so noise that lasts longer than a run (other users' jobs, the machine's
+ * slow drift) hits both sides of the ratio, and a drift that is linear over
+ * three runs cancels. The ratio of two neighbouring runs without checkpoints
+ * is the noise floor, printed next to it.
  *
- * `--control` adds, after each pair, a pair of two runs without checkpoints:
- * their ratio is the noise floor (what the cores and the moment alone make of
- * identical work), to read the overhead against.
+ * The time compared is the run's, from its first superstep to its end
+ * (start-up excluded, everything the levels do while it computes included:
+ * the stall at each checkpoint point, the votes of the time policies, the
+ * helper thread's copies, CRCs, flushes, partner sends and compression, which
+ * compete with the ranks for the same cores). Where it goes: the stall at the
+ * point times the number of checkpoints, and the votes, as shares of the run;
+ * the rest of the overhead is the background work's contention. Besides, the
+ * same overhead measured within each run (src/bench/local-excess.ts): what the
+ * supersteps within 450 ms of each checkpoint took beyond their neighbours,
+ * per checkpoint, times checkpoints per second; at phantom points every 2 s of
+ * the runs without checkpoints the same estimate gives its noise floor. It
+ * sees the stall and the background work a checkpoint sets off near it, not
+ * costs spread evenly (the votes), and no noise slower than a few seconds.
  *
- *   npm run bench:overhead -- [--n 2048] [--seconds 70] [--pairs 6] [--control]
+ *   npm run bench:overhead -- [--variants memory,partner,disk,compress] [--n 2048] [--seconds 30] [--rounds 3]
  */
-import { execFile } from 'node:child_process'
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { loadavg, tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { parseArgs, promisify } from 'node:util'
-import { summary } from '../src/bench/stats.js'
+import { parseArgs } from 'node:util'
+import type { FaultToleranceConfig } from '../src/checkpoint/config.js'
+import { excessAt, stepsEvery } from '../src/bench/local-excess.js'
+import { summary, table } from '../src/bench/stats.js'
 import { benchArgs } from './args.js'
 import { openRecord } from './record.js'
+import { timedJacobi } from './timed-jacobi.js'
 
-const run = promisify(execFile)
-const USAGE = 'npm run bench:overhead -- [--n 2048] [--seconds 70] [--pairs 6] [--control]'
-const { values } = benchArgs(USAGE, () => parseArgs({
-  options: {
-    n: { type: 'string', default: '2048' },
-    seconds: { type: 'string', default: '70' },
-    pairs: { type: 'string', default: '6' },
-    control: { type: 'boolean', default: false },
-  },
-}))
+/** A way of checkpointing: the settings of the run (without its directory) and the same as `molotof run` flags. */
+interface Variant {
+  flags: string
+  config: Omit<FaultToleranceConfig, 'dir'>
+}
+
+const MEMORY_2S: Omit<FaultToleranceConfig, 'dir'> = { policy: { kind: 'off' }, memory: { policy: { seconds: 2 } }, keep: 2, resume: false }
+const VARIANTS: Record<string, Variant> = {
+  memory: { flags: '--memory-checkpoint 2s', config: MEMORY_2S },
+  // Each rank its own node (ranks-per-node 1): every memory checkpoint also copied into the other rank's memory level.
+  partner: { flags: '--memory-checkpoint 2s, partner copies (2 nodes of 1 rank: --ranks-per-node 1 --partner-copies on)', config: { ...MEMORY_2S, partner: { ranksPerNode: 1 } } },
+  disk: { flags: '--memory-checkpoint 2s --checkpoint 10s', config: { ...MEMORY_2S, policy: { seconds: 10 } } },
+  compress: { flags: '--memory-checkpoint 2s --checkpoint 10s --compress', config: { ...MEMORY_2S, policy: { seconds: 10 }, compress: true } },
+}
+
+const USAGE = 'npm run bench:overhead -- [--variants memory,partner,disk,compress] [--n 2048] [--seconds 30] [--rounds 3]'
+const { values } = benchArgs(USAGE, () =>
+  parseArgs({
+    options: {
+      variants: { type: 'string', default: Object.keys(VARIANTS).join(',') },
+      n: { type: 'string', default: '2048' },
+      seconds: { type: 'string', default: '30' },
+      rounds: { type: 'string', default: '3' },
+    },
+  }),
+)
+const variants = values.variants.split(',').map((name) => {
+  if (!(name in VARIANTS)) {
+    console.error(`unknown variant "${name}" (known: ${Object.keys(VARIANTS).join(', ')})\n\nusage: ${USAGE}`)
+    process.exit(2)
+  }
+  return name
+})
 const n = Number(values.n)
 const seconds = Number(values.seconds)
-const pairs = Number(values.pairs)
+const rounds = Number(values.rounds)
+if (![n, rounds].every((v) => Number.isSafeInteger(v) && v > 0) || n % 2 !== 0 || !(seconds > 0)) {
+  console.error(`--n must be an even positive integer, --rounds a positive integer and --seconds a positive number\n\nusage: ${USAGE}`)
+  process.exit(2)
+}
+const ranks = 2
 const root = mkdtempSync(join(tmpdir(), 'molotof-bench-overhead-'))
-const record = openRecord('overhead', 'Failure-free overhead of the levels, one rank per core')
-const median = (xs: number[]) => summary(xs).median
-const pct = (r: number) => `${((r - 1) * 100).toFixed(2)} %`
+const record = openRecord('overhead', `Failure-free overhead of the levels, Jacobi ${n}² on ${ranks} rank processes, interleaved with runs without checkpoints`)
+let dirs = 0
 
-/** One 1-rank Jacobi run pinned to `core`: the compute seconds it reports, and its checkpoints by level. */
-async function jacobi(core: number, iterations: number, levels: boolean, dir: string): Promise<{ compute: number; memory: number; disk: number }> {
-  const events = `${dir}.events.jsonl`
-  const args = ['-c', String(core), process.execPath, 'bin/molotof.mjs', 'run', 'examples/jacobi/jacobi.ts', '--ranks', '1', '--transport', 'processes']
-  // Its own directory also for a run without checkpoints: the directory's lock is taken either way.
-  args.push('--n', String(n), '--iterations', String(iterations), '--checkpoint-dir', dir, '--events', events)
-  args.push(...(levels ? ['--memory-checkpoint', '2s', '--checkpoint', '60s'] : ['--checkpoint', 'off']))
-  const { stdout } = await run('taskset', args, { maxBuffer: 1 << 24 })
-  const compute = /compute\s+([\d.]+) s/.exec(stdout)
-  if (!compute) throw new Error(`no compute time in the output of molotof run:\n${stdout}`)
-  const checkpoints = readFileSync(events, 'utf8')
-    .trim()
-    .split('\n')
-    .map((l) => JSON.parse(l) as { event: string; level?: string })
-    .filter((e) => e.event === 'checkpoint')
-  return { compute: Number(compute[1]), memory: checkpoints.filter((e) => e.level === 'memory').length, disk: checkpoints.filter((e) => e.level === 'disk').length }
+const pct = (r: number) => `${((r - 1) * 100).toFixed(2)} %`
+const load = () => loadavg().map((x) => x.toFixed(2)).join(' ')
+
+interface Measured {
+  ms: number
+  /** Memory checkpoints in the run, and the stall at each of their points. */
+  stalls: number[]
+  disk: number
+  partner: number
+  /** Time rank 0 spent in the votes of the time policies. */
+  voteMs: number
+  /** What the supersteps around each checkpoint (or phantom point, without checkpoints) took beyond their neighbours, ms (NaN near the ends). */
+  excess: number[]
+}
+
+// Checkpoints 2 s apart leave room for windows of 4 × this around each.
+const EXCESS_HALF_WINDOW_MS = 450
+
+async function runOnce(iterations: number, variant: string | undefined): Promise<Measured> {
+  const checkpoint = variant === undefined ? undefined : { ...VARIANTS[variant].config, dir: join(root, `r${dirs++}`) }
+  try {
+    const r = await timedJacobi({ ranks, transport: 'processes', n, iterations, checkpoint })
+    const memory = r.events.filter((e) => e.level === 'memory')
+    // A disk checkpoint is a memory checkpoint flushed: one point.
+    const points = variant === undefined ? stepsEvery(r.progress, 2000) : [...new Set(memory.map((e) => e.step))]
+    return {
+      ms: r.ms,
+      stalls: memory.map((e) => e.stallMs),
+      disk: r.events.filter((e) => e.level === 'disk').length,
+      partner: r.events.filter((e) => e.level === 'partner').length,
+      voteMs: r.events.reduce((a, e) => a + (e.voteMs ?? 0), 0),
+      excess: excessAt(r.progress, points, EXCESS_HALF_WINDOW_MS),
+    }
+  } finally {
+    if (checkpoint) rmSync(checkpoint.dir, { recursive: true, force: true })
+  }
+}
+
+/** The within-run estimate over `runs`: mean excess per point times points per ms of run, with its standard error. */
+function withinRuns(runs: Measured[]): { pct: number; text: string } {
+  const xs = runs.flatMap((m) => m.excess.filter(Number.isFinite))
+  const points = runs.reduce((a, m) => a + m.excess.length, 0)
+  const perMs = points / runs.reduce((a, m) => a + m.ms, 0)
+  const mean = xs.reduce((a, x) => a + x, 0) / xs.length
+  const se = Math.sqrt(xs.reduce((a, x) => a + (x - mean) ** 2, 0) / Math.max(1, xs.length - 1) / xs.length)
+  return { pct: mean * perMs * 100, text: `${(mean * perMs * 100).toFixed(2)} ± ${(se * perMs * 100).toFixed(2)} %` }
 }
 
 try {
-  // Calibrate on core 0: supersteps for a run of about `seconds`.
-  const probe = await jacobi(0, 200, false, join(root, 'probe'))
-  const iterations = Math.max(200, Math.round((seconds / probe.compute) * 200))
-  console.log(`Jacobi ${n}², 1 rank per run, 2 runs at once (one per core, swapped every pair), ${iterations} supersteps (~${seconds} s), ${pairs} pairs`)
-  const ratios: number[] = []
-  const controls: number[] = []
-  for (let p = 0; p < pairs; p++) {
-    const levelsCore = p % 2
-    const [withLevels, without] = await Promise.all([
-      jacobi(levelsCore, iterations, true, join(root, `l${p}`)),
-      jacobi(1 - levelsCore, iterations, false, join(root, `o${p}`)),
-    ])
-    ratios.push(withLevels.compute / without.compute)
-    if (values.control) {
-      const [a, b] = await Promise.all([jacobi(levelsCore, iterations, false, join(root, `ca${p}`)), jacobi(1 - levelsCore, iterations, false, join(root, `cb${p}`))])
-      controls.push(a.compute / b.compute)
-      console.log(`  control ${p + 1}: two runs without checkpoints, ${a.compute.toFixed(2)} s (core ${levelsCore}) and ${b.compute.toFixed(2)} s: ${pct(controls[p])}`)
+  const probe = await runOnce(60, undefined)
+  const iterations = Math.max(200, Math.round((seconds * 1000 * 59) / probe.ms))
+  console.log(`Jacobi ${n}², ${ranks} rank processes (${((n / ranks) * n * 8) / 2 ** 20} MiB of grid per rank), ${iterations} supersteps (~${seconds} s), ${rounds} rounds`)
+  console.log(`load average at the start: ${load()}`)
+  for (const v of variants) console.log(`  ${v}: ${VARIANTS[v].flags}`)
+
+  // off, v1, off, v2, …, off: every variant run between two runs without checkpoints; the order of
+  // the variants reversed every other round, so that none always follows the same one.
+  const offRuns: Measured[] = [await runOnce(iterations, undefined)]
+  const offs: number[] = [offRuns[0].ms]
+  const ratios = new Map<string, number[]>(variants.map((v) => [v, []]))
+  const runs = new Map<string, Measured[]>(variants.map((v) => [v, []]))
+  for (let round = 0; round < rounds; round++) {
+    const order = round % 2 === 0 ? variants : [...variants].reverse()
+    for (const v of order) {
+      const m = await runOnce(iterations, v)
+      const before = offs[offs.length - 1]
+      const afterRun = await runOnce(iterations, undefined)
+      offRuns.push(afterRun)
+      const after = afterRun.ms
+      offs.push(after)
+      const ratio = m.ms / ((before + after) / 2)
+      ratios.get(v)!.push(ratio)
+      runs.get(v)!.push(m)
+      console.log(
+        `  round ${round + 1} ${v.padEnd(8)} ${(m.ms / 1000).toFixed(2)} s between ${(before / 1000).toFixed(2)} and ${(after / 1000).toFixed(2)} s without: ${pct(ratio)}` +
+          `  (${m.stalls.length} memory, ${m.disk} disk, ${m.partner} partner checkpoints; load ${load()})`,
+      )
     }
-    console.log(
-      `  pair ${p + 1}: with levels ${withLevels.compute.toFixed(2)} s (core ${levelsCore}; ${withLevels.memory} memory, ${withLevels.disk} disk checkpoints), ` +
-        `without ${without.compute.toFixed(2)} s (core ${1 - levelsCore}): ${pct(ratios[p])}`,
-    )
   }
-  const byCore = [0, 1].map((c) => ratios.filter((_, p) => p % 2 === c))
-  // The cores are not equally fast (core 0 takes more interrupts): pairs with the cores swapped, taken
-  // together (geometric mean of their two ratios), cancel that out.
-  const swapped: number[] = []
-  for (let p = 0; p + 1 < pairs; p += 2) swapped.push(Math.sqrt(ratios[p] * ratios[p + 1]))
-  console.log(`levels on core 0: ${byCore[0].map(pct).join(', ')}; on core 1: ${byCore[1].map(pct).join(', ')}`)
-  console.log(`median of the ${pairs} paired ratios: ${pct(median(ratios))}`)
-  record.figure('overhead, memory every 2 s + disk every 60 s (paired runs)', ratios.map((r) => (r - 1) * 100), '%', { target: '≤ 1 %' })
-  if (controls.length > 0) console.log(`control pairs (identical work): ${controls.map(pct).join(', ')}`)
-  if (swapped.length > 0) {
-    console.log(
-      `overhead of memory every 2 s + disk every 60 s: ${pct(median(swapped))} (median over ${swapped.length} core-swapped pairs of pairs: ${swapped.map(pct).join(', ')})`,
-    )
+
+  // Identical work one run apart: what the machine alone makes of the ratio.
+  const noise = offs.slice(1).map((x, i) => x / offs[i])
+  const rows: string[][] = []
+  const spread = (xs: number[]) => {
+    const s = summary(xs)
+    return [pct(s.median), `${pct(s.min)} … ${pct(s.max)}`]
   }
+  for (const v of variants) {
+    const ms = runs.get(v)!
+    const runMs = ms.reduce((a, m) => a + m.ms, 0)
+    const stalls = ms.flatMap((m) => m.stalls)
+    const stallShare = stalls.reduce((a, x) => a + x, 0) / runMs
+    const voteShare = ms.reduce((a, m) => a + m.voteMs, 0) / runMs
+    const over = summary(ratios.get(v)!).median - 1
+    const within = withinRuns(ms)
+    rows.push([v, ...spread(ratios.get(v)!), summary(stalls).median.toFixed(1), `${(stallShare * 100).toFixed(2)} %`, `${(voteShare * 100).toFixed(2)} %`, `${((over - stallShare - voteShare) * 100).toFixed(2)} %`, within.text])
+    record.figure(`${v}: overhead within runs (excess around each checkpoint)`, within.pct, '%')
+    record.figure(`${v}: run time over runs without checkpoints`, ratios.get(v)!.map((r) => (r - 1) * 100), '%', v === 'memory' ? { headline: 'failure-free overhead, memory level every 2 s, 2 ranks', target: '≤ 1 %' } : {})
+    record.figure(`${v}: stall at a memory checkpoint`, stalls, 'ms')
+  }
+  const phantom = withinRuns(offRuns)
+  rows.push(['(noise: off / previous off)', ...spread(noise), '', '', '', '', phantom.text])
+  record.figure('noise floor of the within-run estimate (phantom points every 2 s)', phantom.pct, '%')
+  record.figure('noise floor: a run without checkpoints over the previous one', noise.map((r) => (r - 1) * 100), '%')
+  console.log('\n' + table(['variant', 'overhead (median)', 'min … max', 'stall ms', 'stall share', 'votes share', 'rest (background)', 'within runs ± s.e.'], rows))
+  console.log(`\nruns without checkpoints: ${offs.map((x) => (x / 1000).toFixed(2)).join(', ')} s; load average at the end: ${load()}`)
+  console.log('within runs: the supersteps within 450 ms of each checkpoint beyond their neighbours\', mean ± standard error, times checkpoints per run time (noise row: at phantom points every 2 s of the runs without checkpoints)')
+  console.log('stall share: stalls at the checkpoint points / run time; votes share: rank 0 in the time policies\' votes / run time; rest: the overhead neither explains (background work competing for the cores)')
 } finally {
   rmSync(root, { recursive: true, force: true })
 }
