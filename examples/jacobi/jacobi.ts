@@ -76,6 +76,6 @@ export default defineProgram({
       `jacobi n=${r.n} iterations=${r.iterations}`,
       `residual ${r.residual.toExponential(6)}`,
       `checksum ${r.checksum}`,
-      `compute  ${r.seconds.toFixed(3)} s${r.resumed ? ' (since the restart from a checkpoint: the steps before it are not counted)' : ''}`,
+      `compute  ${r.seconds.toFixed(3)} s${r.resumed ? ' (from the checkpoint it resumed from: the steps before it are not counted)' : ''}`,
     ].join('\n'),
 })

@@ -263,5 +263,5 @@ function levelPolicy(o: BenchOptions, every: number, dir: string): Pick<FaultTol
 
 /** A result without its timing fields, for equality across runs. */
 function comparable(v: unknown): string {
-  return JSON.stringify(v, (k, x) => (/seconds|time|ms$|wall/i.test(k) ? undefined : ArrayBuffer.isView(x) ? Array.from(x as Float64Array) : x))
+  return JSON.stringify(v, (k, x) => (/seconds|time|ms$|wall|^resumed$/i.test(k) ? undefined : ArrayBuffer.isView(x) ? Array.from(x as Float64Array) : x))
 }

@@ -271,6 +271,8 @@ function takeoverOf({ leader, place, succession: s }: Extract<ClusterRole, { kin
 /** What the run prints as it goes (by --log) and writes to --events. */
 function runOutput(level: LogLevel, view: ProgressView, out: (s: string) => void, eventsFile: string | undefined, ranks: number): Pick<SuperviseOptions, 'onLog' | 'onCheckpoint' | 'onEvent'> {
   const everything = level === 'all'
+  // The rank count of the attempt running: an in-run shrink lowers it.
+  let running = ranks
   return {
     onLog: (_rank, text, kind) => {
       // A batch log (--log events) keeps, of the rank lines, the warnings and a resume that started afresh.
@@ -282,9 +284,10 @@ function runOutput(level: LogLevel, view: ProgressView, out: (s: string) => void
       if (!everything) return
       const background = e.level === 'partner' || e.level === 'shared' || e.level === 'xor' ? 'copied' : 'flushed'
       const how = e.level === 'memory' ? `in ${e.ms.toFixed(1)} ms` : e.stallMs === 0 ? `${background} in the background in ${e.ms.toFixed(0)} ms` : `in ${e.ms.toFixed(0)} ms`
-      view.line(`checkpoint ${e.seq} committed to ${e.level}: skeleton ${e.skeleton}, step ${e.step}, ${formatSize(e.totalBytes)} on ${ranks} rank(s) ${how}`)
+      view.line(`checkpoint ${e.seq} committed to ${e.level}: skeleton ${e.skeleton}, step ${e.step}, ${formatSize(e.totalBytes)} on ${running} rank(s) ${how}`)
     },
     onEvent: (e) => {
+      if (e.event === 'start') running = e.ranks
       if (eventsFile) appendFileSync(eventsFile, JSON.stringify({ time: new Date().toISOString(), ...e }) + '\n')
       if (everything || (level === 'events' && e.event !== 'progress')) view.event(e)
     },

@@ -35,7 +35,7 @@ function startNode(node: number, nodes: number, args: string[], secret: string |
   return { code, output: () => text, pid: child.pid! }
 }
 
-/** The pids of the rank processes `parent` started (process-boot.mjs). */
+/** The pids of the rank processes `parent` started: a node keeps them across attempts (spare-boot.mjs hosts). */
 function ranksOf(parent: number): number[] {
   const out: number[] = []
   for (const name of readdirSync('/proc')) {
@@ -43,7 +43,7 @@ function ranksOf(parent: number): number[] {
     try {
       const stat = readFileSync(`/proc/${name}/stat`, 'utf8')
       const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1])
-      if (ppid === parent && readFileSync(`/proc/${name}/cmdline`, 'utf8').includes('process-boot.mjs')) out.push(Number(name))
+      if (ppid === parent && readFileSync(`/proc/${name}/cmdline`, 'utf8').includes('spare-boot.mjs')) out.push(Number(name))
     } catch {
       // Gone meanwhile: not one of ours any more.
     }
