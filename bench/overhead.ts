@@ -38,6 +38,7 @@ import { parseArgs } from 'node:util'
 import type { FaultToleranceConfig } from '../src/checkpoint/config.js'
 import { excessAt, stepsEvery } from '../src/bench/local-excess.js'
 import { summary, table } from '../src/bench/stats.js'
+import { ThreadCpuWatch, type ThreadCpu } from '../src/bench/thread-cpu.js'
 import { benchArgs } from './args.js'
 import { openRecord } from './record.js'
 import { timedJacobi } from './timed-jacobi.js'
@@ -102,6 +103,8 @@ interface Measured {
   excess: number[]
   /** CPU time of the run's rank processes (their helper threads included), ms. */
   cpuMs: number
+  /** The same, thread by thread: main threads and the others (the checkpoint helper thread's work is there), ms. */
+  threads: ThreadCpu
 }
 
 const TICKS_PER_S = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100
@@ -127,7 +130,9 @@ async function runOnce(iterations: number, variant: string | undefined): Promise
   const checkpoint = variant === undefined ? undefined : { ...VARIANTS[variant].config, dir: join(root, `r${dirs++}`) }
   try {
     const cpuBefore = childrenCpuMs()
+    const watch = new ThreadCpuWatch(100)
     const r = await timedJacobi({ ranks, transport: 'processes', n, iterations, checkpoint })
+    const threads = watch.stop()
     const cpuMs = childrenCpuMs() - cpuBefore
     const memory = r.events.filter((e) => e.level === 'memory')
     // A disk checkpoint is a memory checkpoint flushed: one point.
@@ -140,6 +145,7 @@ async function runOnce(iterations: number, variant: string | undefined): Promise
       voteMs: r.events.reduce((a, e) => a + (e.voteMs ?? 0), 0),
       excess: excessAt(r.progress, points, EXCESS_HALF_WINDOW_MS),
       cpuMs,
+      threads,
     }
   } finally {
     if (checkpoint) rmSync(checkpoint.dir, { recursive: true, force: true })
@@ -196,6 +202,7 @@ try {
   const noise = offs.slice(1).map((x, i) => x / offs[i])
   const cpuNoise = offRuns.slice(1).map((x, i) => x.cpuMs / offRuns[i].cpuMs)
   const rows: string[][] = []
+  const backgroundRows: string[][] = []
   const spread = (xs: number[]) => {
     const s = summary(xs)
     return [pct(s.median), `${pct(s.min)} … ${pct(s.max)}`]
@@ -208,6 +215,14 @@ try {
     const voteShare = ms.reduce((a, m) => a + m.voteMs, 0) / runMs
     const over = summary(ratios.get(v)!).median - 1
     const within = withinRuns(ms)
+    // What the other threads (the checkpoint helper thread among them) used beyond what they use in runs without checkpoints.
+    const offOtherPerMs = offRuns.reduce((a, m) => a + m.threads.other, 0) / offRuns.reduce((a, m) => a + m.ms, 0)
+    const background = ms.reduce((a, m) => a + m.threads.other - offOtherPerMs * m.ms, 0)
+    const backgroundShare = background / runMs / ranks
+    const perCheckpoint = background / Math.max(1, stalls.length) / ranks
+    backgroundRows.push([v, perCheckpoint.toFixed(1), `${(backgroundShare * 100).toFixed(2)} %`, `${(stallShare * 100).toFixed(2)} %`, `${((backgroundShare + stallShare + voteShare) * 100).toFixed(2)} %`])
+    record.figure(`${v}: background CPU per checkpoint and rank (helper thread, beyond runs without checkpoints)`, perCheckpoint, 'ms')
+    record.figure(`${v}: background CPU + stall + votes, share of each rank's core (at most the overhead, whatever the load)`, (backgroundShare + stallShare + voteShare) * 100, '%')
     rows.push([v, ...spread(ratios.get(v)!), summary(stalls).median.toFixed(1), `${(stallShare * 100).toFixed(2)} %`, `${(voteShare * 100).toFixed(2)} %`, `${((over - stallShare - voteShare) * 100).toFixed(2)} %`, within.text, ...spread(cpuRatios.get(v)!)])
     // The target is set within runs: on this shared 2-core machine whole runs differ by more than it from one run to the next.
     record.figure(`${v}: overhead within runs (excess around each checkpoint)`, within.pct, '%', v === 'memory' ? { headline: 'failure-free overhead within runs, memory level every 2 s, 2 ranks', target: '≤ 1 %' } : {})
@@ -221,8 +236,10 @@ try {
   record.figure('noise floor: a run without checkpoints over the previous one', noise.map((r) => (r - 1) * 100), '%')
   record.figure('noise floor: CPU time of a run without checkpoints over the previous one', cpuNoise.map((r) => (r - 1) * 100), '%')
   console.log('\n' + table(['variant', 'overhead (median)', 'min … max', 'stall ms', 'stall share', 'votes share', 'rest (background)', 'within runs ± s.e.', 'CPU time (median)', 'min … max'], rows))
+  console.log('\n' + table(['variant', 'background CPU ms per checkpoint and rank', 'background share', 'stall share', 'background + stall + votes'], backgroundRows))
   console.log(`\nruns without checkpoints: ${offs.map((x) => (x / 1000).toFixed(2)).join(', ')} s; load average at the end: ${load()}`)
   console.log('within runs: the supersteps within 450 ms of each checkpoint beyond their neighbours\', mean ± standard error, times checkpoints per run time (noise row: at phantom points every 2 s of the runs without checkpoints)')
+  console.log('background: CPU time of the rank processes\' threads other than the main one (/proc schedstat), beyond what they take per second of a run without checkpoints; its share of each rank\'s core plus the stall and votes shares bounds the overhead from above, as if every background cycle were taken from a superstep')
   console.log('CPU time: user + system time of the rank processes (helper threads included) over the mean of the runs without checkpoints on either side')
   console.log('stall share: stalls at the checkpoint points / run time; votes share: rank 0 in the time policies\' votes / run time; rest: the overhead neither explains (background work competing for the cores)')
 } finally {
