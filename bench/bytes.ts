@@ -59,7 +59,7 @@ const PROGRAMS: Record<string, BytesProgram> = {
 const QUICK: Record<string, BytesProgram> = {
   jacobi: { ...PROGRAMS.jacobi, argv: ['--n', '512', '--iterations', '100'], disk: { every: 25 }, stopAt: { skeleton: 0, step: 74 } },
   'jacobi-spread': { ...PROGRAMS['jacobi-spread'], argv: ['--n', '256', '--iterations', '400'], disk: { every: 100 }, stopAt: { skeleton: 0, step: 299 } },
-  swing: { ...PROGRAMS.swing, argv: ['--preset', 'large-g2d', '--N', '45'], disk: { every: 15 }, stopAt: { skeleton: 0, step: 29 } },
+  swing: { ...PROGRAMS.swing, argv: ['--preset', 'large-g2d', '--n', '45'], disk: { every: 15 }, stopAt: { skeleton: 0, step: 29 } },
   sparse: { ...PROGRAMS.sparse, argv: ['--kib', '4096', '--steps', '40'], disk: { every: 5 }, stopAt: { skeleton: 0, step: 34 } },
 }
 
