@@ -14,7 +14,7 @@ import { launch, type LaunchOptions, type ResumeListenerOption } from '../../../
 const root = mkdtempSync(join(tmpdir(), 'molotof-xor-'))
 afterAll(() => {
   rmSync(root, { recursive: true, force: true })
-  for (const name of ['incr', 'incr-base']) for (let r = 0; r < 3; r++) rmSync(memoryDirFor(join(root, `${name}${r}`)), { recursive: true, force: true })
+  for (const name of ['incr', 'incr-base', 'incr-fewer']) for (let r = 0; r < 3; r++) rmSync(memoryDirFor(join(root, `${name}${r}`)), { recursive: true, force: true })
 })
 const JACOBI = 'examples/jacobi/jacobi.ts'
 const argv = ['--n', '40', '--iterations', '40']
@@ -264,6 +264,17 @@ describe('XOR redundancy (--redundancy xor:G)', () => {
     expect(run.value).toBe(sparseUpdateSerial(INCR_STEPS, INCR_KIB))
   }, 60_000)
 
+  it('incremental checkpoints with XOR parity, a node lost and the run going on with fewer ranks (3 → 2): the lost rank\'s deltas and base rebuilt beside a survivor\'s, the serial loop\'s result', async () => {
+    const { checkpoint } = await incrementalStop('incr-fewer')
+    rmSync(join(root, 'incr-fewer2'), { recursive: true })
+    rmSync(memoryDirFor(join(root, 'incr-fewer2')), { recursive: true, force: true })
+    const { run, resumed, log } = await incrementalResume({ ...checkpoint, xor: { setSize: 2, ranksPerNode: 1 } }, 2)
+    expect(log).toMatch(/rebuilt the lost files of checkpoint 3 \(a checkpoint of 3 ranks, resumed on 2\) from their XOR sets: rank 2 from ranks 0, 1 \(beside rank 0's files, a delta on checkpoints 0, 1, 2\)/)
+    expect(log).toMatch(/rebuilt the lost files of checkpoint 0 \(a checkpoint of 3 ranks, resumed on 2\) from their XOR sets: rank 2 from ranks 0, 1 \(beside rank 0's files\)/)
+    expect(resumed.step).toBe(19)
+    expect(run.value).toBe(sparseUpdateSerial(INCR_STEPS, INCR_KIB))
+  }, 60_000)
+
   it('a damaged parity slice of a delta\'s base: detected and named, the base passed over, the resume falls to the shared level, the serial loop\'s result', async () => {
     const shared = { dir: join(root, 'incr-shared'), every: 1 }
     const { checkpoint } = await incrementalStop('incr-base', shared)
@@ -310,11 +321,11 @@ async function incrementalStop(name: string, shared?: { dir: string; every: numb
   return { checkpoint, events }
 }
 
-async function incrementalResume(checkpoint: LaunchOptions['checkpoint']) {
+async function incrementalResume(checkpoint: LaunchOptions['checkpoint'], ranks = 3) {
   const logs: string[] = []
   let resumed: { step?: number; level?: string } = {}
   const run = await launch<number>(SPARSE, {
-    ranks: 3,
+    ranks,
     argv: ['--steps', String(INCR_STEPS), '--kib', String(INCR_KIB)],
     checkpoint: { ...checkpoint!, resume: true, resumeRequest: 'required' },
     onLog: (_r, t) => logs.push(t),
