@@ -33,7 +33,18 @@ export interface XorBenchOptions {
 const MiB = 2 ** 20
 const JACOBI = 'examples/jacobi/jacobi.ts'
 
-/** Run the XOR figures into `record`. */
+/** A lost node's 2 × 16 MiB rebuilt, in a run and in one thread, into `record` (the matrix of bench/bytes.ts measures the rest). */
+export async function xorRebuildFigures(record: Recorder, repeats: number): Promise<void> {
+  const root = mkdtempSync(join(tmpdir(), 'molotof-bench-xor-'))
+  try {
+    await nodeRebuild(record, root, repeats)
+    xorAlone(record, repeats)
+  } finally {
+    rmSync(root, { recursive: true, force: true })
+  }
+}
+
+/** Run the XOR figures into `record`: partner against xor:G on Jacobi alone, then xorRebuildFigures' parts. */
 export async function xorFigures(record: Recorder, o: XorBenchOptions): Promise<void> {
   const root = mkdtempSync(join(tmpdir(), 'molotof-bench-xor-'))
   try {

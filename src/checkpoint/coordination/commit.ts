@@ -480,7 +480,8 @@ export class CheckpointCommitter {
           const compress = this.flushIo && this.cfg.compress === true ? { io: this.flushIo, raw: p.raw ?? new Set<string>() } : undefined
           const incremental = this.chain ? { chain: this.chain, ...(this.flushIo ? { io: this.flushIo } : {}) } : undefined
           const w = await store.flushRankFile(seq, rank, memory, inMemory.headerChecksum, compress, incremental)
-          return { written: { rank, file: w.file, bytes: w.bytes, headerChecksum: w.headerChecksum }, ms: performance.now() - started }
+          const needs = w.delta?.delta?.needs
+          return { written: { rank, file: w.file, bytes: w.bytes, headerChecksum: w.headerChecksum, ...(needs !== undefined ? { needs } : {}) }, ms: performance.now() - started }
         } catch (e) {
           return { failure: (e as Error).message, ms: performance.now() - started }
         }

@@ -101,8 +101,8 @@ export async function rebuildLostFiles(
     }
     const agreed = reports.find((r) => r?.marker !== undefined)!.marker!
     const t0 = performance.now()
-    const problem = await exchange(comm, seq, plan.sets, own, read, agreed, target)
-    const outcomes = await comm.allgather({ problem, dir: target.dir })
+    const { problem, chains } = await exchange(comm, seq, plan.sets, own, read, agreed, target)
+    const outcomes = await comm.allgather({ problem, dir: target.dir, chains })
     const reasons = outcomes.flatMap((o) => (o.problem === undefined ? [] : [o.problem]))
     if (reasons.length > 0) {
       passedOver.push({ seq, reasons })
@@ -119,7 +119,10 @@ export async function rebuildLostFiles(
       continue
     }
     if (rank === 0) {
-      const sets = plan.sets.map((s) => `rank ${s.lost} from ranks ${s.members.filter((m) => m !== s.lost).join(', ')}${oldSize === size ? '' : ` (beside rank ${s.target}'s files)`}`)
+      // A delta file is named with its chain: its base and earlier deltas are rebuilt (or found) as checkpoints of their own.
+      const chainOf = new Map(outcomes.flatMap((o) => o.chains))
+      const delta = (r: number) => (chainOf.has(r) ? `, a delta on checkpoint${chainOf.get(r)!.length === 1 ? '' : 's'} ${chainOf.get(r)!.join(', ')}` : '')
+      const sets = plan.sets.map((s) => `rank ${s.lost} from ranks ${s.members.filter((m) => m !== s.lost).join(', ')}${oldSize === size ? '' : ` (beside rank ${s.target}'s files${delta(s.lost)})`}${oldSize === size && chainOf.has(s.lost) ? ` (${delta(s.lost).slice(2)})` : ''}`)
       const of = oldSize === size ? '' : ` (a checkpoint of ${oldSize} ranks, resumed on ${size})`
       log(`XOR redundancy: rebuilt the lost files of checkpoint ${seq}${of} from their XOR sets: ${sets.join('; ')} (${(performance.now() - t0).toFixed(0)} ms, checksums verified)`)
     }
@@ -254,7 +257,7 @@ async function exchange(
   slices: ReadonlyMap<number, { parity?: Uint8Array; problem?: string }>,
   marker: CommitMarker,
   target: CheckpointStore,
-): Promise<string | undefined> {
+): Promise<{ problem?: string; chains: [number, number[]][] }> {
   const { rank } = comm
   const tag = FRAMEWORK_TAGS.xorRebuild
   const sends = (async () => {
@@ -263,7 +266,9 @@ async function exchange(
       for (const [j, m] of set.members.entries()) {
         if (set.holders[j] !== rank) continue
         const slice = slices.get(m)?.parity
-        const ownFile = slice === undefined ? undefined : await ownFileOf(own, seq, m)
+        // The parity covers the protected level's file as stored (a delta file of an incremental disk checkpoint): read
+        // there first, not from a level holding the same checkpoint in another form (the memory level's full file).
+        const ownFile = slice === undefined ? undefined : await ownFileOf([...own.filter((l) => l.store === target), ...own.filter((l) => l.store !== target)], seq, m)
         const why =
           slice === undefined
             ? `rank ${m} has no parity slice of checkpoint ${seq}`
@@ -281,13 +286,19 @@ async function exchange(
     }
   })()
   const problems: string[] = []
-  for (const set of sets) if (set.target === rank) problems.push(...[await rebuildOne(comm, seq, set, marker, target)].filter((p): p is string => p !== undefined))
+  const chains: [number, number[]][] = []
+  for (const set of sets) {
+    if (set.target !== rank) continue
+    const r = await rebuildOne(comm, seq, set, marker, target)
+    if (typeof r === 'string') problems.push(r)
+    else if (r.needs !== undefined) chains.push([set.lost, r.needs])
+  }
   await sends
-  return problems.length > 0 ? problems.join('; ') : undefined
+  return { ...(problems.length > 0 ? { problem: problems.join('; ') } : {}), chains }
 }
 
-/** The lost file of `set` XORed together from its members' contributions, checked and written to `target`; why not, or undefined. */
-async function rebuildOne(comm: Communicator, seq: number, set: SetPlan, marker: CommitMarker, target: CheckpointStore): Promise<string | undefined> {
+/** The lost file of `set` XORed together from its members' contributions, checked and written to `target` (its chain when it is a delta file); why not, as a string. */
+async function rebuildOne(comm: Communicator, seq: number, set: SetPlan, marker: CommitMarker, target: CheckpointStore): Promise<string | { needs?: number[] }> {
   const tag = FRAMEWORK_TAGS.xorRebuild
   const { record, members, lost } = set
   const me = members.indexOf(lost)
@@ -322,7 +333,7 @@ async function rebuildOne(comm: Communicator, seq: number, set: SetPlan, marker:
     // Written in place also under a COMMIT (a rank file lost alone): these are the very bytes the marker records.
     await makeDirectory(target.pathOf(seq))
     await writeDurably(name, [rebuilt], { sync: !target.volatile })
-    return undefined
+    return file.header.delta ? { needs: file.header.delta.needs } : {}
   } catch (e) {
     return `rank ${lost}'s file of checkpoint ${seq} could not be rebuilt from XOR set {${members.join(', ')}}: ${e instanceof CheckpointCorruptError ? e.reason : (e as Error).message}`
   }

@@ -61,20 +61,18 @@ export class XorSets {
 /**
  * The run's redundancy settings, checked before any rank starts: XOR sets
  * that fit the run's nodes (`ConfigError` naming `--redundancy` otherwise),
- * and not both partner copies and XOR parity, nor XOR with incremental
- * checkpoints.
+ * and not both partner copies and XOR parity. Incremental checkpoints
+ * compose with XOR: a delta file's parity is taken over the file as stored,
+ * and pruning keeps the slices of every checkpoint a kept delta's chain
+ * needs (the commit marker records each rank's chain).
  *
  * ```ts
  * checkRedundancy(4, { partner: undefined, xor: { setSize: 5, ranksPerNode: 1 } })   // throws: 4 nodes, fewer than 5
  * ```
  */
-export function checkRedundancy(size: number, cfg: { partner?: { ranksPerNode: number }; xor?: { setSize: number; ranksPerNode: number }; incremental?: { every: number } }): void {
+export function checkRedundancy(size: number, cfg: { partner?: { ranksPerNode: number }; xor?: { setSize: number; ranksPerNode: number } }): void {
   if (cfg.xor === undefined) return
   if (cfg.partner !== undefined) throw new ConfigError(`--redundancy xor:${cfg.xor.setSize} replaces partner copies: give one of the two (partner copies and XOR parity were both configured)`)
-  // A delta is rebuilt only with its base, whose slices the XOR level prunes without knowing the chain.
-  if (cfg.incremental !== undefined) {
-    throw new ConfigError(`--incremental with --redundancy xor:${cfg.xor.setSize}: a delta needs its chain, which XOR parity (one slice per checkpoint, pruned alone) does not keep: leave out one of the two`)
-  }
   new XorSets(size, cfg.xor.ranksPerNode, cfg.xor.setSize)
 }
 

@@ -814,7 +814,9 @@ export class CheckpointStore {
 
   /** The checkpoints the delta files of `s` need (read from their headers; a header that cannot be read needs none). */
   private async chainNeeds(s: CheckpointSummary): Promise<number[]> {
-    const needs = new Set<number>()
+    // Every rank's chain as its marker records it: a directory holding some ranks' files (a node's) or none (parity
+    // slices) keeps what the others' chains need too, so a lost rank's base stays rebuildable from the survivors.
+    const needs = new Set<number>(s.marker?.ranks.flatMap((r) => r.needs ?? []) ?? [])
     for (const f of s.files) {
       // An unreadable header is that checkpoint's problem (it is not restorable); it protects nothing.
       const info = await readHeaderOnly(join(s.path, f.file)).catch(() => undefined)

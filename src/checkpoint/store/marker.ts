@@ -15,6 +15,14 @@ export interface RankFileRecord {
    * one number pins the whole file without a second pass over the payloads.
    */
   headerChecksum: number
+  /**
+   * A delta file's chain (its header's `needs`: base first): every earlier
+   * checkpoint it is restored with. Recorded here too so that pruning any
+   * level's copy of this checkpoint (parity slices included, which are no
+   * rank file) keeps what every rank's chain needs, not only the ranks whose
+   * files that directory holds.
+   */
+  needs?: number[]
 }
 
 /**
@@ -77,7 +85,7 @@ export function encodeMarker(m: CommitMarker): Uint8Array {
     size: m.size,
     fingerprint: m.fingerprint,
     settings: checkJsonObject('settings', m.settings),
-    ranks: m.ranks.map((r) => ({ rank: r.rank, file: r.file, bytes: r.bytes, headerChecksum: r.headerChecksum })),
+    ranks: m.ranks.map((r) => ({ rank: r.rank, file: r.file, bytes: r.bytes, headerChecksum: r.headerChecksum, ...(r.needs !== undefined ? { needs: r.needs } : {}) })),
     createdAt: m.createdAt,
     ...(m.runId !== undefined ? { runId: m.runId } : {}),
     ...(m.code !== undefined ? { code: m.code } : {}),
@@ -121,7 +129,8 @@ export function parseMarker(bytes: Uint8Array, name: string): CommitMarker {
   for (const [i, r] of (rest.ranks as unknown[]).entries()) {
     if (
       !isPlainObject(r) || r.rank !== i || typeof r.file !== 'string' ||
-      !Number.isSafeInteger(r.bytes) || !Number.isInteger(r.headerChecksum)
+      !Number.isSafeInteger(r.bytes) || !Number.isInteger(r.headerChecksum) ||
+      (r.needs !== undefined && !(Array.isArray(r.needs) && r.needs.every((n) => Number.isSafeInteger(n) && (n as number) >= 0)))
     ) bad(`the record of rank ${i} is invalid`)
   }
   return rest as unknown as CommitMarker

@@ -7,11 +7,15 @@ import type { CheckpointEvent } from '../../../src/checkpoint/events.js'
 import { ConfigError, NothingToResumeError } from '../../../src/errors.js'
 import { interiorSum, jacobiSerial } from '../../../examples/jacobi/serial.js'
 import { main } from '../../../src/cli/main.js'
+import { memoryDirFor } from '../../../src/checkpoint/store/memory-level.js'
 import { launch, type LaunchOptions, type ResumeListenerOption } from '../../../src/runtime/launch/launcher.js'
 
 // "Nodes" on one host as node-dirs.test.ts makes them: each rank a node with a directory of its own ({rank}).
 const root = mkdtempSync(join(tmpdir(), 'molotof-xor-'))
-afterAll(() => rmSync(root, { recursive: true, force: true }))
+afterAll(() => {
+  rmSync(root, { recursive: true, force: true })
+  for (const name of ['incr', 'incr-base', 'incr-fewer']) for (let r = 0; r < 3; r++) rmSync(memoryDirFor(join(root, `${name}${r}`)), { recursive: true, force: true })
+})
 const JACOBI = 'examples/jacobi/jacobi.ts'
 const argv = ['--n', '40', '--iterations', '40']
 const quiet = { onLog: () => {} }
@@ -244,12 +248,88 @@ describe('XOR redundancy (--redundancy xor:G)', () => {
     expect(started).toBe(false)
   })
 
-  it('incremental checkpoints with XOR parity are refused before any rank starts, naming both flags (a delta needs its base, whose slices are pruned alone)', async () => {
-    let started = false
-    const checkpoint = { ...xorRun('incr', 3, 3), async: true, incremental: { every: 4 } }
-    const run = launch(JACOBI, { ranks: 3, argv, ...quiet, onGroup: () => (started = true), checkpoint })
-    await expect(run).rejects.toThrow(ConfigError)
-    await expect(run).rejects.toThrow(/--incremental with --redundancy xor:3: a delta needs its chain/)
-    expect(started).toBe(false)
-  })
+  it('incremental checkpoints with XOR parity (keep 1): a lost node\'s deltas and their base are all rebuilt from its set, the result the serial loop\'s', async () => {
+    const { checkpoint, events } = await incrementalStop('incr')
+    // Checkpoint 3 (step 19) is a delta whose chain starts at 0: keep 1 still holds every slice of 0..3 (pruning reads each rank's chain from the marker).
+    expect(events.some((e) => e.level === 'disk' && e.seq === 3)).toBe(true)
+    for (let r = 0; r < 3; r++) expect(readdirSync(join(root, `incr${r}`, 'xor')).filter((n) => n.startsWith('ckpt-')).sort()).toEqual(['ckpt-00000000', 'ckpt-00000001', 'ckpt-00000002', 'ckpt-00000003'])
+    // The node lost with its RAM: its memory level too.
+    rmSync(join(root, 'incr1'), { recursive: true })
+    rmSync(memoryDirFor(join(root, 'incr1')), { recursive: true, force: true })
+    const { run, resumed, log } = await incrementalResume(checkpoint)
+    expect(log).toMatch(/rebuilt the lost files of checkpoint 3 from their XOR sets: rank 1 from ranks 0, 2 \(a delta on checkpoints 0, 1, 2\)/)
+    // The base, a full file: rebuilt as a checkpoint of its own.
+    expect(log).toMatch(/rebuilt the lost files of checkpoint 0 from their XOR sets: rank 1 from ranks 0, 2 \(\d+ ms/)
+    expect(resumed).toMatchObject({ step: 19 })
+    expect(run.value).toBe(sparseUpdateSerial(INCR_STEPS, INCR_KIB))
+  }, 60_000)
+
+  it('incremental checkpoints with XOR parity, a node lost and the run going on with fewer ranks (3 → 2): the lost rank\'s deltas and base rebuilt beside a survivor\'s, the serial loop\'s result', async () => {
+    const { checkpoint } = await incrementalStop('incr-fewer')
+    rmSync(join(root, 'incr-fewer2'), { recursive: true })
+    rmSync(memoryDirFor(join(root, 'incr-fewer2')), { recursive: true, force: true })
+    const { run, resumed, log } = await incrementalResume({ ...checkpoint, xor: { setSize: 2, ranksPerNode: 1 } }, 2)
+    expect(log).toMatch(/rebuilt the lost files of checkpoint 3 \(a checkpoint of 3 ranks, resumed on 2\) from their XOR sets: rank 2 from ranks 0, 1 \(beside rank 0's files, a delta on checkpoints 0, 1, 2\)/)
+    expect(log).toMatch(/rebuilt the lost files of checkpoint 0 \(a checkpoint of 3 ranks, resumed on 2\) from their XOR sets: rank 2 from ranks 0, 1 \(beside rank 0's files\)/)
+    expect(resumed.step).toBe(19)
+    expect(run.value).toBe(sparseUpdateSerial(INCR_STEPS, INCR_KIB))
+  }, 60_000)
+
+  it('a damaged parity slice of a delta\'s base: detected and named, the base passed over, the resume falls to the shared level, the serial loop\'s result', async () => {
+    const shared = { dir: join(root, 'incr-shared'), every: 1 }
+    const { checkpoint } = await incrementalStop('incr-base', shared)
+    rmSync(join(root, 'incr-base0'), { recursive: true })
+    rmSync(memoryDirFor(join(root, 'incr-base0')), { recursive: true, force: true })
+    const slice = join(root, 'incr-base2', 'xor', 'ckpt-00000000', 'rank-2.mlf')
+    const bytes = readFileSync(slice)
+    bytes[bytes.length - 10] ^= 0x40
+    writeFileSync(slice, bytes)
+    const { run, resumed, log } = await incrementalResume(checkpoint)
+    expect(log).toMatch(/rebuilt the lost files of checkpoint 3 from their XOR sets: rank 0 from ranks 1, 2 \(a delta on checkpoints 0, 1, 2\)/)
+    expect(log).toContain(`XOR redundancy: checkpoint 0 passed over: rank 0's file of checkpoint 0 cannot be rebuilt: parity slice ${slice}: checksum mismatch in entry "parity"`)
+    expect(resumed.step).toBe(19)
+    // The survivors from their memory level, the lost rank from the shared copy of the chain.
+    expect(resumed.level).toMatch(/shared/)
+    expect(run.value).toBe(sparseUpdateSerial(INCR_STEPS, INCR_KIB))
+  }, 60_000)
 })
+
+const SPARSE = 'test/fixtures/sparse-update.ts'
+const INCR_STEPS = 30
+const INCR_KIB = 1536
+
+/** test/fixtures/sparse-update.ts's result from a plain serial loop over the whole array. */
+function sparseUpdateSerial(steps: number, kib: number): number {
+  const state = new Float64Array((kib * 1024) / 8)
+  for (let i = 0; i < state.length; i++) state[i] = i % 97
+  const w = Math.floor(state.length / 100)
+  for (let k = 0; k < steps; k++) {
+    const from = (k * w) % state.length
+    for (let i = from; i < Math.min(state.length, from + w); i++) state[i] = state[i] * 0.5 + k + (i % 3)
+  }
+  let acc = 0
+  for (let i = 0; i < state.length; i++) acc += state[i] * ((i % 13) + 1)
+  return acc
+}
+
+/** 3 nodes of one rank, xor:3, the memory level flushing deltas (every 5 steps, a full file every 4, keep 1), stopped at the checkpoint of step 19. */
+async function incrementalStop(name: string, shared?: { dir: string; every: number }) {
+  const checkpoint = { ...xorRun(name, 3, 3), policy: { every: 5 } as const, keep: 1, async: true, incremental: { every: 4 }, ...(shared ? { shared } : {}) }
+  const events: CheckpointEvent[] = []
+  const argv = ['--steps', String(INCR_STEPS), '--kib', String(INCR_KIB)]
+  await expect(launch(SPARSE, { ranks: 3, argv, ...quiet, checkpoint: { ...checkpoint, interrupt: { skeleton: 0, step: 19 } }, onCheckpoint: (e) => events.push(e) })).rejects.toThrow(/interrupted/)
+  return { checkpoint, events }
+}
+
+async function incrementalResume(checkpoint: LaunchOptions['checkpoint'], ranks = 3) {
+  const logs: string[] = []
+  let resumed: { step?: number; level?: string } = {}
+  const run = await launch<number>(SPARSE, {
+    ranks,
+    argv: ['--steps', String(INCR_STEPS), '--kib', String(INCR_KIB)],
+    checkpoint: { ...checkpoint!, resume: true, resumeRequest: 'required' },
+    onLog: (_r, t) => logs.push(t),
+    onResumed: (f) => (resumed = f),
+  } as LaunchOptions & ResumeListenerOption)
+  return { run, resumed, log: logs.join('\n') }
+}
