@@ -872,7 +872,11 @@ export type StandDown = 'dropped' | 'minority'
 /** The program as this node loads it: every attempt's ranks run it. */
 type OwnProgram = { programFile: string; tsconfig: string | undefined; compiled?: CompiledProgram }
 
-/** How following one coordinator ended: the run's exit code, the coordinator lost, or never admitted. */
+/**
+ * How following one coordinator ended: the run's exit code, the coordinator
+ * lost (with the furthest step this node's ranks had `reached`, and their
+ * stop under way: `stopped`), or never admitted.
+ */
 type FollowEnd =
   | { kind: 'finished'; code: number }
   | { kind: 'coordinator-lost'; coordinator: number; why: string; at: number; reached: Reached; stopped: Promise<void> }

@@ -290,6 +290,8 @@ describe.skipIf(unavailable !== undefined)('a partition of 2 | 1 nodes (each nod
       expect(lastLine, out).toBeDefined()
 
       // The partition healed, the same directories: the resume takes the majority's last line (2 ranks), not node 2's older one.
+      // The first run's end, removed: waiting for node 0's end must wait for the second run's, not find the first's.
+      rmSync(status, { force: true })
       const again = startRun(network('e', 3), [...args, '--events', events, '--resume'])
       const second = await ended(status, again)
       const out2 = again.out()
