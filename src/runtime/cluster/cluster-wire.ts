@@ -54,6 +54,8 @@ export interface JoinRequest {
   takeover?: HostPort
   /** Joining a successor: the last view this node was told (the successor adopts the newest). */
   view?: ClusterView
+  /** Joining a successor: the furthest step this node's ranks had reached when the coordinator was lost (the successor reports the loss at it). */
+  reached?: { skeleton: number; step: number }
 }
 
 /** One rank's heartbeat as its node saw it: rank, ms since its last beat, where it was. */

@@ -57,16 +57,28 @@ export interface NodeLoss {
 const NODE_LOST_EXIT = 76
 
 /**
- * How long a successor admits the other members, and how long a node tries to
- * reach a candidate successor (at most the node timeout). The members notice
- * the coordinator's loss within a beat of each other and try the same
- * candidates first, so they arrive together; a short wait bounds how long a
- * side without a majority takes to stop (ms).
+ * How long a node tries to reach the candidate successors (every member
+ * below it, all at once), and how long a successor admits the members above
+ * it (at most the node timeout). The members notice the coordinator's loss
+ * within a beat of each other and search at the same time, so they arrive
+ * together. A side without a majority stops once its search ends, mostly the
+ * connection wait to the members it cannot reach (candidateConnectMs) (ms).
  */
 const ELECTION_WAIT_MS = 5000
 
 function electionWaitMs(opts: ClusterOptions): number {
   return Math.min(opts.nodeTimeoutMs, ELECTION_WAIT_MS)
+}
+
+/**
+ * How long a candidate successor's TCP connection may take: half the
+ * election wait, at least 1 s (one lost SYN). A live node's kernel completes
+ * it however busy the node's process is (its listen backlog); the handshake
+ * that follows gets the whole election wait. A node cut off never completes
+ * it, and this is most of what a minority waits before it stops (ms).
+ */
+function candidateConnectMs(opts: ClusterOptions): number {
+  return Math.max(Math.min(1000, opts.nodeTimeoutMs), electionWaitMs(opts) / 2)
 }
 
 /** Why a side without a majority of the last settled membership stops. */
@@ -107,6 +119,18 @@ interface AgentLink {
   takeover: HostPort | undefined
   /** The last view epoch it acknowledged. */
   acked: number
+  /** Joining a successor: where its ranks were when the coordinator was lost. */
+  reached?: Reached
+}
+
+/** A place in the run: skeleton and step (-1, -1 before the first step or when unknown). */
+type Reached = { skeleton: number; step: number }
+
+/** The furthest of `places` (-1, -1 when none is known). */
+function furthest(places: readonly (Reached | undefined)[]): Reached {
+  let best: Reached = { skeleton: -1, step: -1 }
+  for (const p of places) if (p && (p.skeleton > best.skeleton || (p.skeleton === best.skeleton && p.step > best.step))) best = { skeleton: p.skeleton, step: p.step }
+  return best
 }
 
 /**
@@ -215,26 +239,30 @@ export class ClusterLeader {
   /**
    * Take the coordinator's role over from `lost` (this node is the
    * lowest-numbered member it could reach, see runClusterAgent): admit the
-   * other members at this node's own listener (`standby`, where connections
-   * that came early wait) for up to 5 s (the node timeout when shorter), then count
-   * who is there. A minority (decideSide over the last settled membership)
+   * members above it (only they may follow it) at this node's own listener
+   * (`standby`, where connections that came early wait) for up to 5 s (the
+   * node timeout when shorter), then count who is there. A minority (decideSide over the last settled membership)
    * stops: the nodes that joined are told to stand down, and NodeLostError
    * (exit 76). Otherwise the lost coordinator and every member that did not
    * join are lost as any node is (a spare node takes their ranks, or the run
-   * shrinks), and the run's supervisor goes on here (Supervisor `takeover`).
+   * shrinks), and the run's supervisor goes on here (Supervisor `takeover`);
+   * the lost coordinator's step is the furthest `reached` by this node's
+   * ranks and its followers' (see FollowEnd).
    * This node's rank processes (`hosts`, kept from the attempts it ran as a
    * member) run its ranks as the coordinator's own; the leader closes them
    * when it finishes or stops.
    *
    * ```ts
-   * const leader = await ClusterLeader.succeed(opts, standby, host, view, 0, 'the connection closed', hosts)
+   * const leader = await ClusterLeader.succeed(opts, standby, host, view, 0, 'the connection closed', hosts, { skeleton: 0, step: 740 })
    * ```
    */
-  static async succeed(opts: ClusterOptions, standby: StandbyListener, host: string, view: ClusterView, lost: number, why: string, hosts: NodeHosts): Promise<ClusterLeader> {
+  static async succeed(opts: ClusterOptions, standby: StandbyListener, host: string, view: ClusterView, lost: number, why: string, hosts: NodeHosts, reached: Reached): Promise<ClusterLeader> {
     const leader = new ClusterLeader(opts, standby.server, view, hosts)
     leader.host = host
     const self = opts.place.node
-    const expected = membersOf(view.membership).filter((n) => n !== self && n !== lost)
+    const others = membersOf(view.membership).filter((n) => n !== self && n !== lost)
+    // Only the members above this node may follow it: one below answered nobody it could reach, and leads its own side.
+    const expected = others.filter((n) => n > self)
     await leader.admit(standby.server, expected, true, standby)
     const live = new Set([self, ...leader.agents.map((a) => a.node)])
     const side = decideSide(view.settled, live)
@@ -246,16 +274,18 @@ export class ClusterLeader {
       leader.closeAll()
       throw e
     }
-    const missing = expected.filter((n) => !live.has(n))
+    const missing = others.filter((n) => !live.has(n))
     const timeout = `did not join node ${self}, the new coordinator, within ${(electionWaitMs(opts) / 1000).toFixed(1)} s`
     // Missing spare nodes first: the slots of the lost working nodes go to spares that are there.
     const spares = new Set(view.membership.spares)
     const order = [...missing.filter((n) => spares.has(n)), lost, ...missing.filter((n) => !spares.has(n))]
     for (const node of order) {
-      const because = node === lost ? `${why}; node ${self} took the coordinator's role over` : timeout
+      const because = node === lost ? `${why}; node ${self} took the coordinator's role over` : node < self ? `did not answer node ${self}, the new coordinator` : timeout
       const change = leader.membership.lose(node)
       if (!change) continue
-      leader.losses.push({ change, why: because, skeleton: -1, step: -1 })
+      // The lost coordinator's step: the furthest its survivors' ranks had reached (every rank runs the same superstep, give or take one).
+      const at = node === lost ? furthest([reached, ...leader.agents.map((a) => a.reached)]) : { skeleton: -1, step: -1 }
+      leader.losses.push({ change, why: because, skeleton: at.skeleton, step: at.step })
       if (change.kind === 'unrecoverable') {
         await leader.finish(NODE_LOST_EXIT)
         throw new NodeLostError(node, `node ${node} was lost (${because}), and the run cannot go on without it: ${change.why}; run the launcher again with --resume to continue from the last checkpoint`)
@@ -341,7 +371,7 @@ export class ClusterLeader {
               // A successor refuses a stray node (one dropped earlier) without failing the run.
               return lenient ? undefined : fail(refusal)
             }
-            link = { node: m.node, wire, lost: false, takeover: m.takeover, acked: -1 }
+            link = { node: m.node, wire, lost: false, takeover: m.takeover, acked: -1, reached: m.reached }
             this.agents.push(link)
             // The address the other nodes reach us on: our ranks listen there (a successor knows its own).
             if (!lenient) this.host = unmapped(socket.localAddress) ?? this.host
@@ -791,9 +821,9 @@ export interface Succession {
  * beating itself so the coordinator can tell a lost node. Resolves with the
  * exit code the coordinator decided. When the coordinator is lost (its
  * connection closed, or silent past the node timeout), the members of the last
- * membership it sent elect its successor: each tries the members from the
- * lowest number up, joining the first that answers at its own listener; the
- * one that reaches none below itself takes the role over and resolves with a
+ * membership it sent elect its successor: each asks every member below it
+ * at once and joins the lowest-numbered that answers at its own listener; the
+ * one that none below itself answers takes the role over and resolves with a
  * `Succession`. Rejects when this node cannot go on (NodeLostError: dropped,
  * or its side of a partition is a minority).
  *
@@ -842,10 +872,14 @@ export type StandDown = 'dropped' | 'minority'
 /** The program as this node loads it: every attempt's ranks run it. */
 type OwnProgram = { programFile: string; tsconfig: string | undefined; compiled?: CompiledProgram }
 
-/** How following one coordinator ended: the run's exit code, the coordinator lost, or never admitted. */
+/**
+ * How following one coordinator ended: the run's exit code, the coordinator
+ * lost (with the furthest step this node's ranks had `reached`, and their
+ * stop under way: `stopped`), or never admitted.
+ */
 type FollowEnd =
   | { kind: 'finished'; code: number }
-  | { kind: 'coordinator-lost'; coordinator: number; why: string; at: number }
+  | { kind: 'coordinator-lost'; coordinator: number; why: string; at: number; reached: Reached; stopped: Promise<void> }
   | { kind: 'unadmitted'; why: string }
 
 /**
@@ -955,7 +989,7 @@ class ClusterAgent {
   }
 
   /** Join the coordinator `coordinator` on `socket`, then follow it until it says the run's exit code, is lost, or never admits this node. */
-  follow(socket: Socket, coordinator: number, joinWithinMs = this.opts.nodeTimeoutMs): Promise<FollowEnd> {
+  follow(socket: Socket, coordinator: number, joinWithinMs = this.opts.nodeTimeoutMs, reached?: Reached): Promise<FollowEnd> {
     this.coordinator = coordinator
     this.welcomed = false
     this.silence = undefined
@@ -971,15 +1005,17 @@ class ClusterAgent {
         if (coordinator === 0) reject(new CommunicationError(`node ${this.node}: node 0 did not answer the join within ${(this.opts.nodeTimeoutMs / 1000).toFixed(1)} s (--node-timeout)`))
       }, joinWithinMs)
       const { opts, node } = this
-      const join: JoinRequest = { t: 'join', node, nodes: opts.place.nodes, identity: opts.identity, machine: machineId(), dir: opts.dir, takeover: this.standby.at }
+      const join: JoinRequest = { t: 'join', node, nodes: opts.place.nodes, identity: opts.identity, machine: machineId(), dir: opts.dir, takeover: this.standby.at, reached }
       this.wire.send(join)
     })
   }
 
   /**
    * The coordinator is lost: find its successor among the members of the last
-   * view, lowest number first, and follow it; or take the role over when no
-   * member below this node answers.
+   * view. Every member below this node is asked at once (`reachLowest`); this
+   * node follows the lowest-numbered one that answers, and takes the role over
+   * when none below answers. A member that answered but turned it away
+   * (it follows one lower still) is passed over for the next one up.
    */
   async elect(lost: Extract<FollowEnd, { kind: 'coordinator-lost' }>): Promise<Succession | FollowEnd> {
     const { node, view } = this
@@ -991,27 +1027,24 @@ class ClusterAgent {
       throw new NodeLostError(node, `node ${node}: ${what}, and this node is not a member of the last membership; the run's outcome is the other nodes' to report`)
     }
     this.opts.log?.(`node ${node}: ${what}; looking for its successor among nodes ${members.filter((n) => n !== lost.coordinator).join(', ')}`)
-    for (const c of members) {
-      if (c === lost.coordinator) continue
-      if (c === node) {
-        const leader = await ClusterLeader.succeed(this.opts, this.standby, this.host, view, lost.coordinator, lost.why, this.hosts).catch((e: unknown) => {
-          // A minority stops without speaking for the run; a majority that cannot go on reports its 76.
-          if (e instanceof NodeLostError && / not a majority /.test(e.message)) this.onDropped('minority')
-          throw e
-        })
-        this.handOver()
-        return { leader, view, lost: lost.coordinator, why: lost.why, lostAt: lost.at }
-      }
-      const at = view.endpoints[c]
-      if (!at) continue
-      const socket = await reachMember(at, this.opts, node)
-      if (!socket) continue
+    let below = members.filter((n) => n < node && n !== lost.coordinator && view.endpoints[n] !== undefined)
+    for (;;) {
+      // This node's ranks stop while the candidates are asked: the search does not wait for them.
+      const [found] = await Promise.all([reachLowest(below.map((c) => ({ node: c, at: view.endpoints[c] })), this.opts, node), lost.stopped])
+      if (!found) break
       this.standby.turnAway()
-      const end = await this.follow(socket, c)
+      // The candidate leads once its own search ended (at most one election wait after this node's).
+      const end = await this.follow(found.socket, found.node, this.opts.nodeTimeoutMs + electionWaitMs(this.opts), lost.reached)
       if (end.kind !== 'unadmitted') return end
+      below = below.filter((n) => n > found.node)
     }
-    // Unreachable: this node is a member, and leads when no member below it answers.
-    throw new NodeLostError(lost.coordinator, `node ${node}: ${what}, and no successor was found`)
+    const leader = await ClusterLeader.succeed(this.opts, this.standby, this.host, view, lost.coordinator, lost.why, this.hosts, lost.reached).catch((e: unknown) => {
+      // A minority stops without speaking for the run; a majority that cannot go on reports its 76.
+      if (e instanceof NodeLostError && / not a majority /.test(e.message)) this.onDropped('minority')
+      throw e
+    })
+    this.handOver()
+    return { leader, view, lost: lost.coordinator, why: lost.why, lostAt: lost.at }
   }
 
   private onMessage(m: LeaderMessage): void {
@@ -1108,7 +1141,9 @@ class ClusterAgent {
     if (this.beats) clearInterval(this.beats)
     this.beats = undefined
     const at = performance.now()
-    void this.stopLocal().then(() => this.settle.resolve({ kind: 'coordinator-lost', coordinator: this.coordinator, why: this.silence ?? why, at }))
+    const l = this.local
+    const reached = furthest(l ? this.ranks.map((r) => l.where(r)) : [])
+    this.settle.resolve({ kind: 'coordinator-lost', coordinator: this.coordinator, why: this.silence ?? why, at, reached, stopped: this.stopLocal() })
   }
 
   private async stopLocal(): Promise<void> {
@@ -1146,11 +1181,29 @@ class ClusterAgent {
 }
 
 /**
- * Reach member `at` (a candidate successor) and prove the run's secret there,
- * each within the election wait; undefined when it does not answer (lost too).
+ * Reach every candidate successor at once and prove the run's secret there,
+ * each within the election wait: the lowest-numbered that answers, once every
+ * one below it has not; undefined when none does. The connections that lose
+ * are closed (a successor counts only the nodes that join it).
+ */
+async function reachLowest(candidates: readonly { node: number; at: HostPort }[], opts: ClusterOptions, self: number): Promise<{ node: number; socket: Socket } | undefined> {
+  const tries = candidates.map((c) => reachMember(c.at, opts, self))
+  for (let i = 0; i < tries.length; i++) {
+    const socket = await tries[i]
+    if (!socket) continue
+    for (const later of tries.slice(i + 1)) void later.then((s) => s?.destroy())
+    return { node: candidates[i].node, socket }
+  }
+  return undefined
+}
+
+/**
+ * Reach member `at` (a candidate successor: connected within
+ * candidateConnectMs) and prove the run's secret there (within the election
+ * wait); undefined when it does not answer (lost too).
  */
 async function reachMember(at: HostPort, opts: ClusterOptions, node: number): Promise<Socket | undefined> {
-  const s = await tryConnect(at, electionWaitMs(opts))
+  const s = await tryConnect(at, candidateConnectMs(opts))
   if (typeof s === 'string') return undefined
   try {
     await proveToLeader(s, opts.secret?.key, node, `${at.host}:${at.port}`, electionWaitMs(opts))

@@ -250,7 +250,7 @@ describe.skipIf(unavailable !== undefined)('a slow link for a whole run (each no
 })
 
 describe.skipIf(unavailable !== undefined)('a partition of 2 | 1 nodes (each node in its own network namespace)', () => {
-  it('node 2 cut off from nodes 0 and 1: it stops with 76 within --node-timeout + 12 s (a successor looked for first), nodes 0 and 1 finish with the serial bits; a later --resume of the same directories continues their line', async () => {
+  it('node 2 cut off from nodes 0 and 1: it stops with 76 within --node-timeout + 3 s (every member below it asked at once), nodes 0 and 1 finish with the serial bits; a later --resume of the same directories continues their line', async () => {
     const net = network('d', 3)
     const n = 40
     const iterations = 2000
@@ -266,16 +266,18 @@ describe.skipIf(unavailable !== undefined)('a partition of 2 | 1 nodes (each nod
     try {
       await until(run.out, /checkpoint 3 committed to partner/, run)
       expect(run.out()).not.toMatch(/checksum/)
-      const minority = processesOfNode(2, marker)
+      // Node 2's supervisor and rank processes; not the TypeScript loader's esbuild helper (run from the sources), which lingers a second after its parent is gone.
+      const minority = processesOfNode(2, marker).filter((pid) => !readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('esbuild'))
       expect(minority.length, run.out()).toBeGreaterThan(0)
       net.cutOff(2)
       const cut = Date.now()
-      // The minority stops on its own (node 0 is silent to it): it first looks for a successor among the members
-      // it cannot reach (5 s each for nodes 0 and 1 at most), then finds it holds no majority: every process of node 2 gone.
+      // The minority stops on its own (node 0 is silent to it): it asks node 1, the only member below it, whether it
+      // leads (unanswered: 1 s to connect under a 2 s --node-timeout), then finds it holds no majority: every process of node 2 gone.
+      // Measured about 3.2 s after the cut (the code that asked candidates one by one and waited for node 1 to join took 5 s or more).
       while (minority.some(alive) && Date.now() - cut < 25_000) await new Promise((r) => setTimeout(r, 20))
       const stoppedAfter = Date.now() - cut
       expect(minority.filter(alive), run.out()).toEqual([])
-      expect(stoppedAfter, run.out()).toBeLessThan(2000 + 12_000)
+      expect(stoppedAfter, run.out()).toBeLessThan(2000 + 3000)
       expect(run.out()).toMatch(/node 2: node 0 was lost \(silent for more than 2\.0 s \(--node-timeout\)\), and this side holds 1 of the 3 nodes of the last membership \(nodes 2 of 0, 1, 2\): not a majority/)
       expect(run.out()).toMatch(/node 2 exited with 76/)
       const written = await ended(status, run)
@@ -288,6 +290,8 @@ describe.skipIf(unavailable !== undefined)('a partition of 2 | 1 nodes (each nod
       expect(lastLine, out).toBeDefined()
 
       // The partition healed, the same directories: the resume takes the majority's last line (2 ranks), not node 2's older one.
+      // The first run's end, removed: waiting for node 0's end must wait for the second run's, not find the first's.
+      rmSync(status, { force: true })
       const again = startRun(network('e', 3), [...args, '--events', events, '--resume'])
       const second = await ended(status, again)
       const out2 = again.out()
