@@ -151,13 +151,21 @@ export class CheckpointCommitter {
     this.disk = disk
     this.memory = this.own.find((w) => w.level.name === 'memory')
     this.memoryKept = this.memory ? this.memory.level.listed.map((s) => s.seq) : []
-    // The memory level's thread loads while the run starts, not in the first checkpoint's stall. A thread
-    // that fails to start fails the first memory checkpoint, which names it: nothing to do here.
-    if (this.memory) void this.io.warm().catch(() => undefined)
     this.flushIo = cfg.compress === true || cfg.incremental ? new CheckpointIoThread() : undefined
     // Deltas are made by the background flush from the memory copy.
     if (cfg.incremental && !this.memory) throw new ConfigError('incremental checkpoints need a memory level (memory or async): the background flush makes the deltas')
     this.chain = cfg.incremental ? new DeltaChain(cfg.incremental.every) : undefined
+  }
+
+  /**
+   * With a memory level: start its I/O thread now, so that it has loaded by
+   * the first checkpoint instead of loading in that checkpoint's stall (see
+   * CheckpointIoThread.warm). Called once the run is sure to go on (a
+   * refused resume would leave the thread idle), and stopped by `settle`.
+   */
+  startIoThread(): void {
+    // A thread that fails to start fails the first memory checkpoint, which names it: nothing to do here.
+    if (this.memory) void this.io.warm().catch(() => undefined)
   }
 
   /** This rank's chain of incremental disk checkpoints (`incremental`). */
