@@ -175,6 +175,7 @@ try {
   const offs: number[] = [offRuns[0].ms]
   const ratios = new Map<string, number[]>(variants.map((v) => [v, []]))
   const cpuRatios = new Map<string, number[]>(variants.map((v) => [v, []]))
+  const mainRatios = new Map<string, number[]>(variants.map((v) => [v, []]))
   const runs = new Map<string, Measured[]>(variants.map((v) => [v, []]))
   for (let round = 0; round < rounds; round++) {
     const order = round % 2 === 0 ? variants : [...variants].reverse()
@@ -190,6 +191,7 @@ try {
       ratios.get(v)!.push(ratio)
       const cpuRatio = m.cpuMs / ((cpuBefore + afterRun.cpuMs) / 2)
       cpuRatios.get(v)!.push(cpuRatio)
+      mainRatios.get(v)!.push(m.threads.main / ((offRuns[offRuns.length - 2].threads.main + afterRun.threads.main) / 2))
       runs.get(v)!.push(m)
       console.log(
         `  round ${round + 1} ${v.padEnd(8)} ${(m.ms / 1000).toFixed(2)} s between ${(before / 1000).toFixed(2)} and ${(after / 1000).toFixed(2)} s without: ${pct(ratio)}; CPU time ${pct(cpuRatio)}` +
@@ -237,6 +239,20 @@ try {
   record.figure('noise floor: CPU time of a run without checkpoints over the previous one', cpuNoise.map((r) => (r - 1) * 100), '%')
   console.log('\n' + table(['variant', 'overhead (median)', 'min … max', 'stall ms', 'stall share', 'votes share', 'rest (background)', 'within runs ± s.e.', 'CPU time (median)', 'min … max'], rows))
   console.log('\n' + table(['variant', 'background CPU ms per checkpoint and rank', 'background share', 'stall share', 'background + stall + votes'], backgroundRows))
+  // One-time costs (the first checkpoint's buffers, files and helper thread) against the steady ones, and the
+  // supersteps' own threads: a cost spread over every superstep shows in their CPU time, not in the stalls.
+  const mainNoise = offRuns.slice(1).map((x, i) => x.threads.main / offRuns[i].threads.main)
+  for (const v of variants) {
+    const firsts = runs.get(v)!.flatMap((m) => m.stalls.slice(0, 1))
+    const later = runs.get(v)!.flatMap((m) => m.stalls.slice(1))
+    const [mainMedian, mainRange] = spread(mainRatios.get(v)!)
+    console.log(
+      `${v}: first checkpoint's stall ${firsts.length > 0 ? summary(firsts).median.toFixed(1) : '–'} ms (median over runs), later ones ${later.length > 0 ? summary(later).median.toFixed(1) : '–'} ms; ` +
+        `main threads' CPU time over runs without checkpoints ${mainMedian} (${mainRange}; noise ${spread(mainNoise).join(', ')})`,
+    )
+    if (firsts.length > 0) record.figure(`${v}: stall at the first memory checkpoint of a run`, firsts, 'ms')
+    record.figure(`${v}: CPU time of the rank processes' main threads over runs without checkpoints`, mainRatios.get(v)!.map((r) => (r - 1) * 100), '%')
+  }
   console.log(`\nruns without checkpoints: ${offs.map((x) => (x / 1000).toFixed(2)).join(', ')} s; load average at the end: ${load()}`)
   console.log('within runs: the supersteps within 450 ms of each checkpoint beyond their neighbours\', mean ± standard error, times checkpoints per run time (noise row: at phantom points every 2 s of the runs without checkpoints)')
   console.log('background: CPU time of the rank processes\' threads other than the main one (/proc schedstat), beyond what they take per second of a run without checkpoints; its share of each rank\'s core plus the stall and votes shares bounds the overhead from above, as if every background cycle were taken from a superstep')

@@ -157,6 +157,17 @@ export class CheckpointCommitter {
     this.chain = cfg.incremental ? new DeltaChain(cfg.incremental.every) : undefined
   }
 
+  /**
+   * With a memory level: start its I/O thread now, so that it has loaded by
+   * the first checkpoint instead of loading in that checkpoint's stall (see
+   * CheckpointIoThread.warm). Called once the run is sure to go on (a
+   * refused resume would leave the thread idle), and stopped by `settle`.
+   */
+  startIoThread(): void {
+    // A thread that fails to start fails the first memory checkpoint, which names it: nothing to do here.
+    if (this.memory) void this.io.warm().catch(() => undefined)
+  }
+
   /** This rank's chain of incremental disk checkpoints (`incremental`). */
   private readonly chain: DeltaChain | undefined
 

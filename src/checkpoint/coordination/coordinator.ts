@@ -121,8 +121,8 @@ export class CheckpointCoordinator implements SkeletonHooks {
     const memory = ownLevel(levels, 'memory')
     const coordinator = new CheckpointCoordinator(comm, cfg, ownLevel(levels, 'disk')!.store, memory?.store, vote, commits, log, hooks)
     coordinator.cleansMemory = memory?.writesMarker === true
-    if (!cfg.resume) return coordinator
-    await coordinator.resumeLine(levels, search, id, code, otherRuns(everyLevel, runId), rebuilds)
+    if (cfg.resume) await coordinator.resumeLine(levels, search, id, code, otherRuns(everyLevel, runId), rebuilds)
+    commits.startIoThread()
     return coordinator
   }
 

@@ -113,3 +113,21 @@ describe('CheckpointIoThread: a rank file written in one go once the rank releas
     expect(existsSync(join(root, 'never.mlf'))).toBe(false)
   })
 })
+
+describe('CheckpointIoThread.warm: the thread started ahead of its first job', () => {
+  it('resolves once the thread has loaded, before any job; a job then runs on it, and warm starts a new thread after close', async () => {
+    const ahead = new CheckpointIoThread()
+    try {
+      await ahead.warm()
+      const payload = new Uint8Array(new SharedArrayBuffer(8192)).fill(7)
+      const [digests] = await ahead.digest([payload], 4096)
+      expect(digests.byteLength).toBeGreaterThan(0)
+      await ahead.close()
+      await ahead.warm()
+      const [again] = await ahead.digest([payload], 4096)
+      expect(again).toEqual(digests)
+    } finally {
+      await ahead.close()
+    }
+  })
+})

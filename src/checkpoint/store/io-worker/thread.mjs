@@ -42,7 +42,7 @@ import { blockDigests } from './block-digests.mjs'
  *
  * @typedef {{ copied: number[], sums: number[], bytes: number }} StagedValue
  * @typedef {{ stored: Uint8Array, checksum: number } | null} CompressedPayload
- * @typedef {{ id: number, copied?: true, value?: StagedValue | number | CompressedPayload[] | Uint8Array[], error?: { message: string, code?: string } }} IoReply
+ * @typedef {{ id: number, copied?: true, ready?: true, value?: StagedValue | number | CompressedPayload[] | Uint8Array[], error?: { message: string, code?: string } }} IoReply
  */
 
 // How long a staged job waits at most for `release` (a rank that never calls it only delays its checkpoint).
@@ -142,3 +142,6 @@ port.on('message', (/** @type {IoRequest} */ m) => {
     port.postMessage(/** @satisfies {IoReply} */ ({ id: m.id, error: { message, code } }))
   }
 })
+
+// Loaded and listening: what CheckpointIoThread.warm waits for (its id names no job).
+port.postMessage(/** @satisfies {IoReply} */ ({ id: -1, ready: true }))
