@@ -1,0 +1,211 @@
+#!/bin/bash
+# slurm-check.sh — check by hand, on one Linux host, how molotof runs under a
+# real Slurm (srun, sbatch) when one node's processes die. NOT part of the
+# test suite (npm test needs no Slurm).
+#
+# Needs: root, iproute2, Debian's `apt-get install -y slurm-wlm munge`
+# (Slurm 22.05), node 20; run from the repository root:
+#
+#     sudo scripts/slurm-check.sh            # all checks
+#     sudo scripts/slurm-check.sh spare      # only some: plain spare shrink none sbatch
+#
+# It builds a throwaway cluster: one munged (its own key and socket) and
+# slurmctld in the root network namespace, and 5 slurmd (nodes mc0..mc4), each
+# in its own network namespace with its own address (10.79.0.1..5, veth pairs
+# on a bridge where the host is 10.79.0.254), spool and logs in a temp dir,
+# proctrack/linuxproc, select/linear, no cgroups. A node's loss is every
+# process of its namespace but slurmd SIGKILLed (its slurmstepd, the node
+# supervisor, its ranks) and its checkpoint directory deleted. Each check
+# prints the commands, srun's exit code, the status file, and a verdict line
+# `PASS|FAIL <check>: …`; the checksum is compared with the serial solver's
+# (examples/jacobi/serial.ts). Everything (daemons, namespaces, temp dir) is
+# removed on exit, on failure too. Exit code: the number of failed checks.
+set -u
+REPO=$(cd "$(dirname "$0")/.." && pwd)
+CHECKS=${*:-"plain spare shrink none sbatch"}
+P=mcx                      # namespace/interface prefix (kept short: interface names ≤ 15)
+SUB=10.79.0
+NODES=5
+PORT0=16917                # slurmctld; slurmd is PORT0+1 in every namespace
+N=40; ITER=2500            # Jacobi size: a run of a few seconds on 2 cores
+[ "$(id -u)" = 0 ] || { echo "slurm-check: run as root (namespaces, slurmd)"; exit 2; }
+for c in slurmctld slurmd srun munged ip node; do command -v $c >/dev/null || { echo "slurm-check: $c is missing (apt-get install -y slurm-wlm munge)"; exit 2; }; done
+
+T=$(mktemp -d /tmp/molotof-slurm-check-XXXXXX)
+chmod 755 "$T"
+FAILED=0
+cleanup() {
+  set +e
+  [ -n "${JOBS_STARTED:-}" ] && SLURM_CONF=$T/slurm.conf scancel --full -u root >/dev/null 2>&1
+  for i in $(seq 0 $((NODES - 1))); do
+    for pid in $(ip netns pids $P$i 2>/dev/null); do kill -9 "$pid" 2>/dev/null; done
+  done
+  for f in "$T"/ctld.pid "$T"/munged.pid; do [ -s "$f" ] && kill -9 "$(cat "$f")" 2>/dev/null; done
+  sleep 0.5
+  for i in $(seq 0 $((NODES - 1))); do ip netns del $P$i 2>/dev/null; ip link del ${P}v$i 2>/dev/null; done
+  ip link del ${P}br 2>/dev/null
+  rm -rf "$T"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+say() { echo "+ $*"; }
+verdict() { # verdict <check> <ok 0|1> <text>
+  if [ "$2" = 0 ]; then echo "PASS $1: $3"; else echo "FAIL $1: $3"; FAILED=$((FAILED + 1)); fi
+}
+
+# --- the network: a bridge, one namespace per node -------------------------
+ip link add ${P}br type bridge && ip link set ${P}br up && ip addr add $SUB.254/24 dev ${P}br || exit 2
+for i in $(seq 0 $((NODES - 1))); do
+  ip netns add $P$i && ip link add ${P}v$i type veth peer name ${P}e$i &&
+    ip link set ${P}e$i netns $P$i && ip link set ${P}v$i master ${P}br && ip link set ${P}v$i up &&
+    ip -n $P$i link set ${P}e$i name eth0 && ip -n $P$i addr add $SUB.$((i + 1))/24 dev eth0 &&
+    ip -n $P$i link set eth0 up && ip -n $P$i link set lo up && ip -n $P$i route add default via $SUB.254 || exit 2
+done
+
+# --- munge: a key and a socket of our own ----------------------------------
+mkdir -p "$T/munge" && chmod 700 "$T/munge"
+head -c 1024 /dev/urandom > "$T/munge/key" && chmod 400 "$T/munge/key"
+munged --force --socket="$T/munge/sock" --key-file="$T/munge/key" --pid-file="$T/munged.pid" \
+  --log-file="$T/munge/log" --seed-file="$T/munge/seed" || { echo "slurm-check: munged did not start"; exit 2; }
+
+# --- slurm.conf -------------------------------------------------------------
+HOST=$(hostname)
+mkdir -p "$T/state" "$T/spool" "$T/log" "$T/work"
+{
+  echo "ClusterName=molotofcheck"
+  echo "SlurmctldHost=$HOST($SUB.254)"
+  echo "SlurmctldPort=$PORT0"
+  echo "SlurmdPort=$((PORT0 + 1))"
+  echo "AuthType=auth/munge"
+  echo "AuthInfo=socket=$T/munge/sock"
+  echo "CredType=cred/munge"
+  echo "SlurmUser=root"
+  echo "SlurmdUser=root"
+  echo "StateSaveLocation=$T/state"
+  echo "SlurmdSpoolDir=$T/spool/%n"
+  echo "SlurmctldPidFile=$T/ctld.pid"
+  echo "SlurmdPidFile=$T/spool/%n.pid"
+  echo "SlurmctldLogFile=$T/log/slurmctld.log"
+  echo "SlurmdLogFile=$T/log/%n.log"
+  echo "ProctrackType=proctrack/linuxproc"
+  echo "TaskPlugin=task/none"
+  echo "SelectType=select/linear"
+  echo "SchedulerType=sched/builtin"
+  echo "MpiDefault=none"
+  echo "SwitchType=switch/none"
+  echo "JobAcctGatherType=jobacct_gather/none"
+  echo "AccountingStorageType=accounting_storage/none"
+  echo "ReturnToService=2"
+  echo "SlurmdParameters=config_overrides"
+  echo "SlurmdTimeout=30"
+  echo "InactiveLimit=0"
+  echo "KillWait=5"
+  for i in $(seq 0 $((NODES - 1))); do echo "NodeName=mc$i NodeAddr=$SUB.$((i + 1)) NodeHostname=mc$i CPUs=1 State=UNKNOWN"; done
+  echo "PartitionName=check Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO"
+} > "$T/slurm.conf"
+# slurmd 22.05 loads a cgroup plugin even with proctrack/linuxproc and task/none; its
+# autodetection fails on a hybrid hierarchy (a tmpfs at /sys/fs/cgroup): name v1.
+printf 'CgroupPlugin=cgroup/v1\nCgroupAutomount=no\n' > "$T/cgroup.conf"
+export SLURM_CONF=$T/slurm.conf
+
+slurmctld -i -f "$T/slurm.conf" || { echo "slurm-check: slurmctld did not start"; cat "$T/log/slurmctld.log"; exit 2; }
+for i in $(seq 0 $((NODES - 1))); do
+  mkdir -p "$T/spool/mc$i"
+  ip netns exec $P$i slurmd -N mc$i -f "$T/slurm.conf" || { echo "slurm-check: slurmd mc$i did not start"; cat "$T/log/mc$i.log"; exit 2; }
+done
+for _ in $(seq 1 60); do
+  [ "$(sinfo -h -N -t idle -o %N | wc -l)" = $NODES ] && break
+  sleep 0.5
+done
+say sinfo -N; sinfo -N
+[ "$(sinfo -h -N -t idle -o %N | wc -l)" = $NODES ] || { echo "slurm-check: the nodes did not come up idle"; tail -20 "$T"/log/*.log; exit 2; }
+
+SERIAL=$(cd "$REPO" && node_modules/.bin/tsx -e "import { jacobiSerial, interiorSum } from './examples/jacobi/serial.ts'; console.log(interiorSum(jacobiSerial($N, $ITER), $N))")
+echo "serial checksum (examples/jacobi/serial.ts, n=$N, $ITER iterations): $SERIAL"
+export MOLOTOF_SECRET=slurm-check-$RANDOM$RANDOM
+MOLOTOF=("$REPO/node_modules/.bin/tsx" "$REPO/src/cli/main.ts")
+[ -x "$REPO/bin/molotof.mjs" ] && MOLOTOF=(node "$REPO/bin/molotof.mjs")
+
+# Lose node <i>: every process in its namespace but slurmd, SIGKILLed; its disk with it.
+lose_node() {
+  local ns=$P$1 slurmd
+  slurmd=$(cat "$T/spool/mc$1.pid")
+  local pids=()
+  for pid in $(ip netns pids "$ns"); do [ "$pid" != "$slurmd" ] && pids+=("$pid"); done
+  say "kill -9 ${pids[*]}   # node $1 (mc$1): $(for p in "${pids[@]}"; do tr '\0' ' ' < /proc/$p/cmdline 2>/dev/null | cut -c1-40; echo -n ' | '; done)"
+  kill -9 "${pids[@]}" 2>/dev/null
+  rm -rf "$2$1"
+}
+
+# Wait until file $1 matches regex $2 (60 s at most).
+wait_for() { for _ in $(seq 1 600); do grep -Eq "$2" "$1" 2>/dev/null && return 0; sleep 0.1; done; return 1; }
+
+checksum_ok() { # checksum_ok <output file>
+  local got
+  got=$(grep -Eo 'checksum [^ ]+' "$1" | head -1 | cut -d' ' -f2)
+  [ -n "$got" ] && node -e "process.exit(Object.is(Number('$got'), Number('$SERIAL')) ? 0 : 1)"
+}
+status_code() { node -p "try { require('$1').exitCode } catch { 'none' }"; }
+
+# run_case <name> <nodes> <spare> <kills: node numbers, killed one after the other>
+run_case() {
+  local name=$1 nodes=$2 spare=$3; shift 3
+  local dir=$T/work/$name out=$T/work/$name.out
+  mkdir -p "$dir"
+  local srun=(srun --nodes=$nodes --ntasks=$nodes --ntasks-per-node=1 --nodelist=mc[0-$((nodes - 1))] --no-kill --kill-on-bad-exit=0)
+  local run=("${MOLOTOF[@]}" run "$REPO/examples/jacobi/jacobi.ts" --n $N --iterations $ITER --ranks-per-node 1
+    --checkpoint every:100 --checkpoint-dir "$dir/ckpt-{node}" --memory-checkpoint every:20 --memory-dir "$dir/mem-{node}"
+    --rendezvous $SUB.1:$((PORT0 + 100)) --status-file "$dir/status.json" --log all --resume-or-start)
+  [ "$spare" -gt 0 ] && run+=(--spare-nodes "$spare")
+  say "${srun[*]} ${run[*]}"
+  (cd "$dir" && exec "${srun[@]}" "${run[@]}") > "$out" 2>&1 &
+  local srun_pid=$!
+  if [ $# -gt 0 ]; then
+    # Once the partners hold copies (checkpoint 2), mid-run.
+    for _ in $(seq 1 600); do grep -q 'checkpoint 2 committed to partner' "$out" && break; kill -0 $srun_pid 2>/dev/null || break; sleep 0.1; done
+    if grep -q 'checksum' "$out"; then echo "  (the run ended before node $1 could be killed)"; else lose_node "$1" "$dir/ckpt-"; fi
+  fi
+  wait $srun_pid
+  local code=$?
+  echo "  srun exit code: $code"
+  echo "  status file: $(cat "$dir/status.json" 2>/dev/null | tr -d '\n' | cut -c1-300)"
+  grep -E 'lost|spare node|shrink|checksum|node-lost|exit|error|srun:' "$out" | grep -v 'committed' | head -20 | sed 's/^/  | /'
+  LAST_CODE=$code LAST_OUT=$out LAST_STATUS=$dir/status.json LAST_DIR=$dir
+}
+
+for check in $CHECKS; do
+  echo
+  echo "=== $check"
+  case $check in
+    plain)
+      run_case plain 4 0
+      checksum_ok "$LAST_OUT"; verdict plain $(( LAST_CODE != 0 || $? != 0 )) "4 nodes, no fault: srun $LAST_CODE, status $(status_code "$LAST_STATUS"), checksum = serial: $(checksum_ok "$LAST_OUT" && echo yes || echo no)"
+      ;;
+    spare)
+      run_case spare 5 1 1
+      ok=1; checksum_ok "$LAST_OUT" && [ "$(status_code "$LAST_STATUS")" = 0 ] && grep -q 'spare node 4 took rank 1' "$LAST_OUT" && ok=0
+      verdict spare $ok "4 nodes + 1 spare, node 1 killed: srun exit $LAST_CODE, status exitCode $(status_code "$LAST_STATUS"), spare took over: $(grep -q 'spare node 4 took rank 1' "$LAST_OUT" && echo yes || echo no), checksum = serial: $(checksum_ok "$LAST_OUT" && echo yes || echo no)"
+      ;;
+    shrink)
+      run_case shrink 4 0 1
+      ok=1; checksum_ok "$LAST_OUT" && [ "$(status_code "$LAST_STATUS")" = 0 ] && ok=0
+      verdict shrink $ok "4 nodes, no spare, node 1 killed: srun exit $LAST_CODE, status exitCode $(status_code "$LAST_STATUS"), checksum = serial: $(checksum_ok "$LAST_OUT" && echo yes || echo no)"
+      ;;
+    none)
+      # Two nodes: one working node left is not enough, the run stops with 76; the README loop runs srun again on what is left.
+      run_case none 2 0 1
+      first=$LAST_CODE; firststatus=$(status_code "$LAST_STATUS")
+      echo "  the README loop: status says $firststatus, so run again (it resumes)"
+      rm -f "$LAST_STATUS"
+      run_case none 2 0
+      ok=1; [ "$firststatus" = 76 ] && checksum_ok "$LAST_OUT" && [ "$(status_code "$LAST_STATUS")" = 0 ] && grep -q 'resum' "$LAST_OUT" && ok=0
+      verdict none $ok "2 nodes, node 1 killed: srun exit $first, status exitCode $firststatus; again: srun exit $LAST_CODE, status $(status_code "$LAST_STATUS"), resumed: $(grep -qi 'resum' "$LAST_OUT" && echo yes || echo no), checksum = serial: $(checksum_ok "$LAST_OUT" && echo yes || echo no)"
+      ;;
+    sbatch)
+      ;;
+  esac
+done
+echo
+echo "slurm-check: $FAILED failed"
+exit $FAILED
