@@ -7,7 +7,9 @@
 # (Slurm 22.05), node 20; run from the repository root:
 #
 #     sudo scripts/slurm-check.sh            # all checks
-#     sudo scripts/slurm-check.sh spare      # only some: plain spare shrink none sbatch
+#     sudo scripts/slurm-check.sh spare      # only some, of: plain spare spare-bare spare-node
+#                                            #   spare-node-bare spare-stepd shrink none sbatch
+# (-bare: srun without --no-kill --kill-on-bad-exit=0)
 #
 # It builds a throwaway cluster: one munged (its own key and socket) and
 # slurmctld in the root network namespace, and 5 slurmd (nodes mc0..mc4), each
@@ -22,7 +24,10 @@
 # removed on exit, on failure too. Exit code: the number of failed checks.
 set -u
 REPO=$(cd "$(dirname "$0")/.." && pwd)
-CHECKS=${*:-"plain spare shrink none sbatch"}
+CHECKS=${*:-"plain spare spare-bare spare-node spare-node-bare spare-stepd shrink none sbatch"}
+LOSS=tasks
+KEEP="--no-kill --kill-on-bad-exit=0"   # the flags README gives srun
+SRUN_FLAGS=$KEEP
 P=mcx                      # namespace/interface prefix (kept short: interface names ≤ 15)
 SUB=10.79.0
 NODES=5
@@ -98,7 +103,7 @@ mkdir -p "$T/state" "$T/spool" "$T/log" "$T/work"
   echo "AccountingStorageType=accounting_storage/none"
   echo "ReturnToService=2"
   echo "SlurmdParameters=config_overrides"
-  echo "SlurmdTimeout=30"
+  echo "SlurmdTimeout=10"
   echo "InactiveLimit=0"
   echo "KillWait=5"
   for i in $(seq 0 $((NODES - 1))); do echo "NodeName=mc$i NodeAddr=$SUB.$((i + 1)) NodeHostname=mc$i CPUs=1 State=UNKNOWN"; done
@@ -127,15 +132,36 @@ export MOLOTOF_SECRET=slurm-check-$RANDOM$RANDOM
 MOLOTOF=("$REPO/node_modules/.bin/tsx" "$REPO/src/cli/main.ts")
 [ -x "$REPO/bin/molotof.mjs" ] && MOLOTOF=(node "$REPO/bin/molotof.mjs")
 
-# Lose node <i>: every process in its namespace but slurmd, SIGKILLed; its disk with it.
+# Lose node <i> the way $LOSS says, and its disk with it:
+#   tasks: the node supervisor and its ranks SIGKILLed (slurmstepd lives: it reports the tasks killed);
+#   stepd: every process of the namespace but slurmd (slurmstepd too: nobody reports the tasks' end);
+#   node:  every process of the namespace, slurmd included (the node is down for slurmctld).
 lose_node() {
-  local ns=$P$1 slurmd
+  local ns=$P$1 slurmd pids=() cmd
   slurmd=$(cat "$T/spool/mc$1.pid")
-  local pids=()
-  for pid in $(ip netns pids "$ns"); do [ "$pid" != "$slurmd" ] && pids+=("$pid"); done
-  say "kill -9 ${pids[*]}   # node $1 (mc$1): $(for p in "${pids[@]}"; do tr '\0' ' ' < /proc/$p/cmdline 2>/dev/null | cut -c1-40; echo -n ' | '; done)"
+  for pid in $(ip netns pids "$ns"); do
+    cmd=$(tr '\0' ' ' < /proc/$pid/cmdline 2>/dev/null)
+    case $LOSS:$cmd in
+      tasks:slurmstepd*|tasks:slurmd*|stepd:slurmd\ *) ;;
+      *) pids+=("$pid") ;;
+    esac
+  done
+  say "kill -9 ${pids[*]}   # node $1 (mc$1), loss '$LOSS': $(for p in "${pids[@]}"; do tr '\0' ' ' < /proc/$p/cmdline 2>/dev/null | cut -c1-30; echo -n '| '; done)"
   kill -9 "${pids[@]}" 2>/dev/null
   rm -rf "$2$1"
+  LOST_SLURMD=
+  [ "$LOSS" = node ] && LOST_SLURMD=$1
+}
+
+# After a check: a slurmd killed with its node started again, every node idle again.
+restore_nodes() {
+  if [ -n "${LOST_SLURMD:-}" ]; then
+    ip netns exec $P$LOST_SLURMD slurmd -N mc$LOST_SLURMD -f "$T/slurm.conf"
+    scontrol update nodename=mc$LOST_SLURMD state=resume 2>/dev/null
+    LOST_SLURMD=
+  fi
+  for _ in $(seq 1 120); do [ "$(sinfo -h -N -t idle -o %N | wc -l)" = $NODES ] && return; sleep 0.5; done
+  echo "  (not every node is idle again:)"; sinfo -N | sed 's/^/  | /'
 }
 
 # Wait until file $1 matches regex $2 (60 s at most).
@@ -153,7 +179,7 @@ run_case() {
   local name=$1 nodes=$2 spare=$3; shift 3
   local dir=$T/work/$name out=$T/work/$name.out
   mkdir -p "$dir"
-  local srun=(srun --nodes=$nodes --ntasks=$nodes --ntasks-per-node=1 --nodelist=mc[0-$((nodes - 1))] --no-kill --kill-on-bad-exit=0)
+  local srun=(srun --nodes=$nodes --ntasks=$nodes --ntasks-per-node=1 --nodelist=mc[0-$((nodes - 1))] $SRUN_FLAGS)
   local run=("${MOLOTOF[@]}" run "$REPO/examples/jacobi/jacobi.ts" --n $N --iterations $ITER --ranks-per-node 1
     --checkpoint every:100 --checkpoint-dir "$dir/ckpt-{node}" --memory-checkpoint every:20 --memory-dir "$dir/mem-{node}"
     --rendezvous $SUB.1:$((PORT0 + 100)) --status-file "$dir/status.json" --log all --resume-or-start)
@@ -166,11 +192,24 @@ run_case() {
     for _ in $(seq 1 600); do grep -q 'checkpoint 2 committed to partner' "$out" && break; kill -0 $srun_pid 2>/dev/null || break; sleep 0.1; done
     if grep -q 'checksum' "$out"; then echo "  (the run ended before node $1 could be killed)"; else lose_node "$1" "$dir/ckpt-"; fi
   fi
+  # srun gets 120 s: a check that hangs says so (and what was printed) instead of hanging the script.
+  for _ in $(seq 1 1200); do kill -0 $srun_pid 2>/dev/null || break; sleep 0.1; done
+  local hung=no
+  if kill -0 $srun_pid 2>/dev/null; then
+    hung=yes
+    echo "  srun still running after 120 s; its last lines, then the processes left:"
+    tail -25 "$out" | sed 's/^/  | /'
+    for i in $(seq 0 $((NODES - 1))); do echo "  mc$i: $(for p in $(ip netns pids $P$i); do tr '\0' ' ' < /proc/$p/cmdline | cut -c1-50; echo -n ' | '; done)"; done
+    squeue -s 2>&1 | sed 's/^/  | /'
+    kill -9 $srun_pid; scancel --full -u root 2>/dev/null
+  fi
   wait $srun_pid
   local code=$?
+  [ $hung = yes ] && code="$code (srun hung: killed after 120 s)"
   echo "  srun exit code: $code"
   echo "  status file: $(cat "$dir/status.json" 2>/dev/null | tr -d '\n' | cut -c1-300)"
-  grep -E 'lost|spare node|shrink|checksum|node-lost|exit|error|srun:' "$out" | grep -v 'committed' | head -20 | sed 's/^/  | /'
+  grep -E 'lost|spare node|checksum|srun|slurmstepd|error' "$out" | grep -v 'committed' | head -20 | sed 's/^/  | /'
+  restore_nodes
   LAST_CODE=$code LAST_OUT=$out LAST_STATUS=$dir/status.json LAST_DIR=$dir
 }
 
@@ -182,17 +221,23 @@ for check in $CHECKS; do
       run_case plain 4 0
       checksum_ok "$LAST_OUT"; verdict plain $(( LAST_CODE != 0 || $? != 0 )) "4 nodes, no fault: srun $LAST_CODE, status $(status_code "$LAST_STATUS"), checksum = serial: $(checksum_ok "$LAST_OUT" && echo yes || echo no)"
       ;;
-    spare)
-      run_case spare 5 1 1
+    spare|spare-bare|spare-node|spare-node-bare|spare-stepd)
+      LOSS=tasks; SRUN_FLAGS=$KEEP
+      case $check in *node*) LOSS=node ;; *stepd) LOSS=stepd ;; esac
+      case $check in *bare) SRUN_FLAGS= ;; esac
+      run_case $check 5 1 1
+      SRUN_FLAGS=$KEEP
       ok=1; checksum_ok "$LAST_OUT" && [ "$(status_code "$LAST_STATUS")" = 0 ] && grep -q 'spare node 4 took rank 1' "$LAST_OUT" && ok=0
-      verdict spare $ok "4 nodes + 1 spare, node 1 killed: srun exit $LAST_CODE, status exitCode $(status_code "$LAST_STATUS"), spare took over: $(grep -q 'spare node 4 took rank 1' "$LAST_OUT" && echo yes || echo no), checksum = serial: $(checksum_ok "$LAST_OUT" && echo yes || echo no)"
+      verdict $check $ok "4 nodes + 1 spare, node 1 lost ($LOSS), srun ${SRUN_FLAGS:-without flags}: srun exit $LAST_CODE, status exitCode $(status_code "$LAST_STATUS"), spare took over: $(grep -q 'spare node 4 took rank 1' "$LAST_OUT" && echo yes || echo no), checksum = serial: $(checksum_ok "$LAST_OUT" && echo yes || echo no)"
       ;;
     shrink)
+      LOSS=tasks
       run_case shrink 4 0 1
       ok=1; checksum_ok "$LAST_OUT" && [ "$(status_code "$LAST_STATUS")" = 0 ] && ok=0
       verdict shrink $ok "4 nodes, no spare, node 1 killed: srun exit $LAST_CODE, status exitCode $(status_code "$LAST_STATUS"), checksum = serial: $(checksum_ok "$LAST_OUT" && echo yes || echo no)"
       ;;
     none)
+      LOSS=tasks
       # Two nodes: one working node left is not enough, the run stops with 76; the README loop runs srun again on what is left.
       run_case none 2 0 1
       first=$LAST_CODE; firststatus=$(status_code "$LAST_STATUS")
@@ -203,6 +248,41 @@ for check in $CHECKS; do
       verdict none $ok "2 nodes, node 1 killed: srun exit $first, status exitCode $firststatus; again: srun exit $LAST_CODE, status $(status_code "$LAST_STATUS"), resumed: $(grep -qi 'resum' "$LAST_OUT" && echo yes || echo no), checksum = serial: $(checksum_ok "$LAST_OUT" && echo yes || echo no)"
       ;;
     sbatch)
+      # README's batch script shape (#SBATCH --no-kill, srun with its flags, the loop reading the status file) on 2 nodes
+      # without a spare: node 1's tasks killed in the first attempt leave one working node (76), the loop runs again.
+      dir=$T/work/sbatch; mkdir -p "$dir"
+      cat > "$dir/job.sh" <<JOB
+#!/bin/bash
+#SBATCH --nodes=2 --no-kill --output=$dir/job.out
+status="$dir/status.json"
+for attempt in 1 2 3 4; do
+  rm -f "\$status"
+  echo "attempt \$attempt"
+  srun --ntasks-per-node=1 $KEEP ${MOLOTOF[*]} run $REPO/examples/jacobi/jacobi.ts --n $N --iterations $ITER \\
+      --checkpoint every:100 --checkpoint-dir "$dir/ckpt-{node}" --rendezvous $SUB.1:$((PORT0 + 100)) \\
+      --status-file "\$status" --resume-or-start --log all
+  code=\$?
+  echo "srun exit code \$code"
+  [ -s "\$status" ] && code=\$(node -p "require('\$status').exitCode ?? \$code")
+  echo "status file exitCode \$code"
+  case \$code in
+    0)  echo "script exit 0"; exit 0 ;;
+    76) ;;
+    75) echo "script exit 75"; exit 75 ;;
+    *)  echo "script exit 1"; exit 1 ;;
+  esac
+done
+JOB
+      say "sbatch $dir/job.sh"; cat "$dir/job.sh" | sed 's/^/  > /'
+      JOBS_STARTED=1
+      (cd "$dir" && sbatch --nodelist=mc[0-1] "$dir/job.sh")
+      for _ in $(seq 1 600); do grep -q 'checkpoint 2 committed to partner' "$dir/job.out" 2>/dev/null && break; sleep 0.1; done
+      LOSS=tasks; lose_node 1 "$dir/ckpt-"
+      for _ in $(seq 1 1800); do grep -q 'script exit' "$dir/job.out" 2>/dev/null && break; sleep 0.1; done
+      grep -E 'attempt|srun|status file|lost|checksum|script exit|resum' "$dir/job.out" | grep -v committed | sed 's/^/  | /'
+      ok=1; checksum_ok "$dir/job.out" && grep -q 'script exit 0' "$dir/job.out" && grep -q 'status file exitCode 76' "$dir/job.out" && ok=0
+      verdict sbatch $ok "batch script, 2 nodes, node 1's tasks killed: $(grep -E 'srun exit code|status file exitCode|script exit' "$dir/job.out" | tr '\n' ';'), checksum = serial: $(checksum_ok "$dir/job.out" && echo yes || echo no)"
+      restore_nodes
       ;;
   esac
 done
