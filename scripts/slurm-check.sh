@@ -8,23 +8,39 @@
 #
 #     sudo scripts/slurm-check.sh            # all checks
 #     sudo scripts/slurm-check.sh spare      # only some, of: plain spare spare-bare spare-node
-#                                            #   spare-node-bare spare-stepd shrink none sbatch
+#                                            #   spare-node-bare spare-stepd shrink none sbatch sbatch-node
 # (-bare: srun without --no-kill --kill-on-bad-exit=0)
 #
 # It builds a throwaway cluster: one munged (its own key and socket) and
 # slurmctld in the root network namespace, and 5 slurmd (nodes mc0..mc4), each
 # in its own network namespace with its own address (10.79.0.1..5, veth pairs
 # on a bridge where the host is 10.79.0.254), spool and logs in a temp dir,
-# proctrack/linuxproc, select/linear, no cgroups. A node's loss is every
-# process of its namespace but slurmd SIGKILLed (its slurmstepd, the node
-# supervisor, its ranks) and its checkpoint directory deleted. Each check
+# proctrack/linuxproc, select/linear, no cgroups (cgroup.conf names v1 only
+# because slurmd 22.05 loads the plugin anyway). A node's loss is SIGKILL to
+# its node supervisor and ranks (and, per check, its slurmstepd or its slurmd:
+# see lose_node) and its checkpoint directory deleted. Each check
 # prints the commands, srun's exit code, the status file, and a verdict line
 # `PASS|FAIL <check>: …`; the checksum is compared with the serial solver's
 # (examples/jacobi/serial.ts). Everything (daemons, namespaces, temp dir) is
 # removed on exit, on failure too. Exit code: the number of failed checks.
+# Checks (each prints its commands, srun's exit code, the status file, a verdict):
+#   plain            4 nodes, no fault: exit 0, the serial checksum
+#   spare            4 nodes + 1 spare (--spare-nodes 1), node 1's tasks killed: the spare takes rank 1
+#   spare-bare       the same with a bare srun (no --no-kill/--kill-on-bad-exit=0)
+#   spare-node       the whole node dies (slurmd too): slurmctld sets it DOWN
+#   spare-node-bare  the same without --no-kill: Slurm cancels the step once the node is DOWN
+#                    (a run still going then stops with 75; one that ended first finished)
+#   spare-stepd      slurmstepd and the tasks die, slurmd lives: srun never returns (killed after 120 s)
+#   shrink           4 nodes, no spare: the run goes on with 3 ranks
+#   none             2 nodes, node 1 killed: 76 in the status file, srun again resumes
+#   sbatch           README's batch loop (#SBATCH --no-kill, srun --overlap, the status file) on 2 nodes
+#   sbatch-node      the same, the whole node dying: the loop ends srun, and runs again (once more
+#                    when srun tried the node before slurmctld set it DOWN) on the node left
+# Seen with Slurm 22.05.8 (Debian bookworm): srun exits 137 when a task was killed, 0 after a node
+# failure, never returns when only slurmstepd died; the status file holds the run's code.
 set -u
 REPO=$(cd "$(dirname "$0")/.." && pwd)
-CHECKS=${*:-"plain spare spare-bare spare-node spare-node-bare spare-stepd shrink none sbatch"}
+CHECKS=${*:-"plain spare spare-bare spare-node spare-node-bare spare-stepd shrink none sbatch sbatch-node"}
 LOSS=tasks
 KEEP="--no-kill --kill-on-bad-exit=0"   # the flags README gives srun
 SRUN_FLAGS=$KEEP
@@ -226,9 +242,21 @@ for check in $CHECKS; do
       case $check in *node*) LOSS=node ;; *stepd) LOSS=stepd ;; esac
       case $check in *bare) SRUN_FLAGS= ;; esac
       run_case $check 5 1 1
-      SRUN_FLAGS=$KEEP
-      ok=1; checksum_ok "$LAST_OUT" && [ "$(status_code "$LAST_STATUS")" = 0 ] && grep -q 'spare node 4 took rank 1' "$LAST_OUT" && ok=0
-      verdict $check $ok "4 nodes + 1 spare, node 1 lost ($LOSS), srun ${SRUN_FLAGS:-without flags}: srun exit $LAST_CODE, status exitCode $(status_code "$LAST_STATUS"), spare took over: $(grep -q 'spare node 4 took rank 1' "$LAST_OUT" && echo yes || echo no), checksum = serial: $(checksum_ok "$LAST_OUT" && echo yes || echo no)"
+      flags=${SRUN_FLAGS:-no flags}; SRUN_FLAGS=$KEEP
+      took=$(grep -q 'spare node 4 took rank 1' "$LAST_OUT" && echo yes || echo no)
+      same=$(checksum_ok "$LAST_OUT" && echo yes || echo no)
+      st=$(status_code "$LAST_STATUS")
+      ok=1
+      if [ $check = spare-node-bare ]; then
+        # Without --no-kill Slurm cancels the step once it sets the node DOWN (SlurmdTimeout): a run still going then
+        # checkpoints and stops (75); one that ended before finished (0). Either is consistent.
+        cancelled=$(grep -q 'CANCELLED.*NODE FAILURE' "$LAST_OUT" && echo yes || echo no)
+        { [ $cancelled = yes ] && [ "$st" = 75 ]; } || { [ $cancelled = no ] && [ "$st" = 0 ] && [ $same = yes ]; } && ok=0
+        verdict $check $ok "node 1 lost (node), srun with $flags: step cancelled on the node failure: $cancelled, status exitCode $st (75 when cancelled: --no-kill is needed), srun exit $LAST_CODE"
+      else
+        [ $same = yes ] && [ "$st" = 0 ] && [ $took = yes ] && ok=0
+        verdict $check $ok "4 nodes + 1 spare, node 1 lost ($LOSS), srun with $flags: srun exit $LAST_CODE, status exitCode $st, spare took over: $took, checksum = serial: $same"
+      fi
       ;;
     shrink)
       LOSS=tasks
@@ -247,41 +275,54 @@ for check in $CHECKS; do
       ok=1; [ "$firststatus" = 76 ] && checksum_ok "$LAST_OUT" && [ "$(status_code "$LAST_STATUS")" = 0 ] && grep -q 'resum' "$LAST_OUT" && ok=0
       verdict none $ok "2 nodes, node 1 killed: srun exit $first, status exitCode $firststatus; again: srun exit $LAST_CODE, status $(status_code "$LAST_STATUS"), resumed: $(grep -qi 'resum' "$LAST_OUT" && echo yes || echo no), checksum = serial: $(checksum_ok "$LAST_OUT" && echo yes || echo no)"
       ;;
-    sbatch)
+    sbatch|sbatch-node)
       # README's batch script shape (#SBATCH --no-kill, srun with its flags, the loop reading the status file) on 2 nodes
       # without a spare: node 1's tasks killed in the first attempt leave one working node (76), the loop runs again.
-      dir=$T/work/sbatch; mkdir -p "$dir"
-      cat > "$dir/job.sh" <<JOB
+      dir=$T/work/$check; mkdir -p "$dir"
+      cat > "$dir/job.sh" <<'JOB'
 #!/bin/bash
-#SBATCH --nodes=2 --no-kill --output=$dir/job.out
-status="$dir/status.json"
+#SBATCH --nodes=2 --no-kill --output=@DIR@/job.out
+status="@DIR@/status.json"
 for attempt in 1 2 3 4; do
-  rm -f "\$status"
-  echo "attempt \$attempt"
-  srun --ntasks-per-node=1 $KEEP ${MOLOTOF[*]} run $REPO/examples/jacobi/jacobi.ts --n $N --iterations $ITER \\
-      --checkpoint every:100 --checkpoint-dir "$dir/ckpt-{node}" --rendezvous $SUB.1:$((PORT0 + 100)) \\
-      --status-file "\$status" --resume-or-start --log all
-  code=\$?
-  echo "srun exit code \$code"
-  [ -s "\$status" ] && code=\$(node -p "require('\$status').exitCode ?? \$code")
-  echo "status file exitCode \$code"
-  case \$code in
+  rm -f "$status"
+  echo "attempt $attempt"
+  # --overlap: the step of a dead node stays (22.05) and keeps its CPUs on the nodes left
+  # the nodes left (a failed one leaves the job): srun otherwise trusts the batch environment's stale count
+  n=$(squeue -h -j "$SLURM_JOB_ID" -o %D)
+  SLURM_JOB_NUM_NODES=$n SLURM_NNODES=$n srun --nodes=$n --ntasks-per-node=1 --no-kill --kill-on-bad-exit=0 --overlap @MOLOTOF@ run @REPO@/examples/jacobi/jacobi.ts --n @N@ --iterations @ITER@ \
+      --checkpoint every:100 --checkpoint-dir "@DIR@/ckpt-{node}" --rendezvous @RDV@ \
+      --status-file "$status" --resume-or-start --log all &
+  pid=$!
+  # srun may go on waiting for a dead node's tasks after the run ended: the status file says when it did
+  while kill -0 $pid 2>/dev/null; do
+    grep -q '"ended"' "$status" 2>/dev/null && { sleep 5; kill $pid 2>/dev/null; sleep 2; kill -9 $pid 2>/dev/null; }
+    sleep 1
+  done
+  wait $pid
+  code=$?
+  echo "srun exit code $code"
+  [ -s "$status" ] && code=$(node -p "require('$status').exitCode ?? $code")
+  echo "status file exitCode $code"
+  case $code in
     0)  echo "script exit 0"; exit 0 ;;
     76) ;;
     75) echo "script exit 75"; exit 75 ;;
-    *)  echo "script exit 1"; exit 1 ;;
+    *)  grep -qs '"running"' "$status" && { echo "no supervisor wrote an end: again"; sleep 15; continue; }
+        echo "script exit 1"; exit 1 ;;
   esac
 done
 JOB
+      sed -i "s|@DIR@|$dir|g; s|@MOLOTOF@|${MOLOTOF[*]}|; s|@REPO@|$REPO|; s|@N@|$N|; s|@ITER@|$ITER|; s|@RDV@|$SUB.1:$((PORT0 + 100))|" "$dir/job.sh"
       say "sbatch $dir/job.sh"; cat "$dir/job.sh" | sed 's/^/  > /'
       JOBS_STARTED=1
       (cd "$dir" && sbatch --nodelist=mc[0-1] "$dir/job.sh")
       for _ in $(seq 1 600); do grep -q 'checkpoint 2 committed to partner' "$dir/job.out" 2>/dev/null && break; sleep 0.1; done
-      LOSS=tasks; lose_node 1 "$dir/ckpt-"
-      for _ in $(seq 1 1800); do grep -q 'script exit' "$dir/job.out" 2>/dev/null && break; sleep 0.1; done
+      LOSS=tasks; [ $check = sbatch-node ] && LOSS=node
+      lose_node 1 "$dir/ckpt-"
+      timeout 240 bash -c "until grep -q 'script exit' '$dir/job.out' 2>/dev/null; do sleep 0.5; done"
       grep -E 'attempt|srun|status file|lost|checksum|script exit|resum' "$dir/job.out" | grep -v committed | sed 's/^/  | /'
       ok=1; checksum_ok "$dir/job.out" && grep -q 'script exit 0' "$dir/job.out" && grep -q 'status file exitCode 76' "$dir/job.out" && ok=0
-      verdict sbatch $ok "batch script, 2 nodes, node 1's tasks killed: $(grep -E 'srun exit code|status file exitCode|script exit' "$dir/job.out" | tr '\n' ';'), checksum = serial: $(checksum_ok "$dir/job.out" && echo yes || echo no)"
+      verdict $check $ok "batch script, 2 nodes, node 1 lost ($LOSS): $(grep -E 'srun exit code|status file exitCode|script exit' "$dir/job.out" | tr '\n' ';'), checksum = serial: $(checksum_ok "$dir/job.out" && echo yes || echo no)"
       restore_nodes
       ;;
   esac
