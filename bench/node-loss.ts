@@ -155,6 +155,12 @@ const eventsIn = (file: string): Event[] =>
     : []
 const at = (e: Event): number => Date.parse(e.time)
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
+/** `p`, or nothing after `ms`; the timer is cleared, so that the bench exits as soon as its work is done. */
+async function within(p: Promise<unknown>, ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined
+  await Promise.race([p, new Promise((r) => (timer = setTimeout(r, ms)))])
+  clearTimeout(timer)
+}
 
 /** Wait until `ready()` holds, the run ended or `ms` passed; whether it holds. */
 async function until(ready: () => boolean, run: Launched, ms: number): Promise<boolean> {
@@ -246,10 +252,10 @@ async function once(c: Case, root: string, tag: string): Promise<Measured> {
       if (c.fault === 'SIGSTOP') {
         // mpirun waits for every node: wake the stopped one (it reads that it was dropped and exits 76), kill what stays.
         signalAll(lost, 'SIGCONT')
-        await Promise.race([run.code, sleep(5_000)])
+        await within(run.code, 5_000)
         signalAll(processesOfNode(1, marker))
       }
-      await Promise.race([run.code, sleep(30_000)])
+      await within(run.code, 30_000)
       const seen = eventsIn(events)
       const nodeLost = seen.find((e) => e.event === 'node-lost')
       const recovered = seen.find((e) => e.event === 'recovered')
@@ -332,7 +338,7 @@ async function once(c: Case, root: string, tag: string): Promise<Measured> {
   } finally {
     for (let node = 0; node < c.nodes; node++) started.push(...processesOfNode(node, marker))
     signalAll(started)
-    if (!run.ended()) await Promise.race([run.code, sleep(10_000)])
+    if (!run.ended()) await within(run.code, 10_000)
   }
 }
 
