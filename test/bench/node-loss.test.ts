@@ -17,7 +17,7 @@ function runBench(args: string[]): Promise<{ code: number; stdout: string; stder
 }
 
 describe.skipIf(!haveMpirun)('bench:node-loss --quick', () => {
-  it('records, for a spare node, a shrink and a relaunch, positive phases that add up, and where the survivors read the line', async () => {
+  it('records, for a spare node, a silent node, a shrink and a relaunch, positive phases that add up, and where the survivors read the line', async () => {
     const r = await runBench(['--quick'])
     const out = r.stdout + r.stderr
     expect(r.code, out).toBe(0)
@@ -27,7 +27,7 @@ describe.skipIf(!haveMpirun)('bench:node-loss --quick', () => {
     rmSync(file!)
     expect(record.bench).toBe('node-loss')
     const figure = (name: string) => record.figures.find((f) => f.name === name)
-    for (const c of ['spare node (3 + 1 spare, node 1 lost)', 'shrink (3 nodes, node 1 lost, 6 → 4 ranks)', 'exit 76 + relaunch --resume (2 nodes, node 1 lost)']) {
+    for (const c of ['spare node (3 + 1 spare, node 1 lost)', 'silent node, spare (3 + 1 spare, node 1 stopped)', 'shrink (3 nodes, node 1 lost, 6 → 4 ranks)', 'exit 76 + relaunch --resume (2 nodes, node 1 lost)']) {
       const total = figure(`${c}: fault → first superstep`)
       expect(total, out).toMatchObject({ unit: 'ms', n: 1 })
       const phases = ['detection', 'decision', 'restore', 'first superstep'].map((p) => figure(`${c}: ${p}`)!.median)
@@ -37,6 +37,12 @@ describe.skipIf(!haveMpirun)('bench:node-loss --quick', () => {
       // A loss detected by a closed connection: well under the whole recovery.
       expect(phases[0], c).toBeLessThan(total!.median)
     }
+    // A stopped node is noticed by its silence only: past the run's --node-timeout (its default, 30 s, counted from the last message heard, a beat before the stop), which the record holds next to it.
+    const silent = 'silent node, spare (3 + 1 spare, node 1 stopped)'
+    expect(figure(`${silent}: --node-timeout`)?.median, out).toBe(30_000)
+    expect(figure(`${silent}: detection`)!.median, out).toBeGreaterThan(29_000)
+    expect(figure(`${silent}: fault → first superstep`)?.headline, out).toMatch(/hung, silent/)
+    expect(r.stdout).toMatch(/a silent node \(stopped\) with a spare node, fault → first superstep ≤ --node-timeout \+ 1 s: median \d+ ms.*--node-timeout 30000 ms/)
     // The spare node's ranks got their files over the network; when the events name only the memory level besides the
     // partner copies, the survivors read nothing from disk, and the record says 0.
     const spareLevels = /spare node \(3 \+ 1 spare, node 1 lost\)\s+\d+.*?\s(\S+)\s+\S+\s+\S+\s+\S+\s*$/m.exec(r.stdout)?.[1]
@@ -47,5 +53,5 @@ describe.skipIf(!haveMpirun)('bench:node-loss --quick', () => {
     // The shrink restores elastically: its own count of payload bytes read covers at least the 6 old rank files' payloads.
     expect(figure('shrink (3 nodes, node 1 lost, 6 → 4 ranks): elastic restore, payload read')?.median, out).toBeGreaterThanOrEqual((6 * 64 * 0.9) / 1024)
     expect(r.stdout).toMatch(/every in-run recovery ended with exit 0 and one checksum: yes/)
-  }, 60_000)
+  }, 240_000)
 })

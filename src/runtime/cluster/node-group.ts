@@ -247,15 +247,18 @@ export class NodeHosts {
         await p.exited
       }
       if (this.closed || h.tainted || this.o.keep === false) return kill()
-      // A process that stopped beating (hung, stopped) cannot read an abort: kill it at once.
-      if (performance.now() - p.heartbeat.lastAt > 3 * this.o.heartbeatMs) return kill()
+      // A process silent longer than an abort may take (hung, stopped) cannot read one: kill it at once. A
+      // shorter silence is a busy rank on a loaded host (a long step): asked, it stops, and is kept, sparing a
+      // new process's start, which costs more than the wait.
+      const abortTimeoutMs = this.o.abortTimeoutMs ?? 1000
+      if (performance.now() - p.heartbeat.lastAt > Math.max(3 * this.o.heartbeatMs, abortTimeoutMs)) return kill()
       if (!h.idle) {
         p.send({ type: 'abort' })
         let timer: NodeJS.Timeout | undefined
         const stoppedInTime = await Promise.race([
           new Promise<boolean>((resolve) => h.idleWaiters.push(() => resolve(true))),
           p.exited.then(() => false),
-          new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), this.o.abortTimeoutMs ?? 1000))),
+          new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), abortTimeoutMs))),
         ])
         clearTimeout(timer)
         if (!stoppedInTime || h.tainted) return kill()

@@ -56,6 +56,10 @@ export abstract class StreamCommunicator extends PointToPointCommunicator {
   private readonly inbox: Mailbox
   private readonly pool = new MessagePool()
   private closed = false
+  /** Large sends the kernel has not taken yet: closing fails them, as a peer that stopped reading (hung) never takes them. */
+  private readonly pendingSends = new Set<(e: Error) => void>()
+  /** Failures held back by the grace period after a lost peer: closing runs them at once (nothing waits to blame a rank then). */
+  private readonly graceWaits = new Set<() => void>()
   /** Set once the rendezvous is over (linked or failed): dialling stops. */
   private stopDialing = false
   /** Called when a peer gets linked, or the rendezvous must fail. */
@@ -140,7 +144,9 @@ export abstract class StreamCommunicator extends PointToPointCommunicator {
 
   private sendLarge(socket: Socket, dest: number, tag: number, bytes: Uint8Array): Promise<void> {
     return new Promise<void>((resolve, reject) => {
+      this.pendingSends.add(reject)
       writeFrame(socket, DATA, tag, bytes, (err) => {
+        this.pendingSends.delete(reject)
         if (!err) resolve()
         else this.afterGrace(dest, () => reject(this.lostError(dest, `send failed (tag ${tag}): ${err.message}`)))
       })
@@ -160,6 +166,12 @@ export abstract class StreamCommunicator extends PointToPointCommunicator {
     if (this.closed) return
     this.closed = true
     this.inbox.fail(new CommunicationError(`rank ${this.rank}: communicator closed`))
+    // A send to a lost peer waits out the grace; closed (an abort from the launcher), it fails now, or the run's
+    // end (which waits for its background partner copies) would wait for the grace too.
+    for (const fail of [...this.graceWaits]) fail()
+    const closed = new CommunicationError(`rank ${this.rank}: communicator closed`)
+    for (const fail of this.pendingSends) fail(closed)
+    this.pendingSends.clear()
     for (const s of this.sockets) {
       if (!s || s.destroyed || s.writableEnded) continue
       // end() flushes queued writes first, so messages already sent still arrive.
@@ -333,8 +345,14 @@ export abstract class StreamCommunicator extends PointToPointCommunicator {
   private afterGrace(peer: number, fail: () => void): void {
     const lost = (this.lostAt[peer] ??= performance.now())
     const wait = this.saidBye[peer] ? 0 : this.graceMs - (performance.now() - lost)
-    if (wait <= 0) fail()
-    else setTimeout(fail, wait)
+    if (wait <= 0 || this.closed) return fail()
+    const once = () => {
+      if (!this.graceWaits.delete(once)) return
+      clearTimeout(timer)
+      fail()
+    }
+    const timer = setTimeout(once, wait)
+    this.graceWaits.add(once)
   }
 
   private lostError(peer: number, what: string): CommunicationError {

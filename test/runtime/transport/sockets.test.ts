@@ -211,4 +211,56 @@ describe('socket communicator', () => {
       child.kill('SIGKILL')
     }
   })
+
+  it('closing the communicator fails a large send that a stopped peer never reads, instead of leaving it pending', async () => {
+    const endpoints = endpointsFor(2)
+    const child = spawn(process.execPath, ['--import', 'tsx', 'test/fixtures/socket-peer.ts', '1', ...endpoints], {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    })
+    try {
+      const a = await connectSocketCommunicator(0, 2, endpoints, { timeoutMs: 20_000 })
+      open.push(a)
+      await a.recv(1, 1)
+      child.kill('SIGSTOP')
+      // More than the socket buffers hold: the kernel cannot take it all while the peer does not read.
+      const send = a.send(1, 3, new Uint8Array(32 * 2 ** 20))
+      const settled = Promise.allSettled([send])
+      await new Promise((r) => setTimeout(r, 200))
+      const t0 = performance.now()
+      a.close()
+      const [s] = await settled
+      expect(s.status).toBe('rejected')
+      expect(String((s as PromiseRejectedResult).reason)).toMatch(/rank 0: communicator closed/)
+      expect(performance.now() - t0).toBeLessThan(1000)
+    } finally {
+      child.kill('SIGKILL')
+    }
+  }, 15_000)
+
+  it('closing the communicator fails a send to a killed peer at once, not after the grace period (a rank told to stop)', async () => {
+    const endpoints = endpointsFor(2)
+    const child = spawn(process.execPath, ['--import', 'tsx', 'test/fixtures/socket-peer.ts', '1', ...endpoints], {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    })
+    try {
+      const a = await connectSocketCommunicator(0, 2, endpoints, { timeoutMs: 20_000, lostPeerGraceMs: 5000 })
+      open.push(a)
+      await a.recv(1, 1)
+      const pending = a.recv(1, 2)
+      child.kill('SIGKILL')
+      await new Promise((r) => child.once('exit', r))
+      // Sent once the connection is gone: held back for the grace period.
+      await new Promise((r) => setTimeout(r, 200))
+      const send = a.send(1, 3, new Uint8Array(64 * 1024))
+      const failed = Promise.allSettled([send, pending])
+      const t0 = performance.now()
+      a.close()
+      const [s, p] = await failed
+      expect(s.status).toBe('rejected')
+      expect(p.status).toBe('rejected')
+      expect(performance.now() - t0).toBeLessThan(1000)
+    } finally {
+      child.kill('SIGKILL')
+    }
+  }, 15_000)
 })
