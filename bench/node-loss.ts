@@ -18,14 +18,15 @@
  *   spare     3 working nodes + 1 spare node (--spare-nodes 1), node 1 lost: the spare takes its ranks
  *   silent    as spare, but node 1's processes SIGSTOPped (hung): no connection resets, node 0 counts it lost
  *             once it has been silent past --node-timeout. The run's default --node-timeout (30 s) is kept, as
- *             a batch script would: the figure is read against it (printed next to it), target ≤ timeout + 1 s.
+ *             a batch script would (--node-timeout to change it; 3 s with --quick): the figure is read against
+ *             it (printed next to it), target ≤ timeout + 1 s.
  *             Once the run has ended the stopped processes are continued (a stopped node that wakes reads that
  *             it was dropped and exits 76) and whatever is left is killed, so that mpirun ends.
  *   shrink    3 working nodes, node 1 lost: the other two go on with 4 ranks (elastic, in the run)
  *   relaunch  today's other path: 2 nodes, node 1 lost, exit 76 (status file), then `mpirun -np 1 … --resume`
  *             with the same 4 ranks; fault → the relaunched run's first superstep
  *
- *   npm run bench:node-loss -- [--repeats 5] [--mib 16] [--cases spare,silent,shrink,relaunch] [--quick]
+ *   npm run bench:node-loss -- [--repeats 5] [--mib 16] [--cases spare,silent,shrink,relaunch] [--node-timeout 30s] [--quick]
  */
 import { spawn } from 'node:child_process'
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
@@ -38,7 +39,7 @@ import { openRecord } from './record.js'
 import { summary, table } from '../src/bench/stats.js'
 import { processesOfNode } from './mpirun-nodes.js'
 
-const USAGE = 'npm run bench:node-loss -- [--repeats 5] [--mib 16] [--iterations 150] [--cases spare,silent,shrink,relaunch] [--quick] [--keep]'
+const USAGE = 'npm run bench:node-loss -- [--repeats 5] [--mib 16] [--iterations 150] [--cases spare,silent,shrink,relaunch] [--node-timeout 30s] [--quick] [--keep]'
 const { values } = benchArgs(USAGE, () =>
   parseArgs({
     options: {
@@ -47,6 +48,7 @@ const { values } = benchArgs(USAGE, () =>
       iterations: { type: 'string' },
       every: { type: 'string' },
       cases: { type: 'string', default: 'spare,silent,shrink,relaunch' },
+      'node-timeout': { type: 'string' },
       quick: { type: 'boolean', default: false },
       keep: { type: 'boolean', default: false },
     },
@@ -59,6 +61,8 @@ const repeats = quick ? 1 : Number(values.repeats)
 const bytesPerRank = quick ? 64 * 1024 : Number(values.mib) * 2 ** 20
 const iterations = Number(values.iterations ?? (quick ? 300 : 150))
 const memoryEvery = Number(values.every ?? (quick ? 20 : 10))
+/** The runs' --node-timeout: the run's default unless given; 3 s in the quick mode, whose silent case would otherwise wait 30 s. */
+const nodeTimeout = values['node-timeout'] ?? (quick ? '3s' : undefined)
 const RANKS_PER_NODE = 2
 if (!existsSync(MPIRUN)) {
   console.error(`bench:node-loss needs ${MPIRUN} (apt-get install openmpi-bin)`)
@@ -226,6 +230,7 @@ async function once(c: Case, root: string, tag: string): Promise<Measured> {
     '--checkpoint', `every:${memoryEvery * 10}`, '--checkpoint-dir', `${marker}{node}`,
     '--memory-checkpoint', `every:${memoryEvery}`, '--memory-dir', `${memory}{node}`,
     '--hang-timeout', '60000', '--log', 'all',
+    ...(nodeTimeout !== undefined ? ['--node-timeout', nodeTimeout] : []),
   ]
   const run = mpirun(['--enable-recovery'], c.nodes, [
     ...common(RANKS_PER_NODE),
