@@ -170,6 +170,8 @@ describe.skipIf(!haveMpirun)('a silent node replaced by a spare', () => {
       expect(statusOf(status), run.out()).toMatchObject({ state: 'ended', exitCode: 0 })
       // The step is said when node 0 knows where the lost node's first rank was; when it does not, the line leaves it out.
       expect(run.out()).toMatch(/node 1 lost( at step \d+)? \(silent for \d+\.\d s \(--node-timeout 3\.0 s\)\); spare node 3 took rank 1/)
+      // Node 0 writes the status file before its result reaches mpirun's output.
+      await until(run.out, /checksum \S+/, undefined, 10_000)
       expect(sameJacobiBits(run.out(), n, iterations), run.out()).toBe(true)
       // Node 1 wakes up: it reads that it was dropped and exits; the status file still says 0.
       for (const pid of stopped) process.kill(pid, 'SIGCONT')
