@@ -1,55 +1,23 @@
 // Only a run's own processes get into a cluster run: the rendezvous handshake
 // on the run's secret, with nodes started by hand as a launcher would start
 // them (PMI_RANK/PMI_SIZE), as in cluster.test.ts.
-import { spawn } from 'node:child_process'
 import { mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, statSync } from 'node:fs'
-import { createConnection, createServer, type Socket } from 'node:net'
+import { createConnection, type Socket } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { serialize } from 'node:v8'
 import { afterAll, describe, expect, it } from 'vitest'
 import type { JacobiResult } from '../../examples/jacobi/jacobi.js'
 import { launch } from '../../src/runtime/launch/launcher.js'
+import { childrenOf, freePort, jacobiResultOf, startNode, until as untilSeen } from '../runtime/cluster/mpirun-job.js'
 
 const root = mkdtempSync(join(tmpdir(), 'molotof-cluster-auth-'))
 afterAll(() => rmSync(root, { recursive: true, force: true }))
 const JACOBI = 'examples/jacobi/jacobi.ts'
 const JACOBI_ARGS = ['--n', '40', '--iterations', '300']
 
-interface NodeRun {
-  code: Promise<number | null>
-  output: () => string
-  pid: number
-}
-
-/** One node supervisor, as a launcher starts it; `secret` undefined: MOLOTOF_SECRET unset. */
-function startNode(node: number, nodes: number, args: string[], secret: string | undefined): NodeRun {
-  const env: NodeJS.ProcessEnv = { ...process.env, PMI_RANK: String(node), PMI_SIZE: String(nodes) }
-  delete env.MOLOTOF_SECRET
-  if (secret !== undefined) env.MOLOTOF_SECRET = secret
-  const child = spawn(process.execPath, ['bin/molotof.mjs', 'run', ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] })
-  let text = ''
-  child.stdout.on('data', (b: Buffer) => (text += b.toString()))
-  child.stderr.on('data', (b: Buffer) => (text += b.toString()))
-  const code = new Promise<number | null>((resolve) => child.on('close', (c) => resolve(c)))
-  return { code, output: () => text, pid: child.pid! }
-}
-
 /** The pids of the rank processes `parent` started: a node keeps them across attempts (spare-boot.mjs hosts). */
-function ranksOf(parent: number): number[] {
-  const out: number[] = []
-  for (const name of readdirSync('/proc')) {
-    if (!/^\d+$/.test(name)) continue
-    try {
-      const stat = readFileSync(`/proc/${name}/stat`, 'utf8')
-      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1])
-      if (ppid === parent && readFileSync(`/proc/${name}/cmdline`, 'utf8').includes('spare-boot.mjs')) out.push(Number(name))
-    } catch {
-      // Gone meanwhile: not one of ours any more.
-    }
-  }
-  return out
-}
+const ranksOf = (parent: number): number[] => childrenOf(parent, 'spare-boot.mjs')
 
 /** The TCP port process `pid` listens on, if any (its socket inodes matched in /proc/net/tcp). */
 function listeningPort(pid: number): number | undefined {
@@ -87,24 +55,6 @@ function rankFrame(kind: number, tag: number, payload: Uint8Array): Buffer {
   h.writeDoubleLE(tag, 8)
   h.set(payload, 16)
   return h
-}
-
-async function freePort(): Promise<number> {
-  const s = createServer()
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', () => r()))
-  const port = (s.address() as { port: number }).port
-  await new Promise((r) => s.close(r))
-  return port
-}
-
-async function seen(node: NodeRun, pattern: RegExp): Promise<void> {
-  for (const until = Date.now() + 60_000; !pattern.test(node.output()) && Date.now() < until; ) await new Promise((r) => setTimeout(r, 20))
-}
-
-function resultOf(node: NodeRun): { residual: number; checksum: number } {
-  const text = node.output()
-  const r = JSON.parse(text.slice(text.indexOf('{'))) as JacobiResult
-  return { residual: r.residual, checksum: r.checksum }
 }
 
 /** A connection to `port` once something listens there (node 0 takes a moment to start). */
@@ -149,14 +99,14 @@ describe('cluster runs: only the run\'s own processes get in', () => {
       ]),
     )
     await new Promise<void>((r) => stranger.once('close', () => r())) // node 0 drops it
-    await seen(a, /refused a connection/)
+    await untilSeen(a.out, /refused a connection/, undefined, 60_000)
     const b = startNode(1, 2, args, secret)
-    expect(await a.code, a.output()).toBe(0)
-    expect(await b.code, b.output()).toBe(0)
-    expect(a.output()).toContain(`warning: node 0: refused a connection to the rendezvous from ${from}: it did not start with the molotof handshake`)
-    expect(a.output()).not.toMatch(/written by a stranger|inconsistent launcher sizes/)
+    expect(await a.code, a.out()).toBe(0)
+    expect(await b.code, b.out()).toBe(0)
+    expect(a.out()).toContain(`warning: node 0: refused a connection to the rendezvous from ${from}: it did not start with the molotof handshake`)
+    expect(a.out()).not.toMatch(/written by a stranger|inconsistent launcher sizes/)
     const straight = (await launch<JacobiResult>(JACOBI, { ranks: 2, argv: JACOBI_ARGS, onLog: () => {} })).value
-    expect(resultOf(a)).toEqual({ residual: straight.residual, checksum: straight.checksum })
+    expect(jacobiResultOf(a.out())).toEqual({ residual: straight.residual, checksum: straight.checksum })
   })
 
   it("a stranger's well-formed frame of the current attempt at a rank's port is refused and logged, and the run gives the bits of a run without it", async () => {
@@ -180,16 +130,16 @@ describe('cluster runs: only the run\'s own processes get in', () => {
       hello.writeUInt32LE(1, 4)
       stranger.write(Buffer.concat([rankFrame(1, 1, hello), rankFrame(2, 0, new Uint8Array(336).fill(7))]))
       await new Promise<void>((r) => stranger.once('close', () => r())) // rank 0 drops it
-      await seen(a, /rank 0: refused a connection/)
-      expect(a.output()).toContain(`warning: rank 0: refused a connection from ${from}: it did not start with the molotof handshake`)
+      await untilSeen(a.out, /rank 0: refused a connection/, undefined, 60_000)
+      expect(a.out()).toContain(`warning: rank 0: refused a connection from ${from}: it did not start with the molotof handshake`)
     } finally {
       process.kill(rank1, 'SIGCONT')
     }
-    expect(await a.code, a.output()).toBe(0)
-    expect(await b.code, b.output()).toBe(0)
-    expect(a.output()).not.toMatch(/restarts [1-9]/) // no rank failed on the way
+    expect(await a.code, a.out()).toBe(0)
+    expect(await b.code, b.out()).toBe(0)
+    expect(a.out()).not.toMatch(/restarts [1-9]/) // no rank failed on the way
     const straight = (await launch<JacobiResult>(JACOBI, { ranks: 2, argv: JACOBI_ARGS, onLog: () => {} })).value
-    expect(resultOf(a)).toEqual({ residual: straight.residual, checksum: straight.checksum })
+    expect(jacobiResultOf(a.out())).toEqual({ residual: straight.residual, checksum: straight.checksum })
   })
 
   it('nodes given different secrets: the joining node is refused with a clear error, node 0 names the failed handshake', async () => {
@@ -197,28 +147,28 @@ describe('cluster runs: only the run\'s own processes get in', () => {
     const args = [...common(port, 'wrong'), '--node-timeout', '3s']
     const a = startNode(0, 2, args, 'the secret node 0 was given....')
     const b = startNode(1, 2, args, 'another secret, given to node 1')
-    expect(await b.code, b.output()).toBe(2)
-    expect(b.output()).toMatch(new RegExp(`node 1: the rendezvous at 127\\.0\\.0\\.1:${port} failed the handshake: it did not prove it knows this run's secret; the nodes were given different secrets`))
-    expect(await a.code, a.output()).toBe(1)
-    expect(a.output()).toMatch(/warning: node 0: refused a connection to the rendezvous from 127\.0\.0\.1:\d+: it closed the connection during the handshake/)
-    expect(a.output()).toMatch(/node 1 did not join the rendezvous within 3\.0 s \(--node-timeout\); 1 connection failed the handshake \(a node given another secret\?\)/)
+    expect(await b.code, b.out()).toBe(2)
+    expect(b.out()).toMatch(new RegExp(`node 1: the rendezvous at 127\\.0\\.0\\.1:${port} failed the handshake: it did not prove it knows this run's secret; the nodes were given different secrets`))
+    expect(await a.code, a.out()).toBe(1)
+    expect(a.out()).toMatch(/warning: node 0: refused a connection to the rendezvous from 127\.0\.0\.1:\d+: it closed the connection during the handshake/)
+    expect(a.out()).toMatch(/node 1 did not join the rendezvous within 3\.0 s \(--node-timeout\); 1 connection failed the handshake \(a node given another secret\?\)/)
   })
 
   it('without a secret a cluster run is refused before it listens, saying how to give one; --insecure-cluster runs it with a warning', async () => {
     const port = await freePort()
     const refused = startNode(0, 2, common(port, 'none'), undefined)
     expect(await refused.code).toBe(2)
-    expect(refused.output()).toMatch(/a cluster run needs a secret shared by its nodes.*export MOLOTOF_SECRET=\$\(openssl rand -hex 32\).*--shared-dir DIR.*--insecure-cluster/)
+    expect(refused.out()).toMatch(/a cluster run needs a secret shared by its nodes.*export MOLOTOF_SECRET=\$\(openssl rand -hex 32\).*--shared-dir DIR.*--insecure-cluster/)
     const short = startNode(0, 2, common(port, 'none'), 'short')
     expect(await short.code).toBe(2)
-    expect(short.output()).toMatch(/\$MOLOTOF_SECRET is 5 bytes long: a secret needs 16 or more/)
+    expect(short.out()).toMatch(/\$MOLOTOF_SECRET is 5 bytes long: a secret needs 16 or more/)
 
     const args = [...common(port, 'insecure'), '--insecure-cluster', '--json']
     const a = startNode(0, 2, args, undefined)
     const b = startNode(1, 2, args, undefined)
-    expect(await a.code, a.output()).toBe(0)
-    expect(await b.code, b.output()).toBe(0)
-    expect(a.output()).toMatch(/warning: node 0: a cluster run without a secret \(--insecure-cluster\): any process that reaches the nodes' ports could join it/)
+    expect(await a.code, a.out()).toBe(0)
+    expect(await b.code, b.out()).toBe(0)
+    expect(a.out()).toMatch(/warning: node 0: a cluster run without a secret \(--insecure-cluster\): any process that reaches the nodes' ports could join it/)
   })
 
   it('with --shared-dir and no MOLOTOF_SECRET, the nodes share a mode-0600 secret file there', async () => {
@@ -226,8 +176,8 @@ describe('cluster runs: only the run\'s own processes get in', () => {
     const args = [JACOBI, ...JACOBI_ARGS, '--shared-dir', shared, '--checkpoint-dir', join(root, 'file-{node}'), '--hang-timeout', '20000', '--node-timeout', '30s', '--json']
     const a = startNode(0, 2, args, undefined)
     const b = startNode(1, 2, args, undefined)
-    expect(await a.code, a.output()).toBe(0)
-    expect(await b.code, b.output()).toBe(0)
+    expect(await a.code, a.out()).toBe(0)
+    expect(await b.code, b.out()).toBe(0)
     expect(statSync(join(shared, 'molotof-secret')).mode & 0o777).toBe(0o600)
   })
 })

@@ -6,47 +6,28 @@
 // bit-identical to a run without failures. test/fixtures/sparse-update.ts
 // changes ~5 % of its state per checkpoint interval: its disk checkpoints
 // are deltas.
-import { spawn } from 'node:child_process'
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
-import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { basename, dirname, join } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
 import { decodeRankFileHeader } from '../../../src/checkpoint/format/rank-file.js'
 import { memoryDirFor, RAM_ROOT } from '../../../src/checkpoint/store/memory-level.js'
 import { launch } from '../../../src/runtime/launch/launcher.js'
+import { eventsIn, freePort, haveMpirun, MOLOTOF_RUN, mpirun } from './mpirun-job.js'
 
-const MPIRUN = '/usr/bin/mpirun'
 const root = mkdtempSync(join(tmpdir(), 'molotof-mpirun-incremental-'))
 afterAll(() => rmSync(root, { recursive: true, force: true }))
-// MOLOTOF_SECRET as a batch script exports it: mpirun passes the environment to the nodes on this host.
-const MPI_ENV = { OMPI_ALLOW_RUN_AS_ROOT: '1', OMPI_ALLOW_RUN_AS_ROOT_CONFIRM: '1', OMPI_MCA_rmaps_base_oversubscribe: '1', MOLOTOF_SECRET: 'a secret of the incremental mpirun test' }
-
-async function freePort(): Promise<number> {
-  const s = createServer()
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', () => r()))
-  const port = (s.address() as { port: number }).port
-  await new Promise((r) => s.close(r))
-  return port
-}
-
-function mpirun(nodes: number, command: string[]): Promise<{ code: number | null; out: string }> {
-  const child = spawn(MPIRUN, ['--bind-to', 'none', '-np', String(nodes), ...command], { env: { ...process.env, ...MPI_ENV }, stdio: ['ignore', 'pipe', 'pipe'] })
-  let out = ''
-  child.stdout.on('data', (b: Buffer) => (out += b.toString()))
-  child.stderr.on('data', (b: Buffer) => (out += b.toString()))
-  return new Promise((resolve) => child.on('close', (code) => resolve({ code, out })))
-}
+const secret = 'a secret of the incremental mpirun test'
 
 const program = ['test/fixtures/sparse-update.ts', '--steps', '40', '--kib', '1024']
 const checksumOf = (text: string) => Number(/^checksum (\S+)/m.exec(text)?.[1])
 const ckpts = (dir: string) => readdirSync(dir).filter((n) => n.startsWith('ckpt-') && existsSync(join(dir, n, 'COMMIT'))).sort()
 
-describe.skipIf(!existsSync(MPIRUN) || !existsSync(RAM_ROOT))('--incremental under mpirun', () => {
+describe.skipIf(!haveMpirun || !existsSync(RAM_ROOT))('--incremental under mpirun', () => {
   it("node 1's directory lost: --resume gets its delta chain from node 0's partner copies, bit-identical", async () => {
     const dir = join(root, 'inc-{node}')
     const flags = ['--ranks-per-node', '1', '--checkpoint', 'every:5', '--keep', '2', '--async-checkpoints', '--incremental', '--checkpoint-dir', dir, '--hang-timeout', '20000']
-    const first = await mpirun(2, ['node', 'bin/molotof.mjs', 'run', ...program, ...flags, '--rendezvous', `127.0.0.1:${await freePort()}`])
+    const first = await mpirun(2, [...MOLOTOF_RUN, ...program, ...flags, '--rendezvous', `127.0.0.1:${await freePort()}`], { secret })
     expect(first.code, first.out).toBe(0)
     // Node 0 keeps node 1's copies: the newest a delta, its whole chain there and committed (pruning kept it).
     const partner = join(root, 'inc-0', 'partner')
@@ -61,9 +42,9 @@ describe.skipIf(!existsSync(MPIRUN) || !existsSync(RAM_ROOT))('--incremental und
     const memory = memoryDirFor(dir)
     for (const n of readdirSync(dirname(memory))) if (n.startsWith(basename(memory))) rmSync(join(dirname(memory), n), { recursive: true, force: true })
     const events = join(root, 'events.jsonl')
-    const again = await mpirun(2, ['node', 'bin/molotof.mjs', 'run', ...program, ...flags, '--resume', '--events', events, '--rendezvous', `127.0.0.1:${await freePort()}`])
+    const again = await mpirun(2, [...MOLOTOF_RUN, ...program, ...flags, '--resume', '--events', events, '--rendezvous', `127.0.0.1:${await freePort()}`], { secret })
     expect(again.code, again.out).toBe(0)
-    const resume = readFileSync(events, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as { event: string; seq?: number; level?: string }).find((e) => e.event === 'resume')
+    const resume = eventsIn(events).find((e) => e.event === 'resume')
     expect(resume).toMatchObject({ seq: Number(newest.slice(5)), level: 'disk+partner' })
     const straight = (await launch<number>(program[0], { ranks: 2, argv: program.slice(1), onLog: () => {} })).value
     expect(checksumOf(again.out)).toBe(straight)

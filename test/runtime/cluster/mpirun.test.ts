@@ -4,50 +4,28 @@
 // as root, also in its own Linux network namespace, so that TCP between ranks
 // crosses real (virtual) interfaces. Grids are small: each run costs a few
 // seconds of node starts.
-import { execFileSync, spawn } from 'node:child_process'
+import { execFileSync } from 'node:child_process'
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
-import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { JacobiResult } from '../../../examples/jacobi/jacobi.js'
-import { resolveParams } from '../../../examples/swing/model/params.js'
-import { valueSwing } from '../../../examples/swing/model/serial.js'
 import { main } from '../../../src/cli/main.js'
 import { launch } from '../../../src/runtime/launch/launcher.js'
-import { processesOfNode } from '../../../bench/mpirun-nodes.js'
+import {
+  eventsIn, freePort, haveMpirun, jsonOf, MOLOTOF_RUN, MPIRUN, mpirun as mpirunJob, poll, processesOfNode, signalEach, signalNode, startMpirun, statusOf, swingValue, until,
+} from './mpirun-job.js'
 import { namespacesUnavailable, NodeNamespaces } from './namespaces.js'
 
-const MPIRUN = '/usr/bin/mpirun'
-const haveMpirun = existsSync(MPIRUN)
-if (!haveMpirun) console.log(`mpirun tests skipped: ${MPIRUN} is missing (apt-get install openmpi-bin; npm test installs it as root)`)
+if (!haveMpirun) console.log(`mpirun tests skipped: ${MPIRUN} is missing (apt-get install openmpi-bin; npm test installs it as root, see scripts/ensure-openmpi.mjs)`)
 
 const root = mkdtempSync(join(tmpdir(), 'molotof-mpirun-'))
 afterAll(() => rmSync(root, { recursive: true, force: true }))
+const secret = 'a secret of the mpirun tests'
 
-/** mpirun as root needs these; --bind-to none: Open MPI would pin each node supervisor, and all its ranks, to one core. */
-// MOLOTOF_SECRET as a batch script exports it: mpirun passes the environment to the nodes on this host.
-const MPI_ENV = { OMPI_ALLOW_RUN_AS_ROOT: '1', OMPI_ALLOW_RUN_AS_ROOT_CONFIRM: '1', OMPI_MCA_rmaps_base_oversubscribe: '1', MOLOTOF_SECRET: 'a secret of the mpirun tests' }
-
-async function freePort(): Promise<number> {
-  const s = createServer()
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', () => r()))
-  const port = (s.address() as { port: number }).port
-  await new Promise((r) => s.close(r))
-  return port
-}
-
-/** `mpirun -np <nodes> <command…>`; resolves with the exit code and everything printed. */
-function mpirun(nodes: number, command: string[]): Promise<{ code: number | null; out: string }> {
-  const child = spawn(MPIRUN, ['--bind-to', 'none', '-np', String(nodes), ...command], { env: { ...process.env, ...MPI_ENV }, stdio: ['ignore', 'pipe', 'pipe'] })
-  let out = ''
-  child.stdout.on('data', (b: Buffer) => (out += b.toString()))
-  child.stderr.on('data', (b: Buffer) => (out += b.toString()))
-  return new Promise((resolve) => child.on('close', (code) => resolve({ code, out })))
-}
-
-const molotof = ['node', 'bin/molotof.mjs', 'run']
-const jsonOf = <T>(out: string): T => JSON.parse(out.slice(out.indexOf('{\n'), out.lastIndexOf('\n}') + 2)) as T
+/** `mpirun -np <nodes> <command…>` (without --enable-recovery: a node's loss ends the job); its code and output. */
+const mpirun = (nodes: number, command: string[]) => mpirunJob(nodes, command, { secret })
+const molotof = MOLOTOF_RUN
 
 describe.skipIf(!haveMpirun)('under mpirun', () => {
   let reference: JacobiResult
@@ -92,7 +70,7 @@ describe.skipIf(!haveMpirun)('under mpirun', () => {
     const r = await mpirun(3, [...molotof, 'examples/swing/swing.ts', '--preset', 'small-g', '--rendezvous', `127.0.0.1:${port}`, '--checkpoint-dir', join(root, 'swing-{node}'), '--json', '--quiet', '--hang-timeout', '20000'])
     expect(r.code, r.out).toBe(0)
     const { value } = jsonOf<{ value: number }>(r.out)
-    expect(Object.is(value, valueSwing(resolveParams('small-g')).value)).toBe(true)
+    expect(Object.is(value, swingValue('small-g'))).toBe(true)
   })
 
   it('a rank killed on node 1 is recovered inside the run', async () => {
@@ -113,7 +91,7 @@ describe.skipIf(!haveMpirun)('under mpirun', () => {
     expect(r.code, r.out).toBe(0)
     const got = jsonOf<JacobiResult>(r.out)
     expect(got.checksum).toBe(reference.checksum)
-    const seen = readFileSync(events, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as { event: string; rank?: number; step?: number; seq?: number })
+    const seen = eventsIn(events)
     expect(seen.filter((e) => e.event === 'failure')).toMatchObject([{ rank: 3, step: 35 }])
     expect(seen.find((e) => e.event === 'resume')).toMatchObject({ step: 29 })
   })
@@ -132,22 +110,15 @@ describe.skipIf(!haveMpirun)('under mpirun, a lost node', () => {
       '--checkpoint', 'every:50', '--checkpoint-dir', join(root, `killed-${lost}-{node}`), '--hang-timeout', '20000',
       '--rendezvous', `127.0.0.1:${await freePort()}`, '--status-file', status,
     ]
-    const child = spawn(MPIRUN, ['--bind-to', 'none', '-np', '2', ...command], { env: { ...process.env, ...MPI_ENV }, stdio: ['ignore', 'pipe', 'pipe'] })
-    let out = ''
-    child.stdout.on('data', (b: Buffer) => (out += b.toString()))
-    child.stderr.on('data', (b: Buffer) => (out += b.toString()))
-    let ended = false
-    const code = new Promise<number | null>((resolve) => child.on('close', (c) => resolve(c))).finally(() => (ended = true))
-    for (const until = Date.now() + 45_000; !/checkpoint 2 committed to partner/.test(out) && !ended && Date.now() < until; ) await new Promise((r) => setTimeout(r, 20))
-    expect(JSON.parse(readFileSync(status, 'utf8')), out).toMatchObject({ state: 'running', exitCode: null })
+    const job = startMpirun(2, command, { secret })
+    await until(job.out, /checkpoint 2 committed to partner/, job.ended)
+    expect(statusOf(status), job.out()).toMatchObject({ state: 'running', exitCode: null })
     // The whole node dies at once, as with the OOM killer or a reboot: its supervisor and its ranks.
-    const killed = processesOfNode(lost, join(root, `killed-${lost}-`))
-    expect(killed.length, out).toBeGreaterThan(0)
-    for (const pid of killed) process.kill(pid, 'SIGKILL')
-    expect(await code, out).toBe(137)
-    const written = JSON.parse(readFileSync(status, 'utf8')) as { resume: string }
-    expect(written, out).toMatchObject({ state: 'ended', exitCode: 76, outcome: 'node-lost', resumable: true, node: left })
-    expect(written.resume).toMatch(/^molotof run examples\/jacobi\/jacobi\.ts .*--status-file \S+ --resume$/)
+    signalNode(lost, join(root, `killed-${lost}-`), 'SIGKILL', job.out())
+    expect(await job.code, job.out()).toBe(137)
+    const written = statusOf(status)
+    expect(written, job.out()).toMatchObject({ state: 'ended', exitCode: 76, outcome: 'node-lost', resumable: true, node: left })
+    expect(written?.resume).toMatch(/^molotof run examples\/jacobi\/jacobi\.ts .*--status-file \S+ --resume$/)
 
     // README's loop: the line that reads the status file turns mpirun's 137 into 76 (a missing file leaves the code).
     const loop = /<!-- readme-test: batch-loop -->\n```sh\n([\s\S]*?)```/.exec(readFileSync('README.md', 'utf8'))?.[1] ?? ''
@@ -163,36 +134,22 @@ describe.skipIf(!haveMpirun)('under mpirun, a lost node', () => {
     const events = join(root, 'gone-events.jsonl')
     const program = ['examples/jacobi/jacobi.ts', '--n', '40', '--iterations', '5000']
     const common = [...molotof, ...program, '--checkpoint', 'every:50', '--checkpoint-dir', dir, '--hang-timeout', '20000', '--json']
-    const child = spawn(MPIRUN, ['--bind-to', 'none', '-np', '2', ...common, '--rendezvous', `127.0.0.1:${await freePort()}`, '--node-timeout', '3s'], {
-      env: { ...process.env, ...MPI_ENV },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    })
-    let out = ''
-    child.stdout.on('data', (b: Buffer) => (out += b.toString()))
-    child.stderr.on('data', (b: Buffer) => (out += b.toString()))
-    const code = new Promise<number | null>((resolve) => child.on('close', (c) => resolve(c)))
-    for (const until = Date.now() + 60_000; !/checkpoint 2 committed to partner/.test(out) && Date.now() < until; ) await new Promise((r) => setTimeout(r, 20))
-    expect(out).not.toMatch(/"checksum"/)
+    const job = startMpirun(2, [...common, '--rendezvous', `127.0.0.1:${await freePort()}`, '--node-timeout', '3s'], { secret })
+    await until(job.out, /checkpoint 2 committed to partner/, undefined, 60_000)
+    expect(job.out()).not.toMatch(/"checksum"/)
     // A node that stops answering (as a crashed machine does): node 0 finds it silent past --node-timeout.
-    const stopped = processesOfNode(1, join(root, 'gone-'))
-    expect(stopped.length, out).toBeGreaterThan(0)
-    for (const pid of stopped) process.kill(pid, 'SIGSTOP')
+    const stopped = signalNode(1, join(root, 'gone-'), 'SIGSTOP', job.out())
     rmSync(join(root, 'gone-1'), { recursive: true, force: true })
-    expect(await code, out).toBe(76)
-    expect(out).toMatch(/node 1 was lost/)
-    for (const pid of stopped) {
-      try {
-        process.kill(pid, 'SIGKILL')
-      } catch {
-        // Ended already (mpirun tears the job down).
-      }
-    }
+    expect(await job.code, job.out()).toBe(76)
+    expect(job.out()).toMatch(/node 1 was lost/)
+    // Ended already, most of them (mpirun tears the job down).
+    signalEach(stopped, 'SIGKILL')
 
     // The node left runs on: node 0's directory holds its own file and the copy of node 1's.
     const again = await mpirun(1, [...common, '--rendezvous', `127.0.0.1:${await freePort()}`, '--resume', '--events', events])
     expect(again.code, again.out).toBe(0)
     expect(again.out).toMatch(/resuming a checkpoint of 2 ranks on 1/)
-    const resume = readFileSync(events, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as { event: string; level?: string }).find((e) => e.event === 'resume')
+    const resume = eventsIn(events).find((e) => e.event === 'resume')
     expect(resume?.level).toBe('disk+partner')
     const straight = (await launch<JacobiResult>(program[0], { ranks: 1, argv: program.slice(1), onLog: () => {} })).value
     expect(jsonOf<JacobiResult>(again.out).checksum).toBe(straight.checksum)
@@ -211,21 +168,17 @@ describe.skipIf(!haveMpirun)('under mpirun, mpirun itself killed', () => {
       'examples/jacobi/jacobi.ts', '--n', '40', '--iterations', '5000000', '--ranks-per-node', '1',
       '--checkpoint-dir', `${marker}{node}`, '--hang-timeout', '20000', '--rendezvous', `127.0.0.1:${await freePort()}`, '--status-file', status, '--events', events,
     ]
-    const child = spawn(MPIRUN, ['--bind-to', 'none', '-np', '2', ...command], { env: { ...process.env, ...MPI_ENV }, stdio: ['ignore', 'pipe', 'pipe'] })
-    let out = ''
-    child.stdout.on('data', (b: Buffer) => (out += b.toString()))
-    child.stderr.on('data', (b: Buffer) => (out += b.toString()))
-    const closed = new Promise((resolve) => child.on('close', resolve))
+    const job = startMpirun(2, command, { secret })
     const left = () => [...processesOfNode(0, marker), ...processesOfNode(1, marker)]
     try {
-      for (const until = Date.now() + 45_000; !/step [1-9]\d* /.test(out) && Date.now() < until; ) await new Promise((r) => setTimeout(r, 20))
-      expect(left().length, out).toBeGreaterThan(0)
-      child.kill('SIGKILL')
-      await closed
-      for (const until = Date.now() + 20_000; left().length > 0 && Date.now() < until; ) await new Promise((r) => setTimeout(r, 50))
-      expect(left(), out).toEqual([])
-      expect(JSON.parse(readFileSync(status, 'utf8')), out).toMatchObject({ state: 'ended', exitCode: 75, resumable: true })
-      const stop = readFileSync(events, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as { event: string; why?: string })
+      await until(job.out, /step [1-9]\d* /)
+      expect(left().length, job.out()).toBeGreaterThan(0)
+      process.kill(job.pid, 'SIGKILL')
+      await job.code
+      await poll(() => left().length === 0, 20_000, 50)
+      expect(left(), job.out()).toEqual([])
+      expect(statusOf(status), job.out()).toMatchObject({ state: 'ended', exitCode: 75, resumable: true })
+      const stop = eventsIn(events)
       // Node 0 notices its own launcher is gone, or hears first from node 1, which noticed its own and passed the stop on.
       expect(stop.find((e) => e.event === 'preempt-requested')?.why).toMatch(/launcher process that started this node supervisor .* is gone|on node 1/)
       for (const node of [0, 1]) {
@@ -245,38 +198,24 @@ describe.skipIf(!haveMpirun)('under mpirun, node 0 lost with its directory', () 
     const events = join(root, 'first-events.jsonl')
     const program = ['examples/jacobi/jacobi.ts', '--n', '40', '--iterations', '5000']
     const common = [...molotof, ...program, '--ranks-per-node', '2', '--checkpoint', 'every:50', '--checkpoint-dir', dir, '--hang-timeout', '20000', '--json']
-    const child = spawn(MPIRUN, ['--bind-to', 'none', '-np', '2', ...common, '--rendezvous', `127.0.0.1:${await freePort()}`, '--node-timeout', '3s'], {
-      env: { ...process.env, ...MPI_ENV },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    })
-    let out = ''
-    child.stdout.on('data', (b: Buffer) => (out += b.toString()))
-    child.stderr.on('data', (b: Buffer) => (out += b.toString()))
-    const code = new Promise<number | null>((resolve) => child.on('close', (c) => resolve(c)))
-    for (const until = Date.now() + 60_000; !/checkpoint 2 committed to partner/.test(out) && Date.now() < until; ) await new Promise((r) => setTimeout(r, 20))
-    expect(out).not.toMatch(/"checksum"/)
+    const job = startMpirun(2, [...common, '--rendezvous', `127.0.0.1:${await freePort()}`, '--node-timeout', '3s'], { secret })
+    await until(job.out, /checkpoint 2 committed to partner/, undefined, 60_000)
+    expect(job.out()).not.toMatch(/"checksum"/)
     // Node 0 (the rendezvous, and the directory the run's record is in) stops answering, and its disk is lost.
-    const stopped = processesOfNode(0, join(root, 'first-'))
-    expect(stopped.length, out).toBeGreaterThan(0)
-    for (const pid of stopped) process.kill(pid, 'SIGSTOP')
+    const stopped = signalNode(0, join(root, 'first-'), 'SIGSTOP', job.out())
     rmSync(join(root, 'first-0'), { recursive: true, force: true })
-    expect(await code, out).not.toBe(0)
+    expect(await job.code, job.out()).not.toBe(0)
     // Node 1 alone holds half of the two nodes, without node 0: it cannot tell a crash from a partition, and stops.
-    expect(out).toMatch(/node 1: lost node 0, the coordinator \(silent for more than 3\.0 s \(--node-timeout\)\)/)
-    expect(out).toMatch(/this side holds 1 of the 2 nodes of the last membership .*not a majority/)
-    for (const pid of stopped) {
-      try {
-        process.kill(pid, 'SIGKILL')
-      } catch {
-        // Ended already (mpirun tears the job down).
-      }
-    }
+    expect(job.out()).toMatch(/node 1: lost node 0, the coordinator \(silent for more than 3\.0 s \(--node-timeout\)\)/)
+    expect(job.out()).toMatch(/this side holds 1 of the 2 nodes of the last membership .*not a majority/)
+    // Ended already, most of them (mpirun tears the job down).
+    signalEach(stopped, 'SIGKILL')
 
     // The relaunch on the node left: it is node 0 now, its directory first-0 is new; first-1 holds everything.
     const again = await mpirun(1, [...common, '--rendezvous', `127.0.0.1:${await freePort()}`, '--resume', '--events', events])
     expect(again.code, again.out).toBe(0)
     expect(again.out).toMatch(/resuming a checkpoint of 4 ranks on 2/)
-    const resume = readFileSync(events, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as { event: string; seq?: number; step?: number }).find((e) => e.event === 'resume')
+    const resume = eventsIn(events).find((e) => e.event === 'resume')
     expect(resume?.seq, again.out).toBeGreaterThanOrEqual(2)
     expect(resume?.step).toBeGreaterThanOrEqual(149)
     const straight = (await launch<JacobiResult>(program[0], { ranks: 2, argv: program.slice(1), onLog: () => {} })).value

@@ -123,6 +123,11 @@ export class NodeNamespaces {
     ip('link', 'set', this.hostEnd(i), 'down')
   }
 
+  /** Node `i` joined to the bridge again after `cutOff` (namespaces shared by the tests of a file). */
+  reconnect(i: number): void {
+    ip('link', 'set', this.hostEnd(i), 'up')
+  }
+
   /** Node `i`'s link slowed both ways to `rate` (tc tbf, e.g. '2mbit'): what it sends, and what it is sent. */
   rateLimit(i: number, rate: string): void {
     const tbf = ['root', 'tbf', 'rate', rate, 'burst', '16kb', 'latency', '400ms']

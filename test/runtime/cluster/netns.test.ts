@@ -3,19 +3,15 @@
 // whole process tree killed. The run's outcome is read from --status-file
 // (mpirun --enable-recovery exits 0 whatever); the bits are checked against
 // serial references written without molotof (examples/*/serial.ts).
-import { execFileSync, spawn } from 'node:child_process'
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { execFileSync } from 'node:child_process'
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
-import { interiorSum, jacobiSerial } from '../../../examples/jacobi/serial.js'
-import { resolveParams } from '../../../examples/swing/model/params.js'
-import { valueSwing } from '../../../examples/swing/model/serial.js'
-import { processesOfNode } from '../../../bench/mpirun-nodes.js'
+import { alive, checksumIn, endedByNode0, eventsIn, haveMpirun, type Job, jacobiBits, killAll, MPIRUN, processesOfNode, startInNamespaces, swingValue, until as waitFor } from './mpirun-job.js'
 import { delayingProxy, namespacesUnavailable, NodeNamespaces } from './namespaces.js'
 
-const MPIRUN = '/usr/bin/mpirun'
-const unavailable = existsSync(MPIRUN) ? namespacesUnavailable() : `${MPIRUN} is missing (apt-get install openmpi-bin)`
+const unavailable = haveMpirun ? namespacesUnavailable() : `${MPIRUN} is missing (apt-get install openmpi-bin)`
 if (unavailable !== undefined) console.log(`network-namespace node-loss tests skipped: ${unavailable}`)
 
 const root = mkdtempSync(join(tmpdir(), 'molotof-netns-'))
@@ -36,80 +32,10 @@ function network(tag: string, nodes: number, hostOnBridge = false): NodeNamespac
   return net
 }
 
-/** mpirun as root needs these; --bind-to none: Open MPI would pin each node supervisor, and all its ranks, to one core. */
-// MOLOTOF_SECRET as a batch script exports it: mpirun passes the environment to the nodes on this host.
-const MPI_ENV = { OMPI_ALLOW_RUN_AS_ROOT: '1', OMPI_ALLOW_RUN_AS_ROOT_CONFIRM: '1', OMPI_MCA_rmaps_base_oversubscribe: '1', MOLOTOF_SECRET: 'a secret of the namespace tests' }
-
-interface Run {
-  out: () => string
-  code: Promise<number | null>
-  ended: () => boolean
-}
-
-/**
- * `mpirun --enable-recovery -np <nodes>`, node i running `molotof run <args>` in namespace i, node 0's rendezvous
- * at its address. mpirun exits 0 whatever its processes return: each node's code is printed ("node 2 exited with 76").
- */
-function startRun(net: NodeNamespaces, args: string[], rendezvous = `${net.address(0)}:29500`): Run {
-  const cmd = `${net.enter} node bin/molotof.mjs run ${args.join(' ')} --rendezvous ${rendezvous}; echo "node $OMPI_COMM_WORLD_RANK exited with $?"`
-  const child = spawn(MPIRUN, ['--enable-recovery', '--bind-to', 'none', '-np', String(net.count), 'sh', '-c', cmd], { env: { ...process.env, ...MPI_ENV }, stdio: ['ignore', 'pipe', 'pipe'] })
-  let out = ''
-  let ended = false
-  child.stdout.on('data', (b: Buffer) => (out += b.toString()))
-  child.stderr.on('data', (b: Buffer) => (out += b.toString()))
-  const code = new Promise<number | null>((resolve) => child.on('close', (c) => resolve(c))).finally(() => (ended = true))
-  return { out: () => out, code, ended: () => ended }
-}
-
-/** Wait until `pattern` is in `text()` (or the run ended, or `ms` passed); the time it took (ms). */
-async function until(text: () => string, pattern: RegExp, run: Run, ms = 45_000): Promise<number> {
-  const start = Date.now()
-  while (!pattern.test(text()) && !run.ended() && Date.now() - start < ms) await new Promise((r) => setTimeout(r, 20))
-  return Date.now() - start
-}
-
-type Status = { state: string; exitCode: number | null; outcome: string | null; node: number }
-const statusOf = (file: string): Status | undefined => (existsSync(file) ? (JSON.parse(readFileSync(file, 'utf8')) as Status) : undefined)
-
-/**
- * Wait for node 0's end in the status file (a cut-off node's supervisor may keep mpirun waiting). A node that lost
- * node 0 writes its own end (76) there first: node 0's must come after it and stay.
- */
-async function ended(status: string, run: Run): Promise<Status | undefined> {
-  const byNode0 = () => statusOf(status)?.state === 'ended' && statusOf(status)?.node === 0
-  for (const limit = Date.now() + 45_000; !byNode0() && !run.ended() && Date.now() < limit; ) await new Promise((r) => setTimeout(r, 50))
-  // The others end when node 0 tells them, or before.
-  await Promise.race([run.code, new Promise((r) => setTimeout(r, 10_000))])
-  return statusOf(status)
-}
-
-type Event = { event: string; [k: string]: unknown }
-const eventsIn = (file: string): Event[] => readFileSync(file, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as Event)
-
-const jacobiBits = (n: number, iterations: number): number => interiorSum(jacobiSerial(n, iterations), n)
-const checksumIn = (out: string): number => Number(/checksum (\S+)/.exec(out)?.[1])
-
-const alive = (pid: number): boolean => {
-  try {
-    process.kill(pid, 0)
-    return true
-  } catch {
-    // No such process.
-    return false
-  }
-}
-
-function killAll(nodes: number, marker: string): void {
-  for (let node = 0; node < nodes; node++) {
-    for (const pid of processesOfNode(node, marker)) {
-      try {
-        process.kill(pid, 'SIGKILL')
-      } catch {
-        // Ended already.
-      }
-    }
-  }
-}
+// The harness's calls (mpirun-job.ts) under the names these tests use.
+const startRun = (net: NodeNamespaces, args: string[], rendezvous?: string): Job => startInNamespaces(net, args, 'a secret of the namespace tests', rendezvous)
+const until = (text: () => string, pattern: RegExp, run: Job, ms?: number): Promise<number> => waitFor(text, pattern, run.ended, ms)
+const ended = endedByNode0
 
 describe.skipIf(unavailable !== undefined)('a node whose link goes down (each node in its own network namespace)', () => {
   it("3 working nodes + 1 spare, node 1's interface down: lost after --node-timeout (not before), spare node 3 takes rank 1; exit 0, the serial bits", async () => {
@@ -336,7 +262,7 @@ describe.skipIf(unavailable !== undefined)('swing with a spare node (each node i
       expect(out).toMatch(/node 2 lost( at step \d+)? \(the connection closed\); spare node 3 took rank 2 \(0 spare nodes left\)/)
       expect(eventsIn(events).filter((e) => e.event === 'node-lost')).toMatchObject([{ node: 2, outcome: 'replaced', spare: 3, ranks: [2] }])
       const { value } = JSON.parse(out.slice(out.indexOf('{\n'), out.lastIndexOf('\n}') + 2)) as { value: number }
-      expect(Object.is(value, valueSwing(resolveParams('daily-g', { N: 1500, T: 4 })).value), out).toBe(true)
+      expect(Object.is(value, swingValue('daily-g', { N: 1500, T: 4 })), out).toBe(true)
     } finally {
       killAll(4, marker)
     }

@@ -5,93 +5,21 @@
 // checkpoint directory ({node}). Small grids, one rank per node. When no
 // spare is left, the others go on with fewer ranks (a shrink, restored
 // elastically inside the run).
-import { spawn } from 'node:child_process'
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
-import { createServer } from 'node:net'
+import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
-import { interiorSum, jacobiSerial } from '../../../examples/jacobi/serial.js'
 import { main } from '../../../src/cli/main.js'
-import { processesOfNode } from '../../../bench/mpirun-nodes.js'
+import {
+  after, alive, childrenOf, eventsIn, freePort, haveMpirun, killAll, loseNode, MOLOTOF_RUN, MPIRUN, rankProcessesOf, sameJacobiBits, signalEach, startMpirun, statusEnded, statusOf, supervisorOf, until,
+} from './mpirun-job.js'
 
-const MPIRUN = '/usr/bin/mpirun'
-const haveMpirun = existsSync(MPIRUN)
 if (!haveMpirun) console.log(`spare-node tests skipped: ${MPIRUN} is missing (apt-get install openmpi-bin)`)
 
 const root = mkdtempSync(join(tmpdir(), 'molotof-spares-'))
 afterAll(() => rmSync(root, { recursive: true, force: true }))
-
-/** mpirun as root needs these; --bind-to none: Open MPI would pin each node supervisor, and all its ranks, to one core. */
-// MOLOTOF_SECRET as a batch script exports it: mpirun passes the environment to the nodes on this host.
-const MPI_ENV = { OMPI_ALLOW_RUN_AS_ROOT: '1', OMPI_ALLOW_RUN_AS_ROOT_CONFIRM: '1', OMPI_MCA_rmaps_base_oversubscribe: '1', MOLOTOF_SECRET: 'a secret of the spare-node tests' }
-const molotof = ['node', 'bin/molotof.mjs', 'run']
-
-async function freePort(): Promise<number> {
-  const s = createServer()
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', () => r()))
-  const port = (s.address() as { port: number }).port
-  await new Promise((r) => s.close(r))
-  return port
-}
-
-/** `mpirun [flags] -np <nodes> <command…>` started; `out` grows with everything printed. */
-function startMpirun(flags: string[], nodes: number, command: string[]): { out: () => string; code: Promise<number | null> } {
-  const child = spawn(MPIRUN, [...flags, '--bind-to', 'none', '-np', String(nodes), ...command], { env: { ...process.env, ...MPI_ENV }, stdio: ['ignore', 'pipe', 'pipe'] })
-  let out = ''
-  child.stdout.on('data', (b: Buffer) => (out += b.toString()))
-  child.stderr.on('data', (b: Buffer) => (out += b.toString()))
-  return { out: () => out, code: new Promise((resolve) => child.on('close', (c) => resolve(c))) }
-}
-
-
-/** The child processes of `pid` whose command line contains `word`. */
-function childrenOf(pid: number, word: string): number[] {
-  const found: number[] = []
-  for (const name of readdirSync('/proc')) {
-    if (!/^\d+$/.test(name)) continue
-    try {
-      const ppid = Number(readFileSync(`/proc/${name}/stat`, 'utf8').replace(/^.*\) /s, '').split(' ')[1])
-      if (ppid === pid && readFileSync(`/proc/${name}/cmdline`, 'utf8').includes(word)) found.push(Number(name))
-    } catch {
-      // Ended while the list was read.
-    }
-  }
-  return found
-}
-
-/** The rank processes of node `node` (its supervisor's children running a boot file), in pid order. */
-function rankProcessesOf(node: number, marker: string): number[] {
-  const [supervisor] = processesOfNode(node, marker).filter((pid) => readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes(marker))
-  return supervisor === undefined ? [] : childrenOf(supervisor, 'boot.mjs').sort((a, b) => a - b)
-}
-
-const alive = (pid: number): boolean => {
-  try {
-    process.kill(pid, 0)
-    return true
-  } catch {
-    // No such process.
-    return false
-  }
-}
-
-type Event = { event: string; [k: string]: unknown }
-const eventsIn = (file: string): Event[] => readFileSync(file, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as Event)
-
-/** Wait until `pattern` is in `out()` (or the run ended, or 45 s passed). */
-async function until(out: () => string, pattern: RegExp, ended: () => boolean): Promise<void> {
-  for (const limit = Date.now() + 45_000; !pattern.test(out()) && !ended() && Date.now() < limit; ) await new Promise((r) => setTimeout(r, 20))
-}
-
-/** SIGKILL node `node`'s supervisor and rank processes, as a node dies at once, and delete its directories (its disk, its memory). */
-function loseNode(node: number, marker: string, out: string, memory?: string): void {
-  const killed = processesOfNode(node, marker)
-  expect(killed.length, out).toBeGreaterThan(0)
-  for (const pid of killed) process.kill(pid, 'SIGKILL')
-  rmSync(`${marker}${node}`, { recursive: true, force: true })
-  if (memory !== undefined) rmSync(`${memory}${node}`, { recursive: true, force: true })
-}
+const secret = 'a secret of the spare-node tests'
+const molotof = MOLOTOF_RUN
 
 describe.skipIf(!haveMpirun)('spare nodes under mpirun --enable-recovery', () => {
   it('3 working nodes + 1 spare: node 1 killed outright with its directory, spare node 3 takes its rank; then node 2 killed, no spare left, the run shrinks to 2 ranks; exit 0, the serial bits', async () => {
@@ -102,51 +30,47 @@ describe.skipIf(!haveMpirun)('spare nodes under mpirun --enable-recovery', () =>
     const memory = join(root, 'spare-memory-')
     const status = join(root, 'spare-status.json')
     const events = join(root, 'spare-events.jsonl')
-    const run = startMpirun(['--enable-recovery'], 4, [
+    const run = startMpirun(4, [
       ...molotof,
       'examples/jacobi/jacobi.ts', '--n', String(n), '--iterations', String(iterations),
       '--spare-nodes', '1',
       '--checkpoint', 'every:100', '--checkpoint-dir', `${marker}{node}`, '--memory-checkpoint', 'every:20', '--memory-dir', `${memory}{node}`, '--hang-timeout', '20000',
       '--rendezvous', `127.0.0.1:${await freePort()}`, '--status-file', status, '--events', events, '--log', 'all',
-    ])
-    let ended = false
-    void run.code.then(() => (ended = true))
+    ], { secret, recovery: true })
     try {
-      await until(run.out, /checkpoint 2 committed to partner/, () => ended)
+      await until(run.out, /checkpoint 2 committed to partner/, run.ended)
       expect(run.out()).not.toMatch(/checksum/)
       // The spare node computes nothing (no directory of its own yet), in a rank process started ahead with the program loaded.
       expect(existsSync(`${marker}3`), run.out()).toBe(false)
-      const [spareSupervisor] = processesOfNode(3, marker).filter((pid) => readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes(marker))
-      const warm = childrenOf(spareSupervisor, 'spare-boot.mjs')
+      const warm = childrenOf(supervisorOf(3, marker)!, 'spare-boot.mjs')
       expect(warm, run.out()).toHaveLength(1)
       // The survivors' rank processes (nodes 0 and 2): the same processes run the next attempts.
       const survivors = [rankProcessesOf(0, marker), rankProcessesOf(2, marker)]
       expect(survivors.flat(), run.out()).toHaveLength(2)
       // The whole node dies at once (its supervisor and its rank), and its disk with it.
-      loseNode(1, marker, run.out(), memory)
+      loseNode(1, marker, run.out(), { memory })
       // Rank 1 runs in that warm process: it is still there once the run computes again (one not taken is killed).
-      await until(run.out, /first superstep \d+ ms after the loss of node 1/, () => ended)
+      await until(run.out, /first superstep \d+ ms after the loss of node 1/, run.ended)
       expect(alive(warm[0]), run.out()).toBe(true)
       expect([rankProcessesOf(0, marker), rankProcessesOf(2, marker), rankProcessesOf(3, marker)], run.out()).toEqual([...survivors, warm])
       expect(run.out()).toMatch(/node 1 lost( at step \d+)? \(the connection closed\); spare node 3 took rank 1 \(0 spare nodes left\)/)
       expect(run.out()).not.toMatch(/checksum/)
 
       // A second loss once the new placement has partner copies of its own (rank 1's now made on node 3): no spare left.
-      const afterFirst = () => run.out().split(/first superstep \d+ ms after the loss of node 1/)[1] ?? ''
-      await until(afterFirst, /committed to partner[\s\S]*committed to partner/, () => ended)
+      const afterFirst = after(run.out, /first superstep \d+ ms after the loss of node 1/)
+      await until(afterFirst, /committed to partner[\s\S]*committed to partner/, run.ended)
       expect(run.out()).not.toMatch(/checksum/)
-      loseNode(2, marker, run.out(), memory)
+      loseNode(2, marker, run.out(), { memory })
       // After the shrink, node 0 and node 3 still compute in the processes they had.
-      await until(run.out, /first superstep \d+ ms after the loss of node 2/, () => ended)
+      await until(run.out, /first superstep \d+ ms after the loss of node 2/, run.ended)
       expect([rankProcessesOf(0, marker), rankProcessesOf(3, marker)], run.out()).toEqual([survivors[0], warm])
 
       const code = await run.code
       const out = run.out()
       // mpirun --enable-recovery exits 0 whatever: the status file says how the run ended.
       expect(code, out).toBe(0)
-      expect(JSON.parse(readFileSync(status, 'utf8')), out).toMatchObject({ state: 'ended', exitCode: 0, outcome: 'done' })
-      const checksum = Number(/checksum (\S+)/.exec(out)?.[1])
-      expect(Object.is(checksum, interiorSum(jacobiSerial(n, iterations), n)), out).toBe(true)
+      expect(statusOf(status), out).toMatchObject({ state: 'ended', exitCode: 0, outcome: 'done' })
+      expect(sameJacobiBits(out, n, iterations), out).toBe(true)
       // The step is the lost rank's last heartbeat in this attempt: unknown (and left out) when the loss lands while
       // the attempt is being started (node 2's rank process may die a moment before its supervisor).
       expect(out).toMatch(/node 2 lost( at step \d+)? \(the connection closed\); no spare node left: the run goes on with 2 ranks/)
@@ -181,7 +105,7 @@ describe.skipIf(!haveMpirun)('spare nodes under mpirun --enable-recovery', () =>
       const own = readdirSync(`${marker}3`).filter((d) => d.startsWith('ckpt-'))
       expect(readdirSync(join(`${marker}3`, own.sort().pop()!)).sort()).toEqual(['COMMIT', 'rank-1.mlf'])
     } finally {
-      for (const node of [0, 1, 2, 3]) for (const pid of processesOfNode(node, marker)) process.kill(pid, 'SIGKILL')
+      killAll(4, marker)
     }
   }, 90_000)
 })
@@ -194,35 +118,32 @@ describe.skipIf(!haveMpirun)('a shrink renumbers the kept ranks', () => {
     const memory = join(root, 'renumber-memory-')
     const status = join(root, 'renumber-status.json')
     const events = join(root, 'renumber-events.jsonl')
-    const run = startMpirun(['--enable-recovery'], 3, [
+    const run = startMpirun(3, [
       ...molotof,
       'examples/jacobi/jacobi.ts', '--n', String(n), '--iterations', String(iterations),
       '--checkpoint', 'every:100', '--checkpoint-dir', `${marker}{node}`, '--memory-checkpoint', 'every:20', '--memory-dir', `${memory}{node}`, '--hang-timeout', '20000',
       '--rendezvous', `127.0.0.1:${await freePort()}`, '--status-file', status, '--events', events, '--log', 'all',
-    ])
-    let ended = false
-    void run.code.then(() => (ended = true))
+    ], { secret, recovery: true })
     try {
-      await until(run.out, /checkpoint 2 committed to partner/, () => ended)
+      await until(run.out, /checkpoint 2 committed to partner/, run.ended)
       const survivors = [rankProcessesOf(0, marker), rankProcessesOf(2, marker)]
       expect(survivors.flat(), run.out()).toHaveLength(2)
-      loseNode(1, marker, run.out(), memory)
-      await until(run.out, /first superstep \d+ ms after the loss of node 1/, () => ended)
+      loseNode(1, marker, run.out(), { memory })
+      await until(run.out, /first superstep \d+ ms after the loss of node 1/, run.ended)
       expect([rankProcessesOf(0, marker), rankProcessesOf(2, marker)], run.out()).toEqual(survivors)
       const code = await run.code
       const out = run.out()
       expect(code, out).toBe(0)
-      expect(JSON.parse(readFileSync(status, 'utf8')), out).toMatchObject({ state: 'ended', exitCode: 0, outcome: 'done' })
+      expect(statusOf(status), out).toMatchObject({ state: 'ended', exitCode: 0, outcome: 'done' })
       expect(out).toMatch(/resuming a checkpoint of 3 ranks on 2/)
-      const checksum = Number(/checksum (\S+)/.exec(out)?.[1])
-      expect(Object.is(checksum, interiorSum(jacobiSerial(n, iterations), n)), out).toBe(true)
+      expect(sameJacobiBits(out, n, iterations), out).toBe(true)
       const seen = eventsIn(events)
       expect(seen.filter((e) => e.event === 'recovered').map((e) => e.ranksFrom)).toEqual([{ kept: 2, spares: 0, spawned: 0 }])
       // Node 2's process ran rank 2 of 3, then rank 1 of 2: its last checkpoint is rank 1's.
       const own = readdirSync(`${marker}2`).filter((d) => d.startsWith('ckpt-'))
       expect(readdirSync(join(`${marker}2`, own.sort().pop()!)).sort()).toEqual(['COMMIT', 'rank-1.mlf'])
     } finally {
-      for (const node of [0, 1, 2]) for (const pid of processesOfNode(node, marker)) process.kill(pid, 'SIGKILL')
+      killAll(3, marker)
     }
   }, 90_000)
 })
@@ -233,43 +154,33 @@ describe.skipIf(!haveMpirun)('a silent node replaced by a spare', () => {
     const iterations = 1500
     const marker = join(root, 'silent-')
     const status = join(root, 'silent-status.json')
-    const run = startMpirun(['--enable-recovery'], 4, [
+    const run = startMpirun(4, [
       ...molotof,
       'examples/jacobi/jacobi.ts', '--n', String(n), '--iterations', String(iterations),
       '--spare-nodes', '1', '--node-timeout', '3s',
       '--checkpoint', 'every:50', '--checkpoint-dir', `${marker}{node}`, '--hang-timeout', '20000',
       '--rendezvous', `127.0.0.1:${await freePort()}`, '--status-file', status, '--log', 'all',
-    ])
-    let ended = false
-    void run.code.then(() => (ended = true))
+    ], { secret, recovery: true })
     const stopped: number[] = []
     try {
-      await until(run.out, /checkpoint 2 committed to partner/, () => ended)
-      stopped.push(...processesOfNode(1, marker))
-      expect(stopped.length, run.out()).toBeGreaterThan(0)
-      for (const pid of stopped) process.kill(pid, 'SIGSTOP')
-      rmSync(`${marker}1`, { recursive: true, force: true })
+      await until(run.out, /checkpoint 2 committed to partner/, run.ended)
+      stopped.push(...loseNode(1, marker, run.out(), { signal: 'SIGSTOP' }))
       // mpirun waits for the stopped node: the others' outcome is in the status file.
-      for (const limit = Date.now() + 45_000; !/"state": "ended"/.test(existsSync(status) ? readFileSync(status, 'utf8') : '') && Date.now() < limit; ) await new Promise((r) => setTimeout(r, 50))
-      expect(JSON.parse(readFileSync(status, 'utf8')), run.out()).toMatchObject({ state: 'ended', exitCode: 0 })
+      await statusEnded(status)
+      expect(statusOf(status), run.out()).toMatchObject({ state: 'ended', exitCode: 0 })
       // The step is said when node 0 knows where the lost node's first rank was; when it does not, the line leaves it out.
       expect(run.out()).toMatch(/node 1 lost( at step \d+)? \(silent for \d+\.\d s \(--node-timeout 3\.0 s\)\); spare node 3 took rank 1/)
-      const checksum = Number(/checksum (\S+)/.exec(run.out())?.[1])
-      expect(Object.is(checksum, interiorSum(jacobiSerial(n, iterations), n)), run.out()).toBe(true)
+      // Node 0 writes the status file before its result reaches mpirun's output.
+      await until(run.out, /checksum \S+/, undefined, 10_000)
+      expect(sameJacobiBits(run.out(), n, iterations), run.out()).toBe(true)
       // Node 1 wakes up: it reads that it was dropped and exits; the status file still says 0.
       for (const pid of stopped) process.kill(pid, 'SIGCONT')
       expect(await run.code, run.out()).toBe(0)
       expect(run.out()).toMatch(/node 1: node 0 counted this node as lost \(silent for/)
-      expect(JSON.parse(readFileSync(status, 'utf8')), run.out()).toMatchObject({ state: 'ended', exitCode: 0, node: 0 })
+      expect(statusOf(status), run.out()).toMatchObject({ state: 'ended', exitCode: 0, node: 0 })
     } finally {
-      for (const pid of stopped) {
-        try {
-          process.kill(pid, 'SIGKILL')
-        } catch {
-          // Ended already.
-        }
-      }
-      for (const node of [0, 1, 2, 3]) for (const pid of processesOfNode(node, marker)) process.kill(pid, 'SIGKILL')
+      signalEach(stopped, 'SIGKILL')
+      killAll(4, marker)
     }
   }, 90_000)
 })
@@ -278,24 +189,22 @@ describe.skipIf(!haveMpirun)('no spare node left, a program that cannot be re-sl
   it('3 nodes, node 1 killed: the shrink refuses an array saved without its box, and the run ends with 76 (resumable) naming why', async () => {
     const marker = join(root, 'nobox-')
     const status = join(root, 'nobox-status.json')
-    const run = startMpirun(['--enable-recovery'], 3, [
+    const run = startMpirun(3, [
       ...molotof,
       'test/fixtures/elastic.ts', '--n', '30', '--steps', '100000000', '--acc', 'nobox',
       '--checkpoint', 'every:50', '--checkpoint-dir', `${marker}{node}`, '--hang-timeout', '20000',
       '--rendezvous', `127.0.0.1:${await freePort()}`, '--status-file', status, '--log', 'all',
-    ])
-    let ended = false
-    void run.code.then(() => (ended = true))
+    ], { secret, recovery: true })
     try {
-      await until(run.out, /checkpoint 2 committed to partner/, () => ended)
+      await until(run.out, /checkpoint 2 committed to partner/, run.ended)
       loseNode(1, marker, run.out())
       expect(await run.code, run.out()).toBe(0)
-      const written = JSON.parse(readFileSync(status, 'utf8')) as { message: string }
+      const written = statusOf(status)
       expect(written, run.out()).toMatchObject({ state: 'ended', exitCode: 76, outcome: 'node-lost', resumable: true })
-      expect(written.message).toMatch(/node 1 was lost \(the connection closed\) and no spare node is left; the run cannot go on with 2 ranks: .*"acc" \(skeleton 0\) is an array saved without its global box/)
-      expect(written.message).toMatch(/run the launcher again with --resume/)
+      expect(written?.message).toMatch(/node 1 was lost \(the connection closed\) and no spare node is left; the run cannot go on with 2 ranks: .*"acc" \(skeleton 0\) is an array saved without its global box/)
+      expect(written?.message).toMatch(/run the launcher again with --resume/)
     } finally {
-      for (const node of [0, 1, 2]) for (const pid of processesOfNode(node, marker)) process.kill(pid, 'SIGKILL')
+      killAll(3, marker)
     }
   }, 60_000)
 })
@@ -304,10 +213,10 @@ describe.skipIf(!haveMpirun)('--spare-nodes refused before any rank starts (exit
   const jacobi = ['examples/jacobi/jacobi.ts', '--n', '20', '--iterations', '5']
 
   it('as many spare nodes as nodes, or spares whose lost node would leave no copy (--partner-copies off), under mpirun', async () => {
-    const all = startMpirun([], 2, [...molotof, ...jacobi, '--spare-nodes', '2', '--rendezvous', `127.0.0.1:${await freePort()}`, '--checkpoint-dir', join(root, 'all-{node}')])
+    const all = startMpirun(2, [...molotof, ...jacobi, '--spare-nodes', '2', '--rendezvous', `127.0.0.1:${await freePort()}`, '--checkpoint-dir', join(root, 'all-{node}')], { secret })
     expect(await all.code, all.out()).toBe(2)
     expect(all.out()).toMatch(/--spare-nodes 2: the launcher started 2 node supervisors, so no node would be left to work \(at most 1\)/)
-    const bare = startMpirun([], 3, [...molotof, ...jacobi, '--spare-nodes', '1', '--partner-copies', 'off', '--rendezvous', `127.0.0.1:${await freePort()}`, '--checkpoint-dir', join(root, 'bare-{node}')])
+    const bare = startMpirun(3, [...molotof, ...jacobi, '--spare-nodes', '1', '--partner-copies', 'off', '--rendezvous', `127.0.0.1:${await freePort()}`, '--checkpoint-dir', join(root, 'bare-{node}')], { secret })
     expect(await bare.code, bare.out()).toBe(2)
     expect(bare.out()).toMatch(/--spare-nodes 1: .*a lost node's data would be gone/)
     // Neither started a rank: no checkpoint directory was made.

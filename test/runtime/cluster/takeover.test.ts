@@ -3,90 +3,26 @@
 // lowest-numbered surviving member takes the coordinator's role over and finishes the run; a side
 // without a majority of the last membership stops (exit 76) without writing the outcome. Every
 // "node" runs on this host with its own checkpoint directory ({node}).
-import { execFileSync, spawn } from 'node:child_process'
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
-import { createServer } from 'node:net'
+import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { interiorSum, jacobiSerial } from '../../../examples/jacobi/serial.js'
-import { processesOfNode } from '../../../bench/mpirun-nodes.js'
+import {
+  after, eventsIn, exited, freePort, haveMpirun, type Job, jacobiArgs, killAll, loseNode, MOLOTOF_RUN, MPIRUN, poll, processesOfNode, rankProcessesOf, sameJacobiBits, signalEach, startMpirun, statusEnded, statusOf, supervisorOf, until,
+} from './mpirun-job.js'
+import { NodeNamespaces } from './namespaces.js'
 
-const MPIRUN = '/usr/bin/mpirun'
-const haveMpirun = existsSync(MPIRUN)
 if (!haveMpirun) console.log(`takeover tests skipped: ${MPIRUN} is missing (apt-get install openmpi-bin)`)
 
 const root = mkdtempSync(join(tmpdir(), 'molotof-takeover-'))
 afterAll(() => rmSync(root, { recursive: true, force: true }))
+const secret = 'a secret of the takeover tests'
 
-/** mpirun as root needs these; --bind-to none: Open MPI would pin each node supervisor, and all its ranks, to one core. */
-const MPI_ENV = { OMPI_ALLOW_RUN_AS_ROOT: '1', OMPI_ALLOW_RUN_AS_ROOT_CONFIRM: '1', OMPI_MCA_rmaps_base_oversubscribe: '1', MOLOTOF_SECRET: 'a secret of the takeover tests' }
-
-async function freePort(): Promise<number> {
-  const s = createServer()
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', () => r()))
-  const port = (s.address() as { port: number }).port
-  await new Promise((r) => s.close(r))
-  return port
-}
-
-/** `mpirun --enable-recovery -np <nodes> molotof run <args…>` started; `out` grows with everything printed. */
-function startRun(nodes: number, args: string[]): { out: () => string; code: Promise<number | null>; ended: () => boolean } {
-  const child = spawn(MPIRUN, ['--enable-recovery', '--bind-to', 'none', '-np', String(nodes), 'node', 'bin/molotof.mjs', 'run', ...args], {
-    env: { ...process.env, ...MPI_ENV },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  })
-  let out = ''
-  let ended = false
-  child.stdout.on('data', (b: Buffer) => (out += b.toString()))
-  child.stderr.on('data', (b: Buffer) => (out += b.toString()))
-  const code = new Promise<number | null>((resolve) => child.on('close', (c) => resolve(c)))
-  void code.then(() => (ended = true))
-  return { out: () => out, code, ended: () => ended }
-}
-
-/** Wait until `pattern` is in `text()` (or `stop()`, or 45 s passed). */
-async function until(text: () => string, pattern: RegExp, stop: () => boolean): Promise<void> {
-  for (const limit = Date.now() + 45_000; !pattern.test(text()) && !stop() && Date.now() < limit; ) await new Promise((r) => setTimeout(r, 20))
-}
-
-type Event = { event: string; [k: string]: unknown }
-const eventsIn = (file: string): Event[] => readFileSync(file, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as Event)
-const statusOf = (file: string): Record<string, unknown> => JSON.parse(readFileSync(file, 'utf8')) as Record<string, unknown>
-
-function killAll(nodes: number, marker: string): void {
-  for (let node = 0; node < nodes; node++) {
-    for (const pid of processesOfNode(node, marker)) {
-      try {
-        process.kill(pid, 'SIGKILL')
-      } catch {
-        // Ended already.
-      }
-    }
-  }
-}
-
-/** The rank processes of node `node` (its supervisor's children running a boot file), in pid order. */
-function rankProcessesOf(node: number, marker: string): number[] {
-  const [supervisor] = processesOfNode(node, marker).filter((pid) => readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes(marker))
-  if (supervisor === undefined) return []
-  const found: number[] = []
-  for (const name of readdirSync('/proc')) {
-    if (!/^\d+$/.test(name)) continue
-    try {
-      const ppid = Number(readFileSync(`/proc/${name}/stat`, 'utf8').split(') ')[1].split(' ')[1])
-      if (ppid === supervisor && readFileSync(`/proc/${name}/cmdline`, 'utf8').includes('boot.mjs')) found.push(Number(name))
-    } catch {
-      // Ended while read.
-    }
-  }
-  return found.sort((a, b) => a - b)
-}
-
-/** The serial reference's checksum equals the one the run printed, bit for bit. */
-function sameBits(out: string, n: number, iterations: number): boolean {
-  return Object.is(Number(/checksum (\S+)/.exec(out)?.[1]), interiorSum(jacobiSerial(n, iterations), n))
-}
+// The harness's calls (mpirun-job.ts) under the names these tests use.
+/** `mpirun --enable-recovery -np <nodes> molotof run <args…>` started. */
+const startRun = (nodes: number, args: string[]): Job => startMpirun(nodes, [...MOLOTOF_RUN, ...args], { secret, recovery: true })
+const sameBits = sameJacobiBits
+const jacobi = jacobiArgs
 
 /** The step of the last checkpoint the run said it committed (the tests kill a node after checkpoint 2). */
 function lastCommittedStep(out: string): number {
@@ -94,8 +30,6 @@ function lastCommittedStep(out: string): number {
   expect(steps.length, out).toBeGreaterThan(0)
   return Math.max(...steps)
 }
-
-const jacobi = (n: number, iterations: number) => ['examples/jacobi/jacobi.ts', '--n', String(n), '--iterations', String(iterations)]
 
 describe.skipIf(!haveMpirun)('node 0 lost under mpirun --enable-recovery: another node finishes the run', () => {
   it('3 working nodes + 1 spare: node 0 killed outright with its directory; node 1 takes the coordinator over, spare node 3 takes rank 0; exit 0 in the status file, the serial bits', async () => {
@@ -169,8 +103,7 @@ describe.skipIf(!haveMpirun)('node 0 lost under mpirun --enable-recovery: anothe
     try {
       await until(run.out, /checkpoint 2 committed to partner/, run.ended)
       const committed = lastCommittedStep(run.out())
-      for (const pid of processesOfNode(0, marker)) process.kill(pid, 'SIGKILL')
-      rmSync(`${marker}0`, { recursive: true, force: true })
+      loseNode(0, marker, run.out())
 
       expect(await run.code, run.out()).toBe(0)
       const out = run.out()
@@ -209,14 +142,12 @@ describe.skipIf(!haveMpirun)('two coordinators lost in one run', () => {
     ])
     try {
       await until(run.out, /checkpoint 2 committed to partner/, run.ended)
-      for (const pid of processesOfNode(0, marker)) process.kill(pid, 'SIGKILL')
-      rmSync(`${marker}0`, { recursive: true, force: true })
+      loseNode(0, marker, run.out())
       await until(run.out, /first superstep \d+ ms after the loss of node 0/, run.ended)
       // The new placement's partner copies made (rank 0's now on node 3), node 1 coordinating: it goes too.
-      const afterFirst = () => run.out().split(/first superstep \d+ ms after the loss of node 0/)[1] ?? ''
+      const afterFirst = after(run.out, /first superstep \d+ ms after the loss of node 0/)
       await until(afterFirst, /committed to partner[\s\S]*committed to partner/, run.ended)
-      for (const pid of processesOfNode(1, marker)) process.kill(pid, 'SIGKILL')
-      rmSync(`${marker}1`, { recursive: true, force: true })
+      loseNode(1, marker, run.out())
 
       expect(await run.code, run.out()).toBe(0)
       const out = run.out()
@@ -259,7 +190,7 @@ describe.skipIf(!haveMpirun)('node 0 silent under mpirun --enable-recovery', () 
       for (const pid of stopped) process.kill(pid, 'SIGSTOP')
       rmSync(`${marker}0`, { recursive: true, force: true })
       // mpirun waits for the stopped node: the run's outcome is in the status file.
-      await until(() => (existsSync(status) ? readFileSync(status, 'utf8') : ''), /"state": "ended"/, run.ended)
+      await statusEnded(status, run.ended)
       const out = run.out()
       expect(statusOf(status), out).toMatchObject({ state: 'ended', exitCode: 0, outcome: 'done' })
       expect(sameBits(out, n, iterations), out).toBe(true)
@@ -269,13 +200,7 @@ describe.skipIf(!haveMpirun)('node 0 silent under mpirun --enable-recovery', () 
       expect(run.out()).toMatch(/node 0: node \d was lost \(.*\), and this side holds 1 of the 4 nodes of the last membership/)
       expect(statusOf(status), run.out()).toMatchObject({ state: 'ended', exitCode: 0 })
     } finally {
-      for (const pid of stopped) {
-        try {
-          process.kill(pid, 'SIGCONT')
-        } catch {
-          // Ended already.
-        }
-      }
+      signalEach(stopped, 'SIGCONT')
       killAll(4, marker)
     }
   }, 90_000)
@@ -294,12 +219,12 @@ describe.skipIf(!haveMpirun)('no split brain: node 0 in a minority stops', () =>
     const stopped: number[] = []
     try {
       await until(run.out, /checkpoint 2 committed to partner/, run.ended)
-      const [leader] = processesOfNode(0, marker).filter((pid) => readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes(marker))
+      const leader = supervisorOf(0, marker)
       stopped.push(...processesOfNode(1, marker), ...processesOfNode(2, marker))
       for (const pid of stopped) process.kill(pid, 'SIGSTOP')
       const at = Date.now()
-      const gone = (): boolean => !existsSync(`/proc/${leader}`) || / Z /.test(readFileSync(`/proc/${leader}/stat`, 'utf8'))
-      for (const limit = at + 30_000; !gone() && Date.now() < limit; ) await new Promise((r) => setTimeout(r, 50))
+      const gone = (): boolean => exited(leader!)
+      await poll(gone, 30_000, 50)
       expect(gone(), run.out()).toBe(true)
       expect(Date.now() - at, run.out()).toBeLessThan(3000 + 5000)
       expect(run.out()).toMatch(/node 0: node \d was lost \(silent for [\d.]+ s \(--node-timeout 3\.0 s\)\), and this side holds 1 of the 3 nodes of the last membership \(nodes 0 of 0, 1, 2\): not a majority/)
@@ -307,53 +232,17 @@ describe.skipIf(!haveMpirun)('no split brain: node 0 in a minority stops', () =>
       // No side went on: node 0's 76 tells a batch loop to relaunch.
       const written = statusOf(status)
       expect(written, run.out()).toMatchObject({ state: 'ended', exitCode: 76, outcome: 'node-lost', node: 0 })
-      expect(written.message).toMatch(/not a majority/)
+      expect(written?.message).toMatch(/not a majority/)
       for (const pid of stopped) process.kill(pid, 'SIGCONT')
       expect(await run.code, run.out()).toBe(0)
       expect(run.out()).toMatch(/node 1: node 0 counted this node as lost/)
       expect(statusOf(status), run.out()).toMatchObject({ state: 'ended', exitCode: 76, node: 0 })
     } finally {
-      for (const pid of stopped) {
-        try {
-          process.kill(pid, 'SIGCONT')
-        } catch {
-          // Ended already.
-        }
-      }
+      signalEach(stopped, 'SIGCONT')
       killAll(3, marker)
     }
   }, 90_000)
 })
-
-/** `count` network namespaces on one bridge: node i is `${prefix}n${i}`, 10.79.0.(i+1) on its `eth0`, whose bridge end is `${prefix}v${i}`. */
-function makeNamespaces(prefix: string, count: number): void {
-  const ip = (...args: string[]) => execFileSync('ip', args, { stdio: 'pipe' })
-  ip('link', 'add', `${prefix}br`, 'type', 'bridge')
-  ip('link', 'set', `${prefix}br`, 'up')
-  for (let i = 0; i < count; i++) {
-    ip('netns', 'add', `${prefix}n${i}`)
-    ip('link', 'add', `${prefix}v${i}`, 'type', 'veth', 'peer', 'name', 'eth0', 'netns', `${prefix}n${i}`)
-    ip('link', 'set', `${prefix}v${i}`, 'master', `${prefix}br`, 'up')
-    ip('-n', `${prefix}n${i}`, 'addr', 'add', `10.79.0.${i + 1}/24`, 'dev', 'eth0')
-    ip('-n', `${prefix}n${i}`, 'link', 'set', 'eth0', 'up')
-    ip('-n', `${prefix}n${i}`, 'link', 'set', 'lo', 'up')
-  }
-}
-
-function removeNamespaces(prefix: string, count: number): void {
-  for (let i = 0; i < count; i++) {
-    try {
-      execFileSync('ip', ['netns', 'del', `${prefix}n${i}`], { stdio: 'pipe' })
-    } catch {
-      // Absent already (setting up failed halfway): nothing to remove.
-    }
-  }
-  try {
-    execFileSync('ip', ['link', 'del', `${prefix}br`], { stdio: 'pipe' })
-  } catch {
-    // Absent already.
-  }
-}
 
 const canNetns = haveMpirun && process.getuid?.() === 0 && existsSync('/usr/sbin/ip')
 if (haveMpirun && !canNetns) console.log('takeover partition test skipped: it needs root and iproute2 (ip netns, veth, bridge)')
@@ -367,9 +256,9 @@ function committed(dir: string): number[] {
 }
 
 describe.skipIf(!canNetns)('no split brain: a partition of 2 | 1 nodes, each node in its own network namespace', () => {
-  const prefix = `tko${process.pid % 100000}`
-  beforeAll(() => makeNamespaces(prefix, 3))
-  afterAll(() => removeNamespaces(prefix, 3))
+  const net = new NodeNamespaces(`tko${process.pid % 100000}`, 3, '10.79.0')
+  beforeAll(() => net.create())
+  afterAll(() => net.remove())
 
   it("node 0's link taken down: node 0 (1 of 3) stops with 76 within --node-timeout + a few seconds and commits nothing after; nodes 1 and 2 go on, node 1 coordinating, the run shrinks; exit 0 in the status file, the serial bits", async () => {
     const n = 40
@@ -383,33 +272,26 @@ describe.skipIf(!canNetns)('no split brain: a partition of 2 | 1 nodes, each nod
       '--checkpoint', 'every:50', '--checkpoint-dir', `${marker}{node}`, '--hang-timeout', '20000',
       '--rendezvous', '10.79.0.1:29500', '--status-file', status, '--events', events, '--log', 'all',
     ]
-    const cmd = `exec ip netns exec ${prefix}n$OMPI_COMM_WORLD_RANK node bin/molotof.mjs run ${args.join(' ')}`
-    const child = spawn(MPIRUN, ['--enable-recovery', '--bind-to', 'none', '-np', '3', 'sh', '-c', cmd], { env: { ...process.env, ...MPI_ENV }, stdio: ['ignore', 'pipe', 'pipe'] })
-    let out = ''
-    let ended = false
-    child.stdout.on('data', (b: Buffer) => (out += b.toString()))
-    child.stderr.on('data', (b: Buffer) => (out += b.toString()))
-    const code = new Promise<number | null>((resolve) => child.on('close', (c) => resolve(c)))
-    void code.then(() => (ended = true))
+    const run = startMpirun(3, ['sh', '-c', `${net.exec} ${MOLOTOF_RUN.join(' ')} ${args.join(' ')}`], { secret, recovery: true })
     try {
-      await until(() => out, /checkpoint 3 committed to partner/, () => ended)
-      const [leader] = processesOfNode(0, marker).filter((pid) => readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('bin/molotof.mjs'))
-      expect(leader, out).toBeGreaterThan(0)
+      await until(run.out, /checkpoint 3 committed to partner/, run.ended)
+      const leader = supervisorOf(0, marker, 'bin/molotof.mjs')
+      expect(leader, run.out()).toBeGreaterThan(0)
       // Node 0 cut off: its processes live on, the others stop hearing it, and it them.
-      execFileSync('ip', ['link', 'set', `${prefix}v0`, 'down'], { stdio: 'pipe' })
+      net.cutOff(0)
       const at = Date.now()
-      const gone = (): boolean => !existsSync(`/proc/${leader}`) || / Z /.test(readFileSync(`/proc/${leader}/stat`, 'utf8'))
-      for (const limit = at + 30_000; !gone() && Date.now() < limit; ) await new Promise((r) => setTimeout(r, 50))
-      expect(gone(), out).toBe(true)
-      expect(Date.now() - at, out).toBeLessThan(3000 + 5000)
+      const gone = (): boolean => exited(leader!)
+      await poll(gone, 30_000, 50)
+      expect(gone(), run.out()).toBe(true)
+      expect(Date.now() - at, run.out()).toBeLessThan(3000 + 5000)
       const frozen = Math.max(...committed(`${marker}0`))
-      expect(out).toMatch(/node 0: node \d was lost \(silent for [\d.]+ s \(--node-timeout 3\.0 s\)\), and this side holds 1 of the 3 nodes of the last membership \(nodes 0 of 0, 1, 2\): not a majority/)
+      expect(run.out()).toMatch(/node 0: node \d was lost \(silent for [\d.]+ s \(--node-timeout 3\.0 s\)\), and this side holds 1 of the 3 nodes of the last membership \(nodes 0 of 0, 1, 2\): not a majority/)
 
-      expect(await code, out).toBe(0)
-      expect(statusOf(status), out).toMatchObject({ state: 'ended', exitCode: 0, outcome: 'done' })
-      expect(sameBits(out, n, iterations), out).toBe(true)
-      expect(out).toMatch(/node 0 lost at step \d+ \(silent for more than 3\.0 s \(--node-timeout\); node 1 took the coordinator's role over\); no spare node left: the run goes on with 2 ranks/)
-      expect(out).not.toMatch(/the run goes on with 1 rank/)
+      expect(await run.code, run.out()).toBe(0)
+      expect(statusOf(status), run.out()).toMatchObject({ state: 'ended', exitCode: 0, outcome: 'done' })
+      expect(sameBits(run.out(), n, iterations), run.out()).toBe(true)
+      expect(run.out()).toMatch(/node 0 lost at step \d+ \(silent for more than 3\.0 s \(--node-timeout\); node 1 took the coordinator's role over\); no spare node left: the run goes on with 2 ranks/)
+      expect(run.out()).not.toMatch(/the run goes on with 1 rank/)
       // Node 0 committed nothing after it was cut off: the later checkpoints are the majority's only.
       expect(Math.max(...committed(`${marker}0`))).toBe(frozen)
       expect(Math.max(...committed(`${marker}1`))).toBeGreaterThan(frozen)
@@ -421,7 +303,7 @@ describe.skipIf(!canNetns)('no split brain: a partition of 2 | 1 nodes, each nod
       expect(seen.filter((e) => e.event === 'failure').map((e) => e.message)).toEqual([expect.stringMatching(/^node 0 was lost .*node 1 took the coordinator's role over$/)])
     } finally {
       killAll(3, marker)
-      execFileSync('ip', ['link', 'set', `${prefix}v0`, 'up'], { stdio: 'pipe' })
+      net.reconnect(0)
     }
   }, 90_000)
 
@@ -436,34 +318,27 @@ describe.skipIf(!canNetns)('no split brain: a partition of 2 | 1 nodes, each nod
       '--checkpoint', 'every:50', '--checkpoint-dir', `${marker}{node}`, '--hang-timeout', '20000',
       '--rendezvous', '10.79.0.1:29500', '--status-file', status, '--log', 'all',
     ]
-    const cmd = `exec ip netns exec ${prefix}n$OMPI_COMM_WORLD_RANK node bin/molotof.mjs run ${args.join(' ')}`
-    const child = spawn(MPIRUN, ['--enable-recovery', '--bind-to', 'none', '-np', '3', 'sh', '-c', cmd], { env: { ...process.env, ...MPI_ENV }, stdio: ['ignore', 'pipe', 'pipe'] })
-    let out = ''
-    let ended = false
-    child.stdout.on('data', (b: Buffer) => (out += b.toString()))
-    child.stderr.on('data', (b: Buffer) => (out += b.toString()))
-    const code = new Promise<number | null>((resolve) => child.on('close', (c) => resolve(c)))
-    void code.then(() => (ended = true))
+    const run = startMpirun(3, ['sh', '-c', `${net.exec} ${MOLOTOF_RUN.join(' ')} ${args.join(' ')}`], { secret, recovery: true })
     try {
-      await until(() => out, /checkpoint 3 committed to partner/, () => ended)
-      const [cutOff] = processesOfNode(2, marker).filter((pid) => readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('bin/molotof.mjs'))
-      expect(cutOff, out).toBeGreaterThan(0)
-      execFileSync('ip', ['link', 'set', `${prefix}v2`, 'down'], { stdio: 'pipe' })
+      await until(run.out, /checkpoint 3 committed to partner/, run.ended)
+      const cutOff = supervisorOf(2, marker, 'bin/molotof.mjs')
+      expect(cutOff, run.out()).toBeGreaterThan(0)
+      net.cutOff(2)
       const at = Date.now()
-      const gone = (): boolean => !existsSync(`/proc/${cutOff}`) || / Z /.test(readFileSync(`/proc/${cutOff}/stat`, 'utf8'))
-      for (const limit = at + 40_000; !gone() && Date.now() < limit; ) await new Promise((r) => setTimeout(r, 50))
-      expect(gone(), out).toBe(true)
+      const gone = (): boolean => exited(cutOff!)
+      await poll(gone, 40_000, 50)
+      expect(gone(), run.out()).toBe(true)
       // About 1.5 s to give up on node 1 (half the election wait under a 3 s --node-timeout), then alone: no majority.
-      expect(Date.now() - at, out).toBeLessThan(3000 + 3000)
-      expect(out).toMatch(/node 2: node 0 was lost \(silent for more than 3\.0 s \(--node-timeout\)\), and this side holds 1 of the 3 nodes of the last membership \(nodes 2 of 0, 1, 2\): not a majority/)
+      expect(Date.now() - at, run.out()).toBeLessThan(3000 + 3000)
+      expect(run.out()).toMatch(/node 2: node 0 was lost \(silent for more than 3\.0 s \(--node-timeout\)\), and this side holds 1 of the 3 nodes of the last membership \(nodes 2 of 0, 1, 2\): not a majority/)
 
-      expect(await code, out).toBe(0)
-      expect(statusOf(status), out).toMatchObject({ state: 'ended', exitCode: 0, outcome: 'done' })
-      expect(sameBits(out, n, iterations), out).toBe(true)
-      expect(out).toMatch(/node 2 lost( at step \d+)? \(silent for [\d.]+ s \(--node-timeout 3\.0 s\)\); no spare node left: the run goes on with 2 ranks/)
+      expect(await run.code, run.out()).toBe(0)
+      expect(statusOf(status), run.out()).toMatchObject({ state: 'ended', exitCode: 0, outcome: 'done' })
+      expect(sameBits(run.out(), n, iterations), run.out()).toBe(true)
+      expect(run.out()).toMatch(/node 2 lost( at step \d+)? \(silent for [\d.]+ s \(--node-timeout 3\.0 s\)\); no spare node left: the run goes on with 2 ranks/)
     } finally {
       killAll(3, marker)
-      execFileSync('ip', ['link', 'set', `${prefix}v2`, 'up'], { stdio: 'pipe' })
+      net.reconnect(2)
     }
   }, 90_000)
 })

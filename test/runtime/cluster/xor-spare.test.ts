@@ -3,42 +3,15 @@
 // spare-nodes.test.ts runs it). 3 working nodes of 1 rank + 1 spare,
 // xor:3: one set {0, 1, 2}. Every "node" runs on this host with its own
 // checkpoint and memory directories ({node}).
-import { spawn } from 'node:child_process'
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
-import { createServer } from 'node:net'
+import { existsSync, mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
-import { interiorSum, jacobiSerial } from '../../../examples/jacobi/serial.js'
-import { processesOfNode } from '../../../bench/mpirun-nodes.js'
+import { after, eventsIn, freePort, haveMpirun, killAll, loseNode, MOLOTOF_RUN, sameJacobiBits, startMpirun, statusOf, until } from './mpirun-job.js'
 
-const MPIRUN = '/usr/bin/mpirun'
-const haveMpirun = existsSync(MPIRUN)
 const root = mkdtempSync(join(tmpdir(), 'molotof-xor-spare-'))
 afterAll(() => rmSync(root, { recursive: true, force: true }))
-const MPI_ENV = { OMPI_ALLOW_RUN_AS_ROOT: '1', OMPI_ALLOW_RUN_AS_ROOT_CONFIRM: '1', OMPI_MCA_rmaps_base_oversubscribe: '1', MOLOTOF_SECRET: 'a secret of the xor spare-node test' }
-
-async function freePort(): Promise<number> {
-  const s = createServer()
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', () => r()))
-  const port = (s.address() as { port: number }).port
-  await new Promise((r) => s.close(r))
-  return port
-}
-
-function startMpirun(nodes: number, command: string[]): { out: () => string; code: Promise<number | null> } {
-  const child = spawn(MPIRUN, ['--enable-recovery', '--bind-to', 'none', '-np', String(nodes), ...command], { env: { ...process.env, ...MPI_ENV }, stdio: ['ignore', 'pipe', 'pipe'] })
-  let out = ''
-  child.stdout.on('data', (b: Buffer) => (out += b.toString()))
-  child.stderr.on('data', (b: Buffer) => (out += b.toString()))
-  return { out: () => out, code: new Promise((resolve) => child.on('close', (c) => resolve(c))) }
-}
-
-async function until(out: () => string, pattern: RegExp, ended: () => boolean): Promise<void> {
-  for (const limit = Date.now() + 45_000; !pattern.test(out()) && !ended() && Date.now() < limit; ) await new Promise((r) => setTimeout(r, 20))
-}
-
-type Event = { event: string; [k: string]: unknown }
+const secret = 'a secret of the xor spare-node test'
 
 describe.skipIf(!haveMpirun)('XOR redundancy with a spare node (mpirun --enable-recovery)', () => {
   it("node 1 killed with its disk and RAM directories: spare node 3 takes rank 1, whose files the run rebuilds from its set inside the run; then node 2, no spare left: its files rebuilt beside rank 0's, the run goes on with 2 ranks; exit 0, the serial bits", async () => {
@@ -49,32 +22,26 @@ describe.skipIf(!haveMpirun)('XOR redundancy with a spare node (mpirun --enable-
     const status = join(root, 'status.json')
     const events = join(root, 'events.jsonl')
     const run = startMpirun(4, [
-      'node', 'bin/molotof.mjs', 'run',
+      ...MOLOTOF_RUN,
       'examples/jacobi/jacobi.ts', '--n', String(n), '--iterations', String(iterations),
       '--spare-nodes', '1', '--redundancy', 'xor:3',
       '--checkpoint', 'every:100', '--checkpoint-dir', `${marker}{node}`, '--memory-checkpoint', 'every:20', '--memory-dir', `${memory}{node}`, '--hang-timeout', '20000',
       '--rendezvous', `127.0.0.1:${await freePort()}`, '--status-file', status, '--events', events, '--log', 'all',
-    ])
-    let ended = false
-    void run.code.then(() => (ended = true))
+    ], { secret, recovery: true })
     try {
-      await until(run.out, /checkpoint 3 committed to xor/, () => ended)
+      await until(run.out, /checkpoint 3 committed to xor/, run.ended)
       expect(run.out()).not.toMatch(/partner/)
       // The whole node dies at once, its disk and its RAM with it.
-      for (const pid of processesOfNode(1, marker)) process.kill(pid, 'SIGKILL')
-      rmSync(`${marker}1`, { recursive: true, force: true })
-      rmSync(`${memory}1`, { recursive: true, force: true })
+      loseNode(1, marker, run.out(), { memory })
       // A second loss once rank 1's slices are made again on node 3: no spare left, the run goes on with 2 ranks.
-      await until(run.out, /first superstep \d+ ms after the loss of node 1/, () => ended)
-      const afterFirst = () => run.out().split(/first superstep \d+ ms after the loss of node 1/)[1] ?? ''
-      await until(afterFirst, /committed to xor[\s\S]*committed to xor[\s\S]*committed to xor/, () => ended)
-      for (const pid of processesOfNode(2, marker)) process.kill(pid, 'SIGKILL')
-      rmSync(`${marker}2`, { recursive: true, force: true })
-      rmSync(`${memory}2`, { recursive: true, force: true })
+      await until(run.out, /first superstep \d+ ms after the loss of node 1/, run.ended)
+      const afterFirst = after(run.out, /first superstep \d+ ms after the loss of node 1/)
+      await until(afterFirst, /committed to xor[\s\S]*committed to xor[\s\S]*committed to xor/, run.ended)
+      loseNode(2, marker, run.out(), { memory })
       const code = await run.code
       const out = run.out()
       expect(code, out).toBe(0)
-      expect(JSON.parse(readFileSync(status, 'utf8')), out).toMatchObject({ state: 'ended', exitCode: 0, outcome: 'done' })
+      expect(statusOf(status), out).toMatchObject({ state: 'ended', exitCode: 0, outcome: 'done' })
       expect(out).toMatch(/spare node 3 took rank 1/)
       // Rebuilt inside the run, into the spare node's directories (no --resume was given).
       expect(out).toMatch(/XOR redundancy: rebuilt the lost files of checkpoint \d+ from their XOR sets: rank 1 from ranks 0, 2/)
@@ -82,9 +49,8 @@ describe.skipIf(!haveMpirun)('XOR redundancy with a spare node (mpirun --enable-
       expect(out).toMatch(/no spare node left: the run goes on with 2 ranks/)
       expect(out).toMatch(/XOR redundancy: rebuilt the lost files of checkpoint \d+ \(a checkpoint of 3 ranks, resumed on 2\) from their XOR sets: rank 2 from ranks 0, 1 \(beside rank 0's files\)/)
       expect(out).toMatch(/resuming a checkpoint of 3 ranks on 2/)
-      const checksum = Number(/checksum (\S+)/.exec(out)?.[1])
-      expect(Object.is(checksum, interiorSum(jacobiSerial(n, iterations), n)), out).toBe(true)
-      const seen = readFileSync(events, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as Event)
+      expect(sameJacobiBits(out, n, iterations), out).toBe(true)
+      const seen = eventsIn(events)
       expect(seen.filter((e) => e.event === 'node-lost'), out).toMatchObject([
         { node: 1, outcome: 'replaced', spare: 3, ranks: [1] },
         { node: 2, outcome: 'shrunk', ranks: [2], size: 2 },
@@ -94,7 +60,7 @@ describe.skipIf(!haveMpirun)('XOR redundancy with a spare node (mpirun --enable-
       expect(resumes, out).toMatchObject([{ requested: false, level: 'memory' }, { requested: false, level: 'memory' }])
       expect(existsSync(`${marker}3`)).toBe(true)
     } finally {
-      for (const node of [0, 1, 2, 3]) for (const pid of processesOfNode(node, marker)) process.kill(pid, 'SIGKILL')
+      killAll(4, marker)
     }
   }, 90_000)
 })
