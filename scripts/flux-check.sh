@@ -67,7 +67,6 @@ verdict() { # verdict <check> <ok 0|1> <text>
 }
 say flux resource list; flux resource list
 
-SERIAL_CACHE=
 serial() { # serial <iterations>
   (cd "$REPO" && node_modules/.bin/tsx -e "import { jacobiSerial, interiorSum } from './examples/jacobi/serial.ts'; console.log(interiorSum(jacobiSerial($N, $1), $N))")
 }
