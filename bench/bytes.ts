@@ -213,7 +213,7 @@ for (const [name, program] of programs) {
       if (Number.isFinite(ratio)) record.figure(`${key}: raw / written disk bytes`, ratio, '×', headline)
       if (rname.startsWith('xor:') && vname === 'raw') {
         const g = Number(rname.slice(4))
-        record.figure(`${key}: ${rname} bytes held / disk bytes held`, med(heldLevel) / med(heldOwn), '×', name === 'jacobi' ? { headline: `memory held for redundancy with ${rname}, share of a checkpoint (Jacobi)`, target: `≤ 1/(G−1) = ${(1 / (g - 1)).toFixed(3)}` } : {})
+        record.figure(`${key}: ${rname} bytes held / disk bytes held`, med(heldLevel) / med(heldOwn), '×', name === 'jacobi' ? { headline: `memory held for redundancy with ${rname}, share of a checkpoint (Jacobi)`, target: `≤ 1/(G−1) = ${(1 / (g - 1)).toFixed(3)}, plus a slice header` } : {})
       }
       rows.push([
         name, rname, vname, MiB(written), Number.isFinite(ratio) ? ratio.toFixed(2) : '–', MiB(mean(level)), MiB(med(heldOwn)), MiB(med(heldLevel)),
