@@ -220,7 +220,7 @@ export class CheckpointCopies {
     try {
       // The earlier files of a delta's chain carried to the shared level: committed by each rank that carried them, first.
       for (const t of this.targets) if (due(t, p.shared) && t.feed.kind === 'shared') for (const m of p.carried) await t.store.commit(m.seq, m)
-      for (const t of this.targets) if (due(t, p.shared) && t.writesMarker) await this.commitIn(t.store, marker)
+      for (const t of this.targets) if (due(t, p.shared) && t.writesMarker) await this.commitIn(t.store, marker, t.feed.kind !== 'shared')
     } catch (e) {
       return `the copies of checkpoint ${marker.seq} could not be committed (the previous copies are intact): ${(e as Error).message}`
     }
@@ -237,9 +237,17 @@ export class CheckpointCopies {
     return undefined
   }
 
-  private async commitIn(store: CheckpointStore, marker: CommitMarker): Promise<void> {
+  /**
+   * The marker, then the prune. In the shared level other ranks may still be
+   * committing the earlier files of their chains (older checkpoints, below this
+   * one) while this rank prunes: their markers' temporary files are theirs, so
+   * the prune leaves temporary files there (a crash's leftovers, named
+   * `*.tmp-<pid>-<random>`, are ignored by every reader). Deleting them raced
+   * a carrier's marker write (ENOENT).
+   */
+  private async commitIn(store: CheckpointStore, marker: CommitMarker, cleanTemporary: boolean): Promise<void> {
     await store.commit(marker.seq, marker)
-    await store.prune(this.keep, { runId: this.runId })
+    await store.prune(this.keep, { runId: this.runId, temporaryFiles: cleanTemporary })
   }
 }
 

@@ -625,9 +625,11 @@ export class CheckpointStore {
    * checkpoints are deleted too. With `runId`, the complete checkpoints of
    * other runs are neither counted nor deleted: they are not this run's to
    * discard. `pinned` checkpoints are kept whatever their age (the memory copy
-   * a background flush is reading).
+   * a background flush is reading). `temporaryFiles: false` leaves temporary
+   * files alone: other ranks may still be committing older checkpoints here
+   * (the earlier files of a delta's chain carried to the shared level).
    */
-  async prune(keep: number, options: { runId?: string; pinned?: readonly number[] } = {}): Promise<PruneResult> {
+  async prune(keep: number, options: { runId?: string; pinned?: readonly number[]; temporaryFiles?: boolean } = {}): Promise<PruneResult> {
     if (!Number.isSafeInteger(keep) || keep < 1) throw new ConfigError(`prune needs to keep at least 1 checkpoint (got ${keep})`)
     const all = await this.list()
     const theirs = (s: CheckpointSummary) => s.foreign === true || (options.runId !== undefined && s.complete && s.marker?.runId !== options.runId)
@@ -652,7 +654,7 @@ export class CheckpointStore {
         removed.push(s.seq)
       }
     }
-    const temporaryFiles = await this.removeTemporaryFiles({ upTo: newest })
+    const temporaryFiles = options.temporaryFiles === false ? 0 : await this.removeTemporaryFiles({ upTo: newest })
     return { removed, temporaryFiles, ...(left.length > 0 ? { left } : {}) }
   }
 

@@ -185,6 +185,41 @@ describe.skipIf(!haveMpirun)('a silent node replaced by a spare', () => {
   }, 90_000)
 })
 
+describe.skipIf(!haveMpirun)('a silent node, no spare: the run shrinks', () => {
+  it('3 nodes, node 1 stopped (SIGSTOP) with its directory deleted: lost after --node-timeout, nodes 0 and 2 go on as 2 ranks; exit 0 in the status file, the serial bits; woken, node 1 leaves without replacing it', async () => {
+    const n = 40
+    const iterations = 1500
+    const marker = join(root, 'silent-shrink-')
+    const status = join(root, 'silent-shrink-status.json')
+    const run = startMpirun(3, [
+      ...molotof,
+      'examples/jacobi/jacobi.ts', '--n', String(n), '--iterations', String(iterations),
+      '--node-timeout', '3s',
+      '--checkpoint', 'every:50', '--checkpoint-dir', `${marker}{node}`, '--hang-timeout', '20000',
+      '--rendezvous', `127.0.0.1:${await freePort()}`, '--status-file', status, '--log', 'all',
+    ], { secret, recovery: true })
+    const stopped: number[] = []
+    try {
+      await until(run.out, /checkpoint 2 committed to partner/, run.ended)
+      stopped.push(...loseNode(1, marker, run.out(), { signal: 'SIGSTOP' }))
+      await statusEnded(status)
+      expect(statusOf(status), run.out()).toMatchObject({ state: 'ended', exitCode: 0 })
+      expect(run.out()).toMatch(/node 1 lost( at step \d+)? \(silent for \d+\.\d s \(--node-timeout 3\.0 s\)\); no spare node left: the run goes on with 2 ranks/)
+      expect(run.out()).toMatch(/resuming a checkpoint of 3 ranks on 2/)
+      // Node 0 writes the status file before its result reaches mpirun's output.
+      await until(run.out, /checksum \S+/, undefined, 10_000)
+      expect(sameJacobiBits(run.out(), n, iterations), run.out()).toBe(true)
+      for (const pid of stopped) process.kill(pid, 'SIGCONT')
+      expect(await run.code, run.out()).toBe(0)
+      expect(run.out()).toMatch(/node 1: node 0 counted this node as lost \(silent for/)
+      expect(statusOf(status), run.out()).toMatchObject({ state: 'ended', exitCode: 0, node: 0 })
+    } finally {
+      signalEach(stopped, 'SIGKILL')
+      killAll(3, marker)
+    }
+  }, 90_000)
+})
+
 describe.skipIf(!haveMpirun)('no spare node left, a program that cannot be re-sliced', () => {
   it('3 nodes, node 1 killed: the shrink refuses an array saved without its box, and the run ends with 76 (resumable) naming why', async () => {
     const marker = join(root, 'nobox-')
