@@ -181,6 +181,19 @@ describe('prune and temporary files', () => {
   })
 })
 
+describe('a prune while other ranks commit older checkpoints (the shared level, delta chains carried along)', () => {
+  it('temporaryFiles: false leaves a marker being written in an older, kept checkpoint alone; the default deletes it', async () => {
+    await twoCheckpoints()
+    // Another rank's marker for checkpoint 0, half written, while checkpoint 1 is committed and pruned.
+    const inFlight = join(store.pathOf(0), 'COMMIT.tmp-4244-0badf00d')
+    await writeFile(inFlight, '{"half": ')
+    expect(await store.prune(5, { temporaryFiles: false })).toEqual({ removed: [], temporaryFiles: 0 })
+    expect(await readdir(store.pathOf(0))).toContain('COMMIT.tmp-4244-0badf00d')
+    expect(await store.prune(5)).toEqual({ removed: [], temporaryFiles: 1 })
+    expect(await readdir(store.pathOf(0))).not.toContain('COMMIT.tmp-4244-0badf00d')
+  })
+})
+
 describe('spare files: pruned rank files are overwritten by the next writes', () => {
   it('prune leaves one spare per rank; the next write of that rank takes it over (same inode) and stores exactly its own bytes', async () => {
     await twoCheckpoints()
