@@ -3,7 +3,7 @@ import type { BufferAllocator } from '../../domains/dtype.js'
 import { CheckpointError } from '../../errors.js'
 import type { Communicator } from '../../routing/communicator.js'
 import type { CommitMarker } from '../store/marker.js'
-import { post, postChunks, recvStatus } from '../store/partner.js'
+import { post, postChunks, recvLength } from '../store/partner.js'
 import { encodeParityFile, type XorSetRecord } from './parity-file.js'
 import type { XorSets } from './sets.js'
 import { chunkBytesOf, chunkOf, sliceHolderOf, xorInto, chunkIndexFor } from './xor.js'
@@ -75,13 +75,7 @@ export async function sendFailure(comm: Communicator, dest: number, tag: number,
  * received, so the sender never waits on a receiver that gave up.
  */
 export async function receiveInto(comm: Communicator, src: number, tag: number, target: Uint8Array, what: string): Promise<number> {
-  const length = await recvStatus(comm, src, tag)
-  if (length < 0) {
-    const why = await comm.recv(src, tag)
-    const text = new TextDecoder().decode(why.bytes)
-    why.release()
-    throw new CheckpointError(`${what}: rank ${src} could not send it (${text})`)
-  }
+  const length = await recvLength(comm, src, tag, what)
   for (let at = 0; at < length; ) {
     const m = await comm.recv(src, tag)
     const fits = Math.max(0, Math.min(m.bytes.byteLength, target.byteLength - at))

@@ -149,13 +149,7 @@ export async function receiveRankFile(
   expect: { bytes: number; headerChecksum: number } | undefined,
   what: string,
 ): Promise<Uint8Array[]> {
-  const length = await recvStatus(comm, src, tag)
-  if (length < 0) {
-    const why = await comm.recv(src, tag)
-    const text = new TextDecoder().decode(why.bytes)
-    why.release()
-    throw new CheckpointError(`${what}: rank ${src} could not send it (${text})`)
-  }
+  const length = await recvLength(comm, src, tag, what)
   const parts: Uint8Array[] = []
   for (let got = 0; got < length; ) {
     const m = await comm.recv(src, tag)
@@ -190,6 +184,19 @@ export async function recvStatus(comm: Communicator, src: number, tag: number): 
   const status = new Float64Array(first.bytes.slice(0, 8).buffer)[0]
   first.release()
   return status
+}
+
+/**
+ * The byte count a transfer starts with; when the sender posted a failure
+ * instead, its text, as a CheckpointError naming `what`.
+ */
+export async function recvLength(comm: Communicator, src: number, tag: number, what: string): Promise<number> {
+  const length = await recvStatus(comm, src, tag)
+  if (length >= 0) return length
+  const why = await comm.recv(src, tag)
+  const text = new TextDecoder().decode(why.bytes)
+  why.release()
+  throw new CheckpointError(`${what}: rank ${src} could not send it (${text})`)
 }
 
 /** `bytes` in messages of at most CHUNK_BYTES, each released by the transport before the next is sent. */
