@@ -148,16 +148,28 @@ describe.skipIf(!haveMpirun)('a shrink renumbers the kept ranks', () => {
   }, 90_000)
 })
 
-describe.skipIf(!haveMpirun)('a silent node replaced by a spare', () => {
-  it('node 1 stopped (SIGSTOP): replaced after --node-timeout, the serial bits; when it wakes up it leaves, without replacing the status file the others wrote', async () => {
+describe.skipIf(!haveMpirun)('a silent node (SIGSTOP): replaced by a spare, or the run shrinks', () => {
+  it.each([
+    {
+      title: 'node 1 stopped (SIGSTOP): replaced after --node-timeout, the serial bits; when it wakes up it leaves, without replacing the status file the others wrote',
+      tag: 'silent-', nodes: 4, flags: ['--spare-nodes', '1'],
+      // The step is said when node 0 knows where the lost node's first rank was; when it does not, the line leaves it out.
+      lines: [/node 1 lost( at step \d+)? \(silent for \d+\.\d s \(--node-timeout 3\.0 s\)\); spare node 3 took rank 1/],
+    },
+    {
+      title: '3 nodes, node 1 stopped (SIGSTOP) with its directory deleted: lost after --node-timeout, nodes 0 and 2 go on as 2 ranks; exit 0 in the status file, the serial bits; woken, node 1 leaves without replacing it',
+      tag: 'silent-shrink-', nodes: 3, flags: [],
+      lines: [/node 1 lost( at step \d+)? \(silent for \d+\.\d s \(--node-timeout 3\.0 s\)\); no spare node left: the run goes on with 2 ranks/, /resuming a checkpoint of 3 ranks on 2/],
+    },
+  ])('$title', async ({ tag, nodes, flags, lines }) => {
     const n = 40
     const iterations = 1500
-    const marker = join(root, 'silent-')
-    const status = join(root, 'silent-status.json')
-    const run = startMpirun(4, [
+    const marker = join(root, tag)
+    const status = join(root, `${tag}status.json`)
+    const run = startMpirun(nodes, [
       ...molotof,
       'examples/jacobi/jacobi.ts', '--n', String(n), '--iterations', String(iterations),
-      '--spare-nodes', '1', '--node-timeout', '3s',
+      ...flags, '--node-timeout', '3s',
       '--checkpoint', 'every:50', '--checkpoint-dir', `${marker}{node}`, '--hang-timeout', '20000',
       '--rendezvous', `127.0.0.1:${await freePort()}`, '--status-file', status, '--log', 'all',
     ], { secret, recovery: true })
@@ -168,8 +180,7 @@ describe.skipIf(!haveMpirun)('a silent node replaced by a spare', () => {
       // mpirun waits for the stopped node: the others' outcome is in the status file.
       await statusEnded(status)
       expect(statusOf(status), run.out()).toMatchObject({ state: 'ended', exitCode: 0 })
-      // The step is said when node 0 knows where the lost node's first rank was; when it does not, the line leaves it out.
-      expect(run.out()).toMatch(/node 1 lost( at step \d+)? \(silent for \d+\.\d s \(--node-timeout 3\.0 s\)\); spare node 3 took rank 1/)
+      for (const line of lines) expect(run.out()).toMatch(line)
       // Node 0 writes the status file before its result reaches mpirun's output.
       await until(run.out, /checksum \S+/, undefined, 10_000)
       expect(sameJacobiBits(run.out(), n, iterations), run.out()).toBe(true)
@@ -180,42 +191,7 @@ describe.skipIf(!haveMpirun)('a silent node replaced by a spare', () => {
       expect(statusOf(status), run.out()).toMatchObject({ state: 'ended', exitCode: 0, node: 0 })
     } finally {
       signalEach(stopped, 'SIGKILL')
-      killAll(4, marker)
-    }
-  }, 90_000)
-})
-
-describe.skipIf(!haveMpirun)('a silent node, no spare: the run shrinks', () => {
-  it('3 nodes, node 1 stopped (SIGSTOP) with its directory deleted: lost after --node-timeout, nodes 0 and 2 go on as 2 ranks; exit 0 in the status file, the serial bits; woken, node 1 leaves without replacing it', async () => {
-    const n = 40
-    const iterations = 1500
-    const marker = join(root, 'silent-shrink-')
-    const status = join(root, 'silent-shrink-status.json')
-    const run = startMpirun(3, [
-      ...molotof,
-      'examples/jacobi/jacobi.ts', '--n', String(n), '--iterations', String(iterations),
-      '--node-timeout', '3s',
-      '--checkpoint', 'every:50', '--checkpoint-dir', `${marker}{node}`, '--hang-timeout', '20000',
-      '--rendezvous', `127.0.0.1:${await freePort()}`, '--status-file', status, '--log', 'all',
-    ], { secret, recovery: true })
-    const stopped: number[] = []
-    try {
-      await until(run.out, /checkpoint 2 committed to partner/, run.ended)
-      stopped.push(...loseNode(1, marker, run.out(), { signal: 'SIGSTOP' }))
-      await statusEnded(status)
-      expect(statusOf(status), run.out()).toMatchObject({ state: 'ended', exitCode: 0 })
-      expect(run.out()).toMatch(/node 1 lost( at step \d+)? \(silent for \d+\.\d s \(--node-timeout 3\.0 s\)\); no spare node left: the run goes on with 2 ranks/)
-      expect(run.out()).toMatch(/resuming a checkpoint of 3 ranks on 2/)
-      // Node 0 writes the status file before its result reaches mpirun's output.
-      await until(run.out, /checksum \S+/, undefined, 10_000)
-      expect(sameJacobiBits(run.out(), n, iterations), run.out()).toBe(true)
-      for (const pid of stopped) process.kill(pid, 'SIGCONT')
-      expect(await run.code, run.out()).toBe(0)
-      expect(run.out()).toMatch(/node 1: node 0 counted this node as lost \(silent for/)
-      expect(statusOf(status), run.out()).toMatchObject({ state: 'ended', exitCode: 0, node: 0 })
-    } finally {
-      signalEach(stopped, 'SIGKILL')
-      killAll(3, marker)
+      killAll(nodes, marker)
     }
   }, 90_000)
 })
