@@ -34,7 +34,10 @@ describe.skipIf(!haveMpirun)('spare nodes under mpirun --enable-recovery', () =>
       ...molotof,
       'examples/jacobi/jacobi.ts', '--n', String(n), '--iterations', String(iterations),
       '--spare-nodes', '1',
-      '--checkpoint', 'every:100', '--checkpoint-dir', `${marker}{node}`, '--memory-checkpoint', 'every:20', '--memory-dir', `${memory}{node}`, '--hang-timeout', '20000',
+      // Disk checkpoints only well after the losses: a survivor still in a disk flush's fsync when a loss lands
+      // may take longer than the abort timeout (1 s) to stop on a machine busy writing (CI, after the unit
+      // tests), and is then replaced by a new process by design, which these tests' pid checks would call a failure.
+      '--checkpoint', 'every:1000', '--checkpoint-dir', `${marker}{node}`, '--memory-checkpoint', 'every:20', '--memory-dir', `${memory}{node}`, '--hang-timeout', '20000',
       '--rendezvous', `127.0.0.1:${await freePort()}`, '--status-file', status, '--events', events, '--log', 'all',
     ], { secret, recovery: true })
     try {
@@ -121,7 +124,10 @@ describe.skipIf(!haveMpirun)('a shrink renumbers the kept ranks', () => {
     const run = startMpirun(3, [
       ...molotof,
       'examples/jacobi/jacobi.ts', '--n', String(n), '--iterations', String(iterations),
-      '--checkpoint', 'every:100', '--checkpoint-dir', `${marker}{node}`, '--memory-checkpoint', 'every:20', '--memory-dir', `${memory}{node}`, '--hang-timeout', '20000',
+      // Disk checkpoints only well after the losses: a survivor still in a disk flush's fsync when a loss lands
+      // may take longer than the abort timeout (1 s) to stop on a machine busy writing (CI, after the unit
+      // tests), and is then replaced by a new process by design, which these tests' pid checks would call a failure.
+      '--checkpoint', 'every:1000', '--checkpoint-dir', `${marker}{node}`, '--memory-checkpoint', 'every:20', '--memory-dir', `${memory}{node}`, '--hang-timeout', '20000',
       '--rendezvous', `127.0.0.1:${await freePort()}`, '--status-file', status, '--events', events, '--log', 'all',
     ], { secret, recovery: true })
     try {
