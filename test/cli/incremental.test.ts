@@ -14,24 +14,12 @@ import { main } from '../../src/cli/main.js'
 import { decodeRankFileHeader, storedLength } from '../../src/checkpoint/format/rank-file.js'
 import { memoryDirFor, RAM_ROOT } from '../../src/checkpoint/store/memory-level.js'
 import { eventsOf, sandbox } from './jacobi-cli.js'
+import { sparseUpdateSerial } from '../fixtures/sparse-update-serial.js'
 
 const { root, ramDirs } = sandbox('molotof-incremental-')
 const STEPS = 40
 const KIB = 2048
 
-/** The fixture's result (test/fixtures/sparse-update.ts) from a plain serial loop over the whole array. */
-function sparseUpdateSerial(): number {
-  const state = new Float64Array((KIB * 1024) / 8)
-  for (let i = 0; i < state.length; i++) state[i] = i % 97
-  const w = Math.floor(state.length / 100)
-  for (let k = 0; k < STEPS; k++) {
-    const from = (k * w) % state.length
-    for (let i = from; i < Math.min(state.length, from + w); i++) state[i] = state[i] * 0.5 + k + (i % 3)
-  }
-  let acc = 0
-  for (let i = 0; i < state.length; i++) acc += state[i] * ((i % 13) + 1)
-  return acc
-}
 
 async function run(ranks: number, ...args: string[]): Promise<{ code: number; out: string; err: string }> {
   const out: string[] = []
@@ -78,7 +66,7 @@ describe.skipIf(!existsSync(RAM_ROOT))('--incremental', () => {
     const resumed = await run(2, '--checkpoint-dir', dir, '--checkpoint', 'every:5', '--resume', '--events', events)
     expect(resumed.code, resumed.err).toBe(0)
     expect(eventsOf(events).find((e) => e.event === 'resume')).toMatchObject({ level: 'disk', step })
-    expect(checksumOf(resumed.out)).toBe(sparseUpdateSerial())
+    expect(checksumOf(resumed.out)).toBe(sparseUpdateSerial(STEPS, KIB))
   }, 120_000)
 
   it('an elastic --resume on 3 ranks from the delta files of 2 is bit-identical', async () => {
@@ -87,7 +75,7 @@ describe.skipIf(!existsSync(RAM_ROOT))('--incremental', () => {
     const resumed = await run(3, '--checkpoint-dir', dir, '--checkpoint', 'every:5', '--resume', '--events', events)
     expect(resumed.code, resumed.err).toBe(0)
     expect(resumed.out).toMatch(/resuming a checkpoint of 2 ranks on 3/)
-    expect(checksumOf(resumed.out)).toBe(sparseUpdateSerial())
+    expect(checksumOf(resumed.out)).toBe(sparseUpdateSerial(STEPS, KIB))
   }, 120_000)
 
   it('a damaged block of the newest delta is found and named, and the previous checkpoint is used', async () => {
@@ -107,7 +95,7 @@ describe.skipIf(!existsSync(RAM_ROOT))('--incremental', () => {
     expect(eventsOf(events).find((e) => e.event === 'resume')).toMatchObject({ level: 'disk', step: previous })
     expect(`${resumed.out}\n${resumed.err}`).toContain(path)
     expect(`${resumed.out}\n${resumed.err}`).toMatch(new RegExp(`checksum mismatch in block ${state.blocks!.held[0]} of delta entry "state"`))
-    expect(checksumOf(resumed.out)).toBe(sparseUpdateSerial())
+    expect(checksumOf(resumed.out)).toBe(sparseUpdateSerial(STEPS, KIB))
   }, 120_000)
 
   it('a damaged base is found and named; the newest checkpoint of an intact chain is used', async () => {
@@ -138,7 +126,7 @@ describe.skipIf(!existsSync(RAM_ROOT))('--incremental', () => {
     expect(eventsOf(events).find((e) => e.event === 'resume')).toMatchObject({ level: 'disk', step: usable })
     expect(`${resumed.out}\n${resumed.err}`).toContain(basePath)
     expect(`${resumed.out}\n${resumed.err}`).toMatch(new RegExp(`the base checkpoint ${base} it needs is not usable`))
-    expect(checksumOf(resumed.out)).toBe(sparseUpdateSerial())
+    expect(checksumOf(resumed.out)).toBe(sparseUpdateSerial(STEPS, KIB))
   }, 120_000)
 
   it('with --compress: the held blocks are compressed, and --resume from a compressed delta after a kill is bit-identical', async () => {
@@ -162,7 +150,7 @@ describe.skipIf(!existsSync(RAM_ROOT))('--incremental', () => {
     const resumed = await run(2, '--checkpoint-dir', dir, '--checkpoint', 'every:5', '--resume', '--events', events)
     expect(resumed.code, resumed.err).toBe(0)
     expect(eventsOf(events).find((e) => e.event === 'resume')).toMatchObject({ level: 'disk', step })
-    expect(checksumOf(resumed.out)).toBe(sparseUpdateSerial())
+    expect(checksumOf(resumed.out)).toBe(sparseUpdateSerial(STEPS, KIB))
   }, 120_000)
 
   it('with --compress: a damaged compressed block of the newest delta is found and named, and the previous checkpoint is used', async () => {
@@ -182,7 +170,7 @@ describe.skipIf(!existsSync(RAM_ROOT))('--incremental', () => {
     expect(eventsOf(events).find((e) => e.event === 'resume')).toMatchObject({ level: 'disk', step: previous })
     expect(`${resumed.out}\n${resumed.err}`).toContain(path)
     expect(`${resumed.out}\n${resumed.err}`).toMatch(new RegExp(`checksum mismatch in compressed block ${state.blocks!.held[0]} of delta entry "state"`))
-    expect(checksumOf(resumed.out)).toBe(sparseUpdateSerial())
+    expect(checksumOf(resumed.out)).toBe(sparseUpdateSerial(STEPS, KIB))
   }, 120_000)
 
   it('inspect shows the chain: delta of N, changed blocks out of all', async () => {

@@ -9,6 +9,7 @@ import { interiorSum, jacobiSerial } from '../../../examples/jacobi/serial.js'
 import { main } from '../../../src/cli/main.js'
 import { memoryDirFor } from '../../../src/checkpoint/store/memory-level.js'
 import { launch, type LaunchOptions, type ResumeListenerOption } from '../../../src/runtime/launch/launcher.js'
+import { sparseUpdateSerial } from '../../fixtures/sparse-update-serial.js'
 
 // "Nodes" on one host as node-dirs.test.ts makes them: each rank a node with a directory of its own ({rank}).
 const root = mkdtempSync(join(tmpdir(), 'molotof-xor-'))
@@ -298,19 +299,6 @@ const SPARSE = 'test/fixtures/sparse-update.ts'
 const INCR_STEPS = 30
 const INCR_KIB = 1536
 
-/** test/fixtures/sparse-update.ts's result from a plain serial loop over the whole array. */
-function sparseUpdateSerial(steps: number, kib: number): number {
-  const state = new Float64Array((kib * 1024) / 8)
-  for (let i = 0; i < state.length; i++) state[i] = i % 97
-  const w = Math.floor(state.length / 100)
-  for (let k = 0; k < steps; k++) {
-    const from = (k * w) % state.length
-    for (let i = from; i < Math.min(state.length, from + w); i++) state[i] = state[i] * 0.5 + k + (i % 3)
-  }
-  let acc = 0
-  for (let i = 0; i < state.length; i++) acc += state[i] * ((i % 13) + 1)
-  return acc
-}
 
 /** 3 nodes of one rank, xor:3, the memory level flushing deltas (every 5 steps, a full file every 4, keep 1), stopped at the checkpoint of step 19. */
 async function incrementalStop(name: string, shared?: { dir: string; every: number }) {
