@@ -1,9 +1,9 @@
-import { spawn } from 'node:child_process'
+import { spawn, type ChildProcess } from 'node:child_process'
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
-import type { Communicator } from '../../../src/routing/communicator.js'
+import type { Communicator, Message } from '../../../src/routing/communicator.js'
 import { connectSocketCommunicator } from '../../../src/runtime/transport/sockets.js'
 
 const dirs: string[] = []
@@ -18,6 +18,25 @@ function endpointsFor(size: number): string[] {
   const dir = mkdtempSync(join(tmpdir(), 'mlt-sock-'))
   dirs.push(dir)
   return Array.from({ length: size }, (_, r) => join(dir, `${r}.sock`))
+}
+
+/**
+ * Rank 0 here, connected to rank 1 in a child process (test/fixtures/socket-peer.ts),
+ * after the peer's first message (tag 1); `body` gets the communicator, the
+ * child and that message. The child is killed afterwards whatever happened.
+ */
+async function withPeerProcess(lostPeerGraceMs: number | undefined, body: (a: Communicator, child: ChildProcess, first: Message) => Promise<void>): Promise<void> {
+  const endpoints = endpointsFor(2)
+  const child = spawn(process.execPath, ['--import', 'tsx', 'test/fixtures/socket-peer.ts', '1', ...endpoints], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  })
+  try {
+    const a = await connectSocketCommunicator(0, 2, endpoints, { timeoutMs: 20_000, ...(lostPeerGraceMs !== undefined ? { lostPeerGraceMs } : {}) })
+    open.push(a)
+    await body(a, child, await a.recv(1, 1))
+  } finally {
+    child.kill('SIGKILL')
+  }
 }
 
 /** `size` communicators of one group, all in this process. */
@@ -189,14 +208,7 @@ describe('socket communicator', () => {
   })
 
   it('a peer process killed outright fails pending receives and sends after a grace period, instead of hanging', async () => {
-    const endpoints = endpointsFor(2)
-    const child = spawn(process.execPath, ['--import', 'tsx', 'test/fixtures/socket-peer.ts', '1', ...endpoints], {
-      stdio: ['ignore', 'pipe', 'inherit'],
-    })
-    try {
-      const a = await connectSocketCommunicator(0, 2, endpoints, { timeoutMs: 20_000, lostPeerGraceMs: 300 })
-      open.push(a)
-      const first = await a.recv(1, 1)
+    await withPeerProcess(300, async (a, child, first) => {
       expect(Array.from(first.bytes)).toEqual([1, 2, 3])
       const pending = a.recv(1, 2)
       const t0 = performance.now()
@@ -207,20 +219,11 @@ describe('socket communicator', () => {
       expect(ms).toBeGreaterThanOrEqual(300)
       expect(ms).toBeLessThan(1300)
       await expect(a.send(1, 3, new Uint8Array(8))).rejects.toThrow(/connection to rank 1 closed unexpectedly .*; (cannot send|send failed)/)
-    } finally {
-      child.kill('SIGKILL')
-    }
+    })
   })
 
   it('closing the communicator fails a large send that a stopped peer never reads, instead of leaving it pending', async () => {
-    const endpoints = endpointsFor(2)
-    const child = spawn(process.execPath, ['--import', 'tsx', 'test/fixtures/socket-peer.ts', '1', ...endpoints], {
-      stdio: ['ignore', 'pipe', 'inherit'],
-    })
-    try {
-      const a = await connectSocketCommunicator(0, 2, endpoints, { timeoutMs: 20_000 })
-      open.push(a)
-      await a.recv(1, 1)
+    await withPeerProcess(undefined, async (a, child) => {
       child.kill('SIGSTOP')
       // More than the socket buffers hold: the kernel cannot take it all while the peer does not read.
       const send = a.send(1, 3, new Uint8Array(32 * 2 ** 20))
@@ -232,20 +235,11 @@ describe('socket communicator', () => {
       expect(s.status).toBe('rejected')
       expect(String((s as PromiseRejectedResult).reason)).toMatch(/rank 0: communicator closed/)
       expect(performance.now() - t0).toBeLessThan(1000)
-    } finally {
-      child.kill('SIGKILL')
-    }
+    })
   }, 15_000)
 
   it('closing the communicator fails a send to a killed peer at once, not after the grace period (a rank told to stop)', async () => {
-    const endpoints = endpointsFor(2)
-    const child = spawn(process.execPath, ['--import', 'tsx', 'test/fixtures/socket-peer.ts', '1', ...endpoints], {
-      stdio: ['ignore', 'pipe', 'inherit'],
-    })
-    try {
-      const a = await connectSocketCommunicator(0, 2, endpoints, { timeoutMs: 20_000, lostPeerGraceMs: 5000 })
-      open.push(a)
-      await a.recv(1, 1)
+    await withPeerProcess(5000, async (a, child) => {
       const pending = a.recv(1, 2)
       child.kill('SIGKILL')
       await new Promise((r) => child.once('exit', r))
@@ -259,8 +253,6 @@ describe('socket communicator', () => {
       expect(s.status).toBe('rejected')
       expect(p.status).toBe('rejected')
       expect(performance.now() - t0).toBeLessThan(1000)
-    } finally {
-      child.kill('SIGKILL')
-    }
+    })
   }, 15_000)
 })
