@@ -121,8 +121,14 @@ export async function rebuildLostFiles(
     if (rank === 0) {
       // A delta file is named with its chain: its base and earlier deltas are rebuilt (or found) as checkpoints of their own.
       const chainOf = new Map(outcomes.flatMap((o) => o.chains))
-      const delta = (r: number) => (chainOf.has(r) ? `, a delta on checkpoint${chainOf.get(r)!.length === 1 ? '' : 's'} ${chainOf.get(r)!.join(', ')}` : '')
-      const sets = plan.sets.map((s) => `rank ${s.lost} from ranks ${s.members.filter((m) => m !== s.lost).join(', ')}${oldSize === size ? '' : ` (beside rank ${s.target}'s files${delta(s.lost)})`}${oldSize === size && chainOf.has(s.lost) ? ` (${delta(s.lost).slice(2)})` : ''}`)
+      const sets = plan.sets.map((s) => {
+        const chain = chainOf.get(s.lost)
+        const notes = [
+          ...(oldSize === size ? [] : [`beside rank ${s.target}'s files`]),
+          ...(chain === undefined ? [] : [`a delta on checkpoint${chain.length === 1 ? '' : 's'} ${chain.join(', ')}`]),
+        ]
+        return `rank ${s.lost} from ranks ${s.members.filter((m) => m !== s.lost).join(', ')}${notes.length > 0 ? ` (${notes.join(', ')})` : ''}`
+      })
       const of = oldSize === size ? '' : ` (a checkpoint of ${oldSize} ranks, resumed on ${size})`
       log(`XOR redundancy: rebuilt the lost files of checkpoint ${seq}${of} from their XOR sets: ${sets.join('; ')} (${(performance.now() - t0).toFixed(0)} ms, checksums verified)`)
     }
@@ -260,15 +266,16 @@ async function exchange(
 ): Promise<{ problem?: string; chains: [number, number[]][] }> {
   const { rank } = comm
   const tag = FRAMEWORK_TAGS.xorRebuild
+  // The parity covers the protected level's file as stored (a delta file of an incremental disk checkpoint): read
+  // there first, not from a level holding the same checkpoint in another form (the memory level's full file).
+  const targetFirst = [...own.filter((l) => l.store === target), ...own.filter((l) => l.store !== target)]
   const sends = (async () => {
     for (const set of sets) {
       const g = set.members.length
       for (const [j, m] of set.members.entries()) {
         if (set.holders[j] !== rank) continue
         const slice = slices.get(m)?.parity
-        // The parity covers the protected level's file as stored (a delta file of an incremental disk checkpoint): read
-        // there first, not from a level holding the same checkpoint in another form (the memory level's full file).
-        const ownFile = slice === undefined ? undefined : await ownFileOf([...own.filter((l) => l.store === target), ...own.filter((l) => l.store !== target)], seq, m)
+        const ownFile = slice === undefined ? undefined : await ownFileOf(targetFirst, seq, m)
         const why =
           slice === undefined
             ? `rank ${m} has no parity slice of checkpoint ${seq}`
