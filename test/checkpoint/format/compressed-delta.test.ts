@@ -105,9 +105,10 @@ describe('compressed delta chains', () => {
           }
         },
       ),
-      { numRuns: 40 },
+      { numRuns: 100 },
     )
-    // The property covered compressed deltas, not only raw ones.
+    // The property covered compressed deltas, not only raw ones. Over 60 seeds, 40 runs gave 8 to 41 such files
+    // (a 40-run bound of 10 failed CI once); 100 runs put 10 far below any draw.
     expect(compressedDeltas).toBeGreaterThan(10)
   })
 
