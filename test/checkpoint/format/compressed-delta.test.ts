@@ -108,8 +108,8 @@ describe('compressed delta chains', () => {
       { numRuns: 100 },
     )
     // The property covered compressed deltas, not only raw ones. Over 60 seeds, 40 runs gave 8 to 41 such files
-    // (a 40-run bound of 10 failed CI once); 100 runs put 10 far below any draw.
-    expect(compressedDeltas).toBeGreaterThan(10)
+    // (a 40-run bound of 10 failed CI once); 100 runs gave 35 to 66 over 60 other seeds.
+    expect(compressedDeltas).toBeGreaterThan(20)
   })
 
   it('stores a compressed delta smaller than its raw blocks, and names a damaged compressed block', async () => {
