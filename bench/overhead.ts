@@ -180,11 +180,10 @@ function withinRuns(runs: Measured[], from = 0): { pct: number; text: string; me
   return { pct: mean * perMs * 100, text: `${(mean * perMs * 100).toFixed(2)} ± ${(se * perMs * 100).toFixed(2)} %`, meanMs: mean }
 }
 
-/** What the first ONE_TIME_POINTS checkpoints of a run took beyond a steady one, summed: ms once per run. */
-function oneTimeMs(runs: Measured[]): number {
-  const steady = withinRuns(runs, ONE_TIME_POINTS).meanMs
+/** What the first ONE_TIME_POINTS checkpoints of a run took beyond a steady one (`steadyMs`, withinRuns' meanMs from ONE_TIME_POINTS), summed: ms once per run. */
+function oneTimeMs(runs: Measured[], steadyMs: number): number {
   const firsts = runs.flatMap((m) => m.excess.slice(0, ONE_TIME_POINTS).filter(Number.isFinite))
-  return firsts.length === 0 ? NaN : (firsts.reduce((a, x) => a + x, 0) / firsts.length - steady) * ONE_TIME_POINTS
+  return firsts.length === 0 ? NaN : (firsts.reduce((a, x) => a + x, 0) / firsts.length - steadyMs) * ONE_TIME_POINTS
 }
 
 try {
@@ -243,7 +242,7 @@ try {
     const over = summary(ratios.get(v)!).median - 1
     const within = withinRuns(ms)
     const steady = withinRuns(ms, ONE_TIME_POINTS)
-    const once = oneTimeMs(ms)
+    const once = oneTimeMs(ms, steady.meanMs)
     // What the other threads (the checkpoint helper thread among them) used beyond what they use in runs without checkpoints.
     const offOtherPerMs = offRuns.reduce((a, m) => a + m.threads.other, 0) / offRuns.reduce((a, m) => a + m.ms, 0)
     const background = ms.reduce((a, m) => a + m.threads.other - offOtherPerMs * m.ms, 0)

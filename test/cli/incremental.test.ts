@@ -20,7 +20,6 @@ const { root, ramDirs } = sandbox('molotof-incremental-')
 const STEPS = 40
 const KIB = 2048
 
-
 async function run(ranks: number, ...args: string[]): Promise<{ code: number; out: string; err: string }> {
   const out: string[] = []
   const err: string[] = []

@@ -299,7 +299,6 @@ const SPARSE = 'test/fixtures/sparse-update.ts'
 const INCR_STEPS = 30
 const INCR_KIB = 1536
 
-
 /** 3 nodes of one rank, xor:3, the memory level flushing deltas (every 5 steps, a full file every 4, keep 1), stopped at the checkpoint of step 19. */
 async function incrementalStop(name: string, shared?: { dir: string; every: number }) {
   const checkpoint = { ...xorRun(name, 3, 3), policy: { every: 5 } as const, keep: 1, async: true, incremental: { every: 4 }, ...(shared ? { shared } : {}) }
